@@ -1,0 +1,33 @@
+"""Janus: Dual-End Staging for the data path of reinforcement learning."""
+
+from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.janus import JanusBuffer, StageStats
+from janus.config import JanusConfig, RunConfig, WorkloadConfig
+from janus.errors import (
+    BufferEmptyError,
+    BufferInputError,
+    CheckpointError,
+    ConfigError,
+    JanusError,
+    PipelineClosedError,
+    PlacementUnavailableError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BufferEmptyError",
+    "BufferInputError",
+    "CheckpointError",
+    "ConfigError",
+    "ExperienceBuffer",
+    "JanusBuffer",
+    "JanusConfig",
+    "JanusError",
+    "PipelineClosedError",
+    "PlacementUnavailableError",
+    "RunConfig",
+    "StageStats",
+    "WorkloadConfig",
+    "__version__",
+]

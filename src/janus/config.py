@@ -1,0 +1,349 @@
+"""Configuration: dataclasses, YAML loading and validation with clear errors.
+
+A YAML file holds the data-path knobs at the top level, with the artifact's names
+(``placement``, ``overlap_collect``, ``g_select`` ...), and the workload under ``workload:``::
+
+    placement: auto
+    overlap_collect: 1
+    g_collect: 4
+    workload:
+      num_actors: 2
+
+Unknown keys, wrong types and out-of-range values raise :class:`~janus.errors.ConfigError` naming
+the field, the value given and the accepted values. Placements that need CUDA raise
+:class:`~janus.errors.PlacementUnavailableError` on machines without it, before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+import yaml
+
+from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of
+
+PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
+DEVICES = ("cpu", "cuda")
+OBS_DTYPES = ("float32", "uint8")
+
+
+def cuda_available() -> bool:
+    """Whether this machine can run CUDA work (patched in tests)."""
+    return torch.cuda.is_available()
+
+
+@dataclass
+class JanusConfig:
+    """The data-path knobs of Dual-End Staging."""
+
+    actor_device: str = "cpu"
+    """Where actors produce rollouts: ``cpu`` or ``cuda``."""
+    placement: str = "auto"
+    """Experience buffer storage: ``cpu_pageable``, ``cpu_pinned``, ``cuda``, or ``auto``
+    (``cuda`` with a GPU, else ``cpu_pageable``)."""
+    learner_device: str = "auto"
+    """Where the learner consumes batches: ``cpu``, ``cuda`` or ``auto``."""
+    overlap_collect: int = 0
+    """1: collection runs in a background thread overlapping rollout; 0: inline in the actor."""
+    overlap_select: int = 0
+    """1: selection runs in a background thread overlapping the update; 0: inline in the learner."""
+    g_collect: float = 1
+    """Collection granularity: rollouts per invocation (off-policy, integer >= 1) or the
+    fraction k/M of a rollout per invocation (on-policy)."""
+    g_select: float = 1
+    """Selection granularity: batches per invocation (off-policy, integer >= 1) or the fraction
+    k/M of an epoch's minibatches per invocation (on-policy)."""
+    is_on_policy: bool = False
+    """On-policy: each rollout is consumed in epochs of M minibatches, every transition exactly once
+    per epoch. Off-policy: uniform sampling with replacement from a replay ring."""
+    batch_size: int = 256
+    """Transitions per learner batch (off-policy). On-policy a minibatch is rollout/M."""
+    buffer_capacity: int = 100_000
+    """Experience buffer capacity in transitions."""
+    num_minibatches: int = 4
+    """M: minibatches per on-policy epoch."""
+    actor_buffer_size: int = 8
+    """Actor-side staging queue bound, in rollout pieces (backpressure beyond it)."""
+    prefetch: int = 2
+    """Learner-side staging bound, in selection invocations."""
+
+
+@dataclass
+class WorkloadConfig:
+    """The synthetic (or RL) workload driving the data path."""
+
+    algo: str = "synthetic"
+    """Workload: ``synthetic`` (simulated actors, real torch learner)."""
+    num_actors: int = 2
+    """Actor threads producing rollouts."""
+    envs_per_actor: int = 8
+    """Environments stepped together by one actor: a step yields this many transitions."""
+    rollout_length: int = 32
+    """Steps per rollout (per actor)."""
+    obs_shape: tuple[int, ...] = (1024,)
+    """Observation shape."""
+    obs_dtype: str = "float32"
+    """Observation dtype: ``float32`` or ``uint8`` (uint8 is scaled to [0,1] by the learner)."""
+    env_step_ms: float = 1.0
+    """Simulated environment cost per actor step, in milliseconds (sleeps, like a remote env)."""
+    hidden_size: int = 256
+    """Learner MLP width."""
+    num_layers: int = 2
+    """Learner MLP hidden layers."""
+    num_actions: int = 8
+    """Discrete actions (output width of the learner MLP)."""
+    iterations: int = 60
+    """Iterations: each actor produces one rollout per iteration; the learner performs
+    ``updates_per_iteration`` updates (off-policy) or ``num_epochs`` x M (on-policy) per iteration."""
+    updates_per_iteration: int = 4
+    """Off-policy learner updates per iteration (the replay ratio)."""
+    num_epochs: int = 2
+    """On-policy epochs over each rollout."""
+
+
+@dataclass
+class RunConfig:
+    """One run: data-path knobs, workload, name and seed."""
+
+    janus: JanusConfig = field(default_factory=JanusConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    name: str = "run"
+    seed: int = 0
+
+    # ---- derived quantities -------------------------------------------------------------------
+    @property
+    def rollout_transitions(self) -> int:
+        """Transitions produced by all actors in one iteration."""
+        w = self.workload
+        return w.num_actors * w.envs_per_actor * w.rollout_length
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per learner batch."""
+        if self.janus.is_on_policy:
+            return self.rollout_transitions // self.janus.num_minibatches
+        return self.janus.batch_size
+
+    @property
+    def updates_per_iteration(self) -> int:
+        """Learner batches consumed per iteration."""
+        if self.janus.is_on_policy:
+            return self.workload.num_epochs * self.janus.num_minibatches
+        return self.workload.updates_per_iteration
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat dict as written to YAML / results.json (janus knobs at the top level)."""
+        out: dict[str, Any] = {"name": self.name, "seed": self.seed}
+        out.update(dataclasses.asdict(self.janus))
+        wl = dataclasses.asdict(self.workload)
+        wl["obs_shape"] = list(self.workload.obs_shape)
+        out["workload"] = wl
+        return out
+
+
+_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload"}
+_WORKLOAD = {f.name for f in fields(WorkloadConfig)}
+
+
+def _check_keys(given: Mapping[str, Any], accepted: set[str], where: str) -> None:
+    unknown = sorted(set(given) - accepted)
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(map(repr, unknown))} in {where}; accepted keys: "
+            + ", ".join(sorted(accepted))
+        )
+
+
+def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConfig:
+    """Build a validated-shape (not yet resolved) :class:`RunConfig` from a flat mapping."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
+    _check_keys(data, _TOP_LEVEL, "config")
+    cfg = base or RunConfig()
+    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload")}
+    workload = data.get("workload") or {}
+    if not isinstance(workload, Mapping):
+        raise invalid("workload", workload, "a mapping of workload keys")
+    _check_keys(workload, _WORKLOAD, "workload")
+    workload = dict(workload)
+    if "obs_shape" in workload:
+        shape = workload["obs_shape"]
+        if isinstance(shape, int):
+            shape = [shape]
+        if not isinstance(shape, (list, tuple)):
+            raise invalid("workload.obs_shape", shape, "a list of positive integers, e.g. [4, 84, 84]")
+        workload["obs_shape"] = tuple(shape)
+    return RunConfig(
+        janus=replace(cfg.janus, **janus_kw),
+        workload=replace(cfg.workload, **workload),
+        name=str(data.get("name", cfg.name)),
+        seed=data.get("seed", cfg.seed),
+    )
+
+
+def load_yaml(path: str | Path) -> RunConfig:
+    """Load a YAML config file (not yet resolved; call :func:`resolve`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {str(path)!r}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+    return from_dict(data)
+
+
+def parse_granularity(name: str, value: Any) -> float:
+    """Parse a granularity given as a number or a ``"k/M"`` string."""
+    if isinstance(value, bool):
+        raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
+    if isinstance(value, str):
+        try:
+            return float(Fraction(value.strip()))
+        except (ValueError, ZeroDivisionError):
+            raise invalid(name, value, "a number, or a fraction written k/M such as 1/4") from None
+    if isinstance(value, (int, float)):
+        return float(value)
+    raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
+
+
+def _int(name: str, value: Any, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise invalid(name, value, f"an integer >= {low}")
+    if value < low:
+        raise invalid(name, value, f"an integer >= {low}")
+    return int(value)
+
+
+def _flag(name: str, value: Any) -> int:
+    if value in (0, 1) and not isinstance(value, float):
+        return int(value)
+    raise invalid(name, value, "0 or 1")
+
+
+def _check_granularity(name: str, g: float, j: JanusConfig) -> None:
+    if not j.is_on_policy:
+        if g < 1 or g != int(g):
+            raise invalid(name, g, "an integer >= 1 off-policy (operations batched per invocation)")
+        return
+    m = j.num_minibatches
+    k = g * m
+    if not (0 < g <= 1) or abs(k - round(k)) > 1e-9:
+        fractions = ", ".join(f"{i}/{m}" for i in range(1, m + 1))
+        raise invalid(name, g, f"a fraction k/M of a rollout on-policy with M=num_minibatches={m}: {fractions}")
+
+
+def validate_janus(j: JanusConfig) -> JanusConfig:
+    """Check the data-path knobs; return a copy with normalised types. Raises ConfigError."""
+    if j.placement not in ("auto",) + PLACEMENTS:
+        raise invalid("placement", j.placement, one_of(("auto",) + PLACEMENTS))
+    if j.actor_device not in DEVICES:
+        raise invalid("actor_device", j.actor_device, one_of(DEVICES))
+    if j.learner_device not in ("auto",) + DEVICES:
+        raise invalid("learner_device", j.learner_device, one_of(("auto",) + DEVICES))
+    if j.is_on_policy not in (True, False, 0, 1):
+        raise invalid("is_on_policy", j.is_on_policy, "true or false")
+    out = replace(
+        j,
+        is_on_policy=bool(j.is_on_policy),
+        overlap_collect=_flag("overlap_collect", j.overlap_collect),
+        overlap_select=_flag("overlap_select", j.overlap_select),
+        g_collect=parse_granularity("g_collect", j.g_collect),
+        g_select=parse_granularity("g_select", j.g_select),
+        batch_size=_int("batch_size", j.batch_size),
+        buffer_capacity=_int("buffer_capacity", j.buffer_capacity),
+        num_minibatches=_int("num_minibatches", j.num_minibatches),
+        actor_buffer_size=_int("actor_buffer_size", j.actor_buffer_size),
+        prefetch=_int("prefetch", j.prefetch),
+    )
+    for name in ("g_collect", "g_select"):
+        _check_granularity(name, getattr(out, name), out)
+    if not out.is_on_policy and out.buffer_capacity < out.batch_size:
+        raise invalid("buffer_capacity", out.buffer_capacity, f"at least batch_size={out.batch_size}")
+    return out
+
+
+def resolve_janus(j: JanusConfig) -> JanusConfig:
+    """Validate the knobs, then resolve ``auto`` placement/devices for this machine.
+
+    Raises :class:`PlacementUnavailableError` when CUDA is asked for but absent.
+    """
+    j = validate_janus(j)
+    has_cuda = cuda_available()
+    for name, value, alternative in (
+        ("placement", j.placement, "placement: cpu_pageable (or auto)"),
+        ("actor_device", j.actor_device, "actor_device: cpu"),
+        ("learner_device", j.learner_device, "learner_device: cpu (or auto)"),
+    ):
+        if value in ("cuda", "cpu_pinned") and not has_cuda:
+            what = "pinned host memory for GPU copies" if value == "cpu_pinned" else "a CUDA GPU"
+            raise PlacementUnavailableError(
+                f"{name}={value!r} needs {what}, but CUDA is not available on this machine "
+                f"(torch.cuda.is_available() is False); use {alternative}"
+            )
+    placement = j.placement if j.placement != "auto" else ("cuda" if has_cuda else "cpu_pageable")
+    learner = j.learner_device if j.learner_device != "auto" else ("cuda" if has_cuda else "cpu")
+    return replace(j, placement=placement, learner_device=learner)
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Check every field of a run; return a copy with normalised types. Raises ConfigError."""
+    janus, w = validate_janus(cfg.janus), cfg.workload
+    if w.algo != "synthetic":
+        raise invalid("workload.algo", w.algo, one_of(("synthetic",)))
+    if w.obs_dtype not in OBS_DTYPES:
+        raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
+    if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
+        raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
+    if isinstance(w.env_step_ms, bool) or not isinstance(w.env_step_ms, (int, float)) or w.env_step_ms < 0:
+        raise invalid("workload.env_step_ms", w.env_step_ms, "a number >= 0 (milliseconds)")
+    workload = replace(
+        w,
+        num_actors=_int("workload.num_actors", w.num_actors),
+        envs_per_actor=_int("workload.envs_per_actor", w.envs_per_actor),
+        rollout_length=_int("workload.rollout_length", w.rollout_length),
+        hidden_size=_int("workload.hidden_size", w.hidden_size),
+        num_layers=_int("workload.num_layers", w.num_layers, low=0),
+        num_actions=_int("workload.num_actions", w.num_actions),
+        iterations=_int("workload.iterations", w.iterations),
+        updates_per_iteration=_int("workload.updates_per_iteration", w.updates_per_iteration),
+        num_epochs=_int("workload.num_epochs", w.num_epochs),
+        env_step_ms=float(w.env_step_ms),
+    )
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):
+        raise invalid("seed", cfg.seed, "an integer")
+    out = replace(cfg, janus=janus, workload=workload)
+    if janus.is_on_policy:
+        rollout = out.rollout_transitions
+        for name in ("g_collect", "g_select"):
+            piece = workload.rollout_length * getattr(janus, name)
+            if name == "g_collect" and abs(piece - round(piece)) > 1e-9:
+                raise invalid(
+                    name, getattr(janus, name),
+                    f"a fraction k/M that splits workload.rollout_length={workload.rollout_length} into whole steps",
+                )
+        if rollout % janus.num_minibatches:
+            raise invalid(
+                "num_minibatches", janus.num_minibatches,
+                f"a divisor of the rollout size num_actors*envs_per_actor*rollout_length={rollout}",
+            )
+        if janus.buffer_capacity < rollout:
+            raise invalid("buffer_capacity", janus.buffer_capacity, f"at least one rollout ({rollout}) on-policy")
+    return out
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """Validate a run, then resolve ``auto`` placements for this machine (see :func:`resolve_janus`)."""
+    cfg = validate(cfg)
+    return replace(cfg, janus=resolve_janus(cfg.janus))
+
+
+def available_placements() -> dict[str, str | None]:
+    """Each placement mapped to ``None`` if usable here, else the reason it is not."""
+    reason = None if cuda_available() else "CUDA is not available on this machine"
+    return {"cpu_pageable": None, "cpu_pinned": reason, "cuda": reason}
