@@ -1,0 +1,120 @@
+"""Input checks for the experience buffer: every rejection happens before any state changes.
+
+Errors name the argument, what was given and what is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from janus.buffer.storage import FieldSpec
+from janus.errors import BufferInputError, BufferTypeError, invalid
+
+
+def check_capacity(capacity: Any) -> None:
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise invalid("capacity", capacity, "an integer >= 1", BufferInputError)
+
+
+def check_batch_size(batch_size: Any) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise invalid("batch_size", batch_size, "an integer >= 1", BufferInputError)
+
+
+def check_prioritized_args(alpha: float, beta: float, eps: float) -> None:
+    for name, value, low, strict in (("alpha", alpha, 0.0, False), ("beta", beta, 0.0, False), ("eps", eps, 0.0, True)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = ok and (value > low if strict else value >= low)
+        if not ok:
+            raise invalid(name, value, f"a finite number {'>' if strict else '>='} {low}", BufferInputError)
+
+
+def _as_tensor(name: str, value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise BufferTypeError(f"field {name!r}: numpy arrays of dtype object cannot be stored")
+        return torch.from_numpy(np.ascontiguousarray(value))
+    raise BufferTypeError(
+        f"field {name!r}: got {type(value).__name__}; accepted: a torch.Tensor or numpy.ndarray "
+        "with a leading batch dimension"
+    )
+
+
+def check_batch(
+    data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device
+) -> tuple[dict[str, torch.Tensor], dict[str, FieldSpec]]:
+    """Validate a batch for ``extend``; return it as tensors plus the (possibly new) field specs."""
+    if not isinstance(data, Mapping) or not data:
+        raise BufferTypeError(
+            f"extend() takes a non-empty mapping of field name -> tensor, got {type(data).__name__}"
+        )
+    batch = {str(k): _as_tensor(str(k), v) for k, v in data.items()}
+    if specs:
+        missing, extra = sorted(set(specs) - set(batch)), sorted(set(batch) - set(specs))
+        if missing or extra:
+            raise BufferInputError(
+                f"extend() fields do not match the buffer's: missing {missing}, unexpected {extra}; "
+                f"accepted fields: {sorted(specs)}"
+            )
+    sizes = {}
+    for name, t in batch.items():
+        if t.dim() == 0:
+            raise invalid(f"field {name!r} shape", tuple(t.shape), "a tensor with a leading batch dimension", BufferInputError)
+        if t.device.type not in ("cpu", device.type):
+            raise invalid(f"field {name!r} device", str(t.device), f"'cpu' or {device.type!r}", BufferInputError)
+        sizes[name] = t.shape[0]
+        if specs:
+            spec = specs[name]
+            if tuple(t.shape[1:]) != spec.shape:
+                raise invalid(f"field {name!r} item shape", tuple(t.shape[1:]), f"{spec.shape} (fixed by the first extend)", BufferInputError)
+            if t.dtype != spec.dtype:
+                raise invalid(f"field {name!r} dtype", t.dtype, f"{spec.dtype} (fixed by the first extend)", BufferInputError)
+    if len(set(sizes.values())) != 1:
+        raise BufferInputError(f"extend() fields have different batch sizes: {sizes}; all must match")
+    n = next(iter(sizes.values()))
+    if n == 0:
+        raise invalid("batch size", 0, "at least 1 item per extend()", BufferInputError)
+    if n > capacity:
+        raise invalid("batch size", n, f"at most the capacity ({capacity}) items per extend()", BufferInputError)
+    new_specs = dict(specs) or {k: FieldSpec(tuple(t.shape[1:]), t.dtype) for k, t in batch.items()}
+    return batch, new_specs
+
+
+def _vector(name: str, value: Any, dtype: torch.dtype) -> torch.Tensor:
+    try:
+        t = value.detach() if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    except (TypeError, ValueError, RuntimeError):
+        raise BufferTypeError(f"{name}: got {type(value).__name__}; accepted: a 1-D tensor, array or list") from None
+    if t.dim() > 1:
+        t = t.reshape(-1) if t.numel() == t.shape[0] else t
+    if t.dim() != 1:
+        raise invalid(f"{name} shape", tuple(t.shape), "a 1-D sequence", BufferInputError)
+    # An empty list has numpy's default dtype (float64): nothing to reject then.
+    if dtype == torch.long and t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
+        raise invalid(f"{name} dtype", t.dtype, "integer keys as returned in batch['index']", BufferInputError)
+    return t.to("cpu", dtype)
+
+
+def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate ``update_priority`` arguments; return (keys, priorities) as CPU tensors."""
+    keys = _vector("index", index, torch.long)
+    prio = _vector("priority", priority, torch.float64)
+    if keys.numel() != prio.numel():
+        raise BufferInputError(f"index and priority lengths differ: {keys.numel()} vs {prio.numel()}; they must match")
+    if prio.numel():
+        bad = ~torch.isfinite(prio) | (prio < 0)
+        if bool(bad.any()):
+            raise invalid("priority", prio[bad][:5].tolist(), "finite numbers >= 0", BufferInputError)
+        out_of_range = (keys < 0) | (keys >= written)
+        if bool(out_of_range.any()):
+            raise invalid(
+                "index", keys[out_of_range][:5].tolist(),
+                f"keys of written items, 0 <= key < {written} (as returned by extend/sample)", BufferInputError,
+            )
+    return keys, prio
