@@ -1,0 +1,345 @@
+"""JanusBuffer: Dual-End Staging wired together.
+
+``actors --put--> ActorBuffer --CollectionOp--> ExperienceBuffer --SelectionOp--> LearnerBuffer --get--> learner``
+
+With ``overlap_collect=1`` a background thread runs collection while the actors keep rolling out;
+with 0 the actor whose ``put`` completes a collection unit runs it inline. Likewise
+``overlap_select=1`` runs selection in a background thread that prefetches while the learner
+updates; with 0 the learner's ``get`` runs it inline when no batch is staged.
+
+Errors raised in a background thread are re-raised, with their original traceback, by the next
+``put``/``get``; the pipeline then stops instead of hanging. ``close()`` joins every thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping
+
+import torch
+
+from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
+from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
+from janus.config import JanusConfig, resolve_janus
+from janus.errors import ConfigError, PipelineClosedError
+
+
+@dataclass
+class StageStats:
+    """Seconds and counts per stage, accumulated since the buffer was created."""
+
+    collect_s: float = 0.0
+    collect_calls: int = 0
+    transitions_collected: int = 0
+    select_s: float = 0.0
+    select_calls: int = 0
+    batches_selected: int = 0
+    batches_delivered: int = 0
+    learner_wait_s: float = 0.0
+    actor_blocked_s: float = 0.0
+    pieces_put: int = 0
+    transitions_put: int = 0
+    pieces_dropped_on_close: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+class JanusBuffer:
+    """The five parts of Dual-End Staging behind ``put`` (actor side) and ``get`` (learner side).
+
+    Args:
+        config: data-path knobs; ``placement``/``learner_device`` may be ``auto``.
+        rollout_size: on-policy, transitions per rollout (all actors); the storage holds one.
+        num_epochs: on-policy, epochs over each rollout.
+        time_major_dims: leading dims of a put piece merged into the batch dim (2: ``[T, envs]``).
+        preprocess: optional function applied by collection to each concatenated batch.
+        sampler, sampler_kwargs: off-policy sampler of the experience buffer.
+        min_size: off-policy, items stored before the first sample (default ``batch_size``).
+    """
+
+    def __init__(
+        self,
+        config: JanusConfig,
+        *,
+        rollout_size: int | None = None,
+        num_epochs: int = 1,
+        time_major_dims: int = 2,
+        preprocess: Preprocess | None = None,
+        sampler: str = "uniform",
+        seed: int | None = None,
+        min_size: int | None = None,
+        **sampler_kwargs: Any,
+    ) -> None:
+        self.config = cfg = resolve_janus(config)
+        self.stats = StageStats()
+        self._stats_lock = threading.Lock()
+        self._time_major_dims = time_major_dims
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._data_cond = threading.Condition()
+        self._select_wait_s = 0.0
+        learner_device = torch.device(cfg.learner_device)
+
+        if cfg.is_on_policy:
+            if not rollout_size or rollout_size % cfg.num_minibatches:
+                raise ConfigError(
+                    f"invalid rollout_size: got {rollout_size!r}; accepted: a positive multiple of "
+                    f"num_minibatches={cfg.num_minibatches} (on-policy needs the rollout size)"
+                )
+            self.schedule: OnPolicySchedule | None = OnPolicySchedule(rollout_size, cfg.num_minibatches, num_epochs)
+            capacity, batch_size = rollout_size, rollout_size // cfg.num_minibatches
+            self._collect_pieces, self._collect_transitions = None, round(cfg.g_collect * rollout_size)
+            batches_per_call = round(cfg.g_select * cfg.num_minibatches)
+            self.min_size = batch_size
+        else:
+            self.schedule = None
+            capacity, batch_size = cfg.buffer_capacity, cfg.batch_size
+            self._collect_pieces, self._collect_transitions = int(cfg.g_collect), None
+            batches_per_call = int(cfg.g_select)
+            self.min_size = batch_size if min_size is None else min_size
+        self.batch_size = batch_size
+
+        self.experience = ExperienceBuffer(capacity, cfg.placement, "uniform" if cfg.is_on_policy else sampler, seed, **sampler_kwargs)
+        self.actor_buffer = ActorBuffer(
+            max(cfg.actor_buffer_size, self._collect_pieces or 1), min_transitions=self._collect_transitions or 0
+        )
+        self.learner_buffer = LearnerBuffer(cfg.prefetch)
+        self.collection = CollectionOp(self.experience, time_major_dims, preprocess, self.schedule)
+        self.selection = SelectionOp(
+            self.experience, batch_size, batches_per_call, learner_device, self.schedule,
+            None if seed is None else seed + 2, self._wait_for_data,
+        )
+        self._collect_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        if cfg.overlap_collect:
+            self._start("janus-collect", self._collect_loop)
+        if cfg.overlap_select:
+            self._start("janus-select", self._select_loop)
+
+    # ---- actor side ----------------------------------------------------------------------------
+    def put(self, rollout: Mapping[str, Any], timeout: float | None = None) -> None:
+        """Stage one rollout piece (fields shaped ``[T, envs, ...]`` by default); blocks when full."""
+        self._raise_if_failed()
+        if self._closed:
+            raise PipelineClosedError("JanusBuffer is closed")
+        first = next(iter(rollout.values()))
+        n = 1
+        for d in first.shape[: self._time_major_dims]:
+            n *= int(d)
+        blocked = self.actor_buffer.put(rollout, n, timeout)
+        with self._stats_lock:
+            self.stats.actor_blocked_s += blocked
+            self.stats.pieces_put += 1
+            self.stats.transitions_put += n
+        if not self.config.overlap_collect:
+            try:
+                waited = self._collect_staged(block=False)
+            except PipelineClosedError:
+                self._raise_if_failed()  # closed by a background failure: raise the cause
+                raise
+            if waited:  # on-policy: the actor waited inline for the previous rollout to be read
+                with self._stats_lock:
+                    self.stats.actor_blocked_s += waited
+
+    def flush(self) -> None:
+        """Write every staged piece now, below the collection granularity too (off-policy)."""
+        self._raise_if_failed()
+        with self._collect_lock:
+            pieces = self.actor_buffer.take(len(self.actor_buffer) or 1, None, block=False)
+            if pieces:
+                self._run_collection(pieces)
+
+    def _collect_threshold(self) -> tuple[int | None, int | None]:
+        if self.schedule is None:
+            return self._collect_pieces, None
+        return None, min(self._collect_transitions, self.schedule.remaining_to_write() or self.schedule.rollout_size)
+
+    def _collect_staged(self, block: bool) -> float:
+        """Collect staged pieces; returns seconds spent waiting for the on-policy schedule.
+
+        ``block=True`` (the background collector) waits for one collection unit *outside* the
+        collect lock, so ``flush`` is never locked out; ``block=False`` (inline) collects every
+        complete unit that is staged.
+        """
+        if block:
+            pieces = self.actor_buffer.take(*self._collect_threshold(), block=True)
+            with self._collect_lock:
+                return self._run_collection(pieces)
+        waited = 0.0
+        while True:
+            with self._collect_lock:
+                pieces = self.actor_buffer.take(*self._collect_threshold(), block=False)
+                if not pieces:
+                    return waited
+                waited += self._run_collection(pieces)
+
+    def _run_collection(self, pieces: list[Any]) -> float:
+        start = time.perf_counter()
+        wait_before = self._schedule_wait()
+        n = self.collection(pieces)
+        waited = self._schedule_wait() - wait_before
+        with self._stats_lock:
+            self.stats.collect_s += time.perf_counter() - start - waited
+            self.stats.collect_calls += 1
+            self.stats.transitions_collected += n
+        with self._data_cond:
+            self._data_cond.notify_all()
+        return waited
+
+    def _schedule_wait(self) -> float:
+        return self.schedule.write_wait_s if self.schedule is not None else 0.0
+
+    # ---- learner side --------------------------------------------------------------------------
+    def get(self, timeout: float | None = None) -> dict[str, torch.Tensor]:
+        """The next batch on the learner device (fields, ``"index"`` keys, ``"weight"`` if prioritized).
+
+        Blocks until a batch is ready; past ``timeout`` seconds raises
+        :class:`~janus.buffer.staging.StagingTimeout` (also when selection runs inline).
+        After :meth:`close` raises :class:`PipelineClosedError`.
+        """
+        self._raise_if_failed()
+        if self._closed:
+            raise PipelineClosedError("JanusBuffer is closed")
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        if not self.config.overlap_select and self.learner_buffer.ready() == 0:
+            try:
+                self._select_once(inline=True, deadline=deadline)
+            except PipelineClosedError:
+                self._raise_if_failed()  # closed by a background failure: raise the cause
+                raise
+        remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        pending, waited = self.learner_buffer.get(remaining)
+        with self._stats_lock:
+            self.stats.learner_wait_s += waited
+            self.stats.batches_delivered += 1
+        return pending.wait()
+
+    def _select_once(self, inline: bool, deadline: float | None = None) -> None:
+        start = time.perf_counter()
+        wait_before = self.selection_wait_s
+        bundle = self.selection(deadline)
+        waited = self.selection_wait_s - wait_before
+        with self._stats_lock:
+            self.stats.select_s += time.perf_counter() - start - waited
+            self.stats.select_calls += 1
+            self.stats.batches_selected += len(bundle)
+            if inline:
+                self.stats.learner_wait_s += waited
+        self.learner_buffer.put(bundle)
+
+    @property
+    def selection_wait_s(self) -> float:
+        """Seconds selection has spent waiting for data to be written."""
+        return self._select_wait_s + (self.schedule.read_wait_s if self.schedule is not None else 0.0)
+
+    def _wait_for_data(self, deadline: float | None = None) -> None:
+        start = time.perf_counter()
+        with self._data_cond:
+            while len(self.experience) < self.min_size:
+                self._raise_if_failed()
+                if self._closed:
+                    raise PipelineClosedError("JanusBuffer is closed")
+                remaining = 0.1 if deadline is None else min(0.1, deadline - time.perf_counter())
+                if remaining <= 0:
+                    raise StagingTimeout(
+                        f"JanusBuffer.get: timed out waiting for {self.min_size} stored transitions "
+                        f"(have {len(self.experience)})"
+                    )
+                self._data_cond.wait(remaining)
+        self._select_wait_s += time.perf_counter() - start
+
+    # ---- threads, errors, shutdown -------------------------------------------------------------
+    def _start(self, name: str, loop: Callable[[], None]) -> None:
+        ready = threading.Event()
+        thread = threading.Thread(target=self._guard(loop, ready), name=name, daemon=True)
+        self._threads.append(thread)
+        intra_op_threads = torch.get_num_threads()
+        thread.start()
+        ready.wait(10.0)
+        # torch.set_num_threads() in the background thread also sets the default that every thread
+        # started later inherits (the learner's too): restore it, the background thread keeps 1.
+        torch.set_num_threads(intra_op_threads)
+
+    def _guard(self, loop: Callable[[], None], ready: threading.Event) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                torch.set_num_threads(1)
+            finally:
+                ready.set()
+            try:
+                loop()
+            except PipelineClosedError:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self._fail(exc)
+
+        return run
+
+    def _collect_loop(self) -> None:
+        while True:
+            self._collect_staged(block=True)
+
+    def _select_loop(self) -> None:
+        while not self._closed:
+            self._select_once(inline=False)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        self.actor_buffer.close(exc)
+        self.learner_buffer.close(exc)
+        if self.schedule is not None:
+            self.schedule.close()
+        with self._data_cond:
+            self._data_cond.notify_all()
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The first error raised in a background thread, if any."""
+        return self._failure
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the pipeline and join every thread.
+
+        Off-policy, pieces still staged are written first; on-policy they cannot be (the rollout
+        they belong to is incomplete) and are counted in ``stats.pieces_dropped_on_close``.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self.actor_buffer.close()
+        if self.schedule is not None:
+            self.schedule.close()
+        elif self._failure is None and not self.config.overlap_collect:
+            self.flush()
+        for thread in self._threads:
+            if thread.name == "janus-collect":  # drains the staged pieces before exiting
+                thread.join(timeout)
+        self.learner_buffer.close()
+        with self._data_cond:
+            self._data_cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+        self.stats.pieces_dropped_on_close = len(self.actor_buffer)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            raise RuntimeError(f"JanusBuffer.close(): threads still running after {timeout}s: {alive}")
+
+    def __enter__(self) -> "JanusBuffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
