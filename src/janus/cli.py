@@ -1,0 +1,118 @@
+"""Command line: ``janus compare | train | eval --sweep placement|granularity|overlap``.
+
+Every command takes ``--config FILE`` (default ``configs/default.yaml`` when present), data-path
+overrides with the artifact's flag names (``--placement cuda --overlap_collect 1 --g_collect 4``),
+workload overrides (``--iterations 100``), ``--quick`` and ``--out DIR``; it shows progress, prints a
+table and writes ``results.json``, ``results.csv`` and ``chart.png`` into the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Sequence
+
+from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, load_yaml, validate
+from janus.errors import JanusError
+
+DEFAULT_CONFIG = Path("configs/default.yaml")
+BOOL_FIELDS = {"is_on_policy"}
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false or 1/0, got {text!r}")
+
+
+def _number(text: str) -> Any:
+    """Ints stay ints, ``k/M`` fractions stay strings (parsed by config), else float."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("data-path overrides (the artifact's names)")
+    for f in fields(JanusConfig):
+        kind = _bool if f.name in BOOL_FIELDS else (str if f.type == "str" else _number)
+        group.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=_doc(JanusConfig, f.name))
+    wgroup = parser.add_argument_group("workload overrides")
+    for f in fields(WorkloadConfig):
+        if f.name == "obs_shape":
+            wgroup.add_argument("--obs_shape", type=int, nargs="+", default=None, help="observation shape, e.g. 4 84 84")
+            continue
+        kind = str if f.type == "str" else _number
+        wgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper())
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default from the config, else 0)")
+
+
+def _doc(cls: type, name: str) -> str:
+    return f"(default {getattr(cls(), name)!r})"
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=None, help="YAML config (default: configs/default.yaml)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<command>-<timestamp>)")
+    parser.add_argument("--quick", action="store_true", help="a tiny workload that finishes in seconds")
+    _add_overrides(parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="janus", description="Dual-End Staging for the RL data path.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _common(sub.add_parser("compare", help="baseline vs overlap vs granularity vs janus on one workload"))
+    train = sub.add_parser("train", help="one run of one configuration")
+    _common(train)
+    train.add_argument("--name", default=None, help="run name in the report (default: train)")
+    ev = sub.add_parser("eval", help="sweep one knob")
+    _common(ev)
+    ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"))
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Load the YAML config (if any) and apply the command-line overrides; not yet resolved."""
+    path = args.config
+    if path is None and DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    cfg = load_yaml(path) if path is not None else RunConfig()
+    janus_names = {f.name for f in fields(JanusConfig)}
+    workload_names = {f.name for f in fields(WorkloadConfig)}
+    overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in janus_names and v is not None}
+    workload = {k: v for k, v in vars(args).items() if k in workload_names and v is not None}
+    if workload:
+        overrides["workload"] = workload
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    return from_dict(overrides, base=cfg) if overrides else cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        from janus.harness.commands import run_command
+
+        cfg = config_from_args(args)
+        validate(cfg)  # fail on a bad config before any work starts; placements resolve per run
+        return run_command(args, cfg)
+    except JanusError as exc:
+        print(f"janus {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"janus {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Harness: run configurations, measure them and report the results."""

@@ -1,0 +1,61 @@
+"""What each CLI command runs: build the configurations, run them, report and save."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from janus.config import RunConfig
+from janus.harness.experiments import compare_configs, quick, resolve_all, sweep_configs
+from janus.harness.progress import ProgressLine
+from janus.harness.report import annotate, default_out_dir, format_table, write_results
+from janus.harness.runner import run_synthetic
+
+
+def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], list[dict[str, str]], str]:
+    """The configurations a command runs, those skipped here, and the baseline name for speedups."""
+    skipped: list[dict[str, str]] = []
+    if args.command == "compare":
+        configs = compare_configs(cfg)
+    elif args.command == "train":
+        configs = [replace(cfg, name=args.name or "train")]
+    else:
+        configs, skipped = sweep_configs(cfg, args.sweep)
+    if args.quick:
+        configs = [quick(c) for c in configs]
+    configs = resolve_all(configs)
+    baseline = "baseline" if args.command == "compare" else configs[0].name
+    return configs, skipped, baseline
+
+
+def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """Run a parsed ``janus`` command; returns the exit code."""
+    configs, skipped, baseline = plan(args, cfg)
+    label = args.command if args.command != "eval" else f"eval-{args.sweep}"
+    out_dir = Path(args.out) if args.out else default_out_dir(label)
+    mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
+    print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
+    for s in skipped:
+        print(f"  skipped {s['name']}: {s['reason']}", flush=True)
+    runs = []
+    for i, c in enumerate(configs, 1):
+        j = c.janus
+        print(
+            f"[{i}/{len(configs)}] {c.name}: placement={j.placement} (resolved), actor_device={j.actor_device}, "
+            f"learner_device={j.learner_device}, overlap_collect={j.overlap_collect}, "
+            f"overlap_select={j.overlap_select}, g_collect={j.g_collect:g}, g_select={j.g_select:g}",
+            flush=True,
+        )
+        progress = ProgressLine(f"  {c.name}")
+        run = run_synthetic(c, progress)
+        progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
+        runs.append(run)
+    annotated = annotate(runs, baseline=baseline)
+    print()
+    print(format_table(annotated, baseline=baseline))
+    command_line = "janus " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("janus") else f"janus {label}"
+    paths = write_results(out_dir, command_line, runs, skipped, baseline=baseline)
+    print("\nwrote " + ", ".join(str(p) for p in paths.values()))
+    return 0

@@ -1,0 +1,52 @@
+"""A dependency-free progress line for long runs (rewritten in place on a terminal)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class ProgressLine:
+    """Shows ``label  done/total  pct  elapsed  rate`` at most every ``interval`` seconds.
+
+    On a terminal the line is redrawn in place; elsewhere (logs, CI) a line is printed every
+    quarter of the work, so logs stay short.
+    """
+
+    def __init__(self, label: str, unit: str = "updates", stream: TextIO | None = None, interval: float = 0.25) -> None:
+        self.label = label
+        self.unit = unit
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.tty = self.stream.isatty()
+        self.start = time.perf_counter()
+        self._last = 0.0
+        self._next_quarter = 0.25
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        frac = done / total if total else 1.0
+        if self.tty:
+            if now - self._last < self.interval and done < total:
+                return
+            self._last = now
+            self.stream.write("\r" + self._text(done, total, now) + "   ")
+        elif frac >= self._next_quarter or done == total:
+            while self._next_quarter <= frac:
+                self._next_quarter += 0.25
+            self.stream.write(self._text(done, total, now) + "\n")
+        self.stream.flush()
+
+    def _text(self, done: int, total: int, now: float) -> str:
+        elapsed = now - self.start
+        rate = done / elapsed if elapsed > 0 else 0.0
+        pct = 100.0 * done / total if total else 100.0
+        return f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
+
+    def finish(self, summary: str) -> None:
+        """End the progress line with a one-line summary."""
+        if self.tty:
+            self.stream.write("\r" + " " * 100 + "\r")
+        self.stream.write(f"{self.label:<28} {summary}\n")
+        self.stream.flush()

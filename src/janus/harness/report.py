@@ -1,0 +1,263 @@
+"""Reporting: turn measured runs into a table, ``results.json``, ``results.csv`` and ``chart.png``.
+
+A *run* is the dict the runner produces::
+
+    {"name": str, "config": {...}, "samples_per_s": float, "actor_steps_per_s": float,
+     "wall_s": float, "stage_s": {"rollout", "collect", "select", "update",
+     "learner_wait", "actor_blocked": seconds}, "counts": {...}}
+
+Nothing here mutates the runs given; :func:`annotate` returns annotated copies.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import os
+import platform
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+WORK_STAGES = ("rollout", "collect", "select", "update")
+"""Stages that do work; with perfect overlap only the slowest of them remains."""
+STAGES = WORK_STAGES + ("learner_wait", "actor_blocked")
+"""Every stage time a run reports (the last two are waiting, not work)."""
+CSV_KNOBS = ("placement", "overlap_collect", "overlap_select", "g_collect", "g_select",
+             "is_on_policy", "batch_size")
+"""Config knobs copied into ``results.csv``."""
+
+
+def _div(num: float, den: float) -> float | None:
+    """``num / den``, or ``None`` when the denominator is not positive."""
+    return num / den if den > 0 else None
+
+
+def _f(value: Any) -> float:
+    """A finite float; missing, None, NaN and infinite values count as 0."""
+    try:
+        value = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
+def _stage(run: dict[str, Any], name: str) -> float:
+    return _f((run.get("stage_s") or {}).get(name))
+
+
+def ideal_bound(run: dict[str, Any]) -> dict[str, Any]:
+    """Perfect-overlap analysis of one run, with R, C, S, U its rollout/collect/select/update times.
+
+    - ``serial_s = R + C + S + U``: every stage one after another in one thread;
+    - ``bound_s = max(R, C, S, U)``: with perfect overlap only the slowest stage (the
+      ``bottleneck``) remains: the pipeline bound;
+    - ``ideal_speedup = serial_s / bound_s``: the most overlap can give;
+    - ``achieved_speedup = serial_s / wall_s``: what overlap gave in this run;
+    - ``efficiency = bound_s / wall_s = achieved / ideal``: how close the run came to the bound,
+      in (0, 1] when ``wall_s >= bound_s`` (above 1 only if stage clocks overlap each other).
+
+    Ratios whose denominator is zero are ``None``. Waiting times (learner_wait, actor_blocked)
+    are not work and are not part of either sum.
+    """
+    times = {name: _stage(run, name) for name in WORK_STAGES}
+    serial = sum(times.values())
+    bottleneck = max(times, key=times.__getitem__)
+    bound = times[bottleneck]
+    wall = _f(run.get("wall_s"))
+    return {
+        "serial_s": serial,
+        "bound_s": bound,
+        "bottleneck": bottleneck if bound > 0 else None,
+        "ideal_speedup": _div(serial, bound),
+        "achieved_speedup": _div(serial, wall),
+        "efficiency": _div(bound, wall),
+    }
+
+
+def annotate(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> list[dict[str, Any]]:
+    """Copies of ``runs`` with ``ideal`` (see :func:`ideal_bound`) and ``speedup_vs_baseline``.
+
+    ``speedup_vs_baseline = samples_per_s / samples_per_s of the run named `baseline```; ``None``
+    when no run has that name (or its throughput is zero).
+    """
+    out = [copy.deepcopy(run) for run in runs]
+    base = next((r for r in out if r.get("name") == baseline), None)
+    base_sps = _f(base.get("samples_per_s")) if base else 0.0
+    for run in out:
+        run["ideal"] = ideal_bound(run)
+        run["speedup_vs_baseline"] = _div(_f(run.get("samples_per_s")), base_sps)
+    return out
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _rate(value: Any) -> str:
+    value = _f(value)
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+COLUMNS = ("config", "samples/s", "steps/s", "wall", "rollout", "collect", "select", "update",
+           "l.wait", "blocked", "speedup", "ideal", "eff")
+
+
+def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> str:
+    """Fixed-width plain-text table, one row per run, with a two-line legend below."""
+    rows = []
+    for run in annotate(runs, baseline):
+        ideal = run["ideal"]
+        rows.append([
+            str(run.get("name", "?")), _rate(run.get("samples_per_s")),
+            _rate(run.get("actor_steps_per_s")), f"{_f(run.get('wall_s')):.2f}",
+            *(f"{_stage(run, s):.2f}" for s in STAGES),
+            _x(run["speedup_vs_baseline"]), _x(ideal["ideal_speedup"]), _pct(ideal["efficiency"]),
+        ])
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(COLUMNS)]
+
+    def line(cells: list[str] | tuple[str, ...]) -> str:
+        first = cells[0].ljust(widths[0])
+        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]).rstrip()
+
+    rule = "-" * len(line(list(COLUMNS)))
+    legend = ("samples/s: learner, steps/s: actors; times in s (l.wait: learner waiting for data, "
+              "blocked: actors blocked)\n"
+              f"speedup: samples/s vs '{baseline}'; ideal = serial/bound; eff = bound/wall")
+    return "\n".join([line(COLUMNS), rule, *(line(r) for r in rows), rule, legend])
+
+
+def collect_meta() -> dict[str, Any]:
+    """Machine, Python, torch and janus versions, for ``results.json``."""
+    import numpy
+    import torch
+
+    import janus
+
+    cuda = torch.cuda.is_available()
+    return {
+        "host": platform.node(), "platform": platform.platform(),
+        "python": platform.python_version(), "cpu_count": os.cpu_count(),
+        "torch": torch.__version__, "numpy": numpy.__version__,
+        "janus": getattr(janus, "__version__", "unknown"), "cuda_available": cuda,
+        "gpu": torch.cuda.get_device_name(0) if cuda else None,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values: tuples to lists, numpy/torch scalars to numbers, NaN/inf to None."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bool, int, str)) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "item"):
+        return _jsonable(value.item())
+    return str(value)
+
+
+def _csv_row(run: dict[str, Any]) -> dict[str, Any]:
+    cfg = run.get("config") or {}
+    row: dict[str, Any] = {"name": run.get("name"), **{k: cfg.get(k) for k in CSV_KNOBS}}
+    row.update({k: run.get(k) for k in ("samples_per_s", "actor_steps_per_s", "wall_s")})
+    row.update({f"{s}_s": _stage(run, s) for s in STAGES})
+    row.update(speedup_vs_baseline=run["speedup_vs_baseline"],
+               ideal_speedup=run["ideal"]["ideal_speedup"], efficiency=run["ideal"]["efficiency"])
+    return {k: "" if v is None else v for k, v in row.items()}
+
+
+def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
+    """Left: samples/s per run with the speedup on each bar; right: stage times per run."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 5.2))
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.5]})
+    names = [str(r.get("name", "?")) for r in runs]
+    xs = list(range(len(runs)))
+    sps = [_f(r.get("samples_per_s")) for r in runs]
+    bars = left.bar(xs, sps, color="tab:blue")
+    for bar, run in zip(bars, runs):
+        left.annotate(_x(run["speedup_vs_baseline"]), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                      ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+    left.set_title("learner throughput (speedup vs baseline)")
+    left.set_ylabel("samples / s")
+    left.set_ylim(0, max(sps + [1.0]) * 1.15)
+
+    width = 0.8 / len(STAGES)
+    colors = ("tab:green", "tab:orange", "tab:purple", "tab:red", "tab:gray", "tab:brown")
+    for k, (stage, color) in enumerate(zip(STAGES, colors)):
+        offs = [x - 0.4 + (k + 0.5) * width for x in xs]
+        right.bar(offs, [_stage(r, stage) for r in runs], width, label=stage, color=color,
+                  hatch="//" if stage not in WORK_STAGES else None)
+    for x, run in zip(xs, runs):
+        right.hlines(_f(run.get("wall_s")), x - 0.45, x + 0.45, colors="black",
+                     linestyles="--", label="wall" if x == 0 else None)
+    right.set_title("stage times per run (hatched: waiting; dashed: wall time)")
+    right.set_ylabel("seconds")
+    if runs:
+        right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    for ax in (left, right):
+        ax.set_xticks(xs)
+        ax.set_xticklabels(names, rotation=25, ha="right", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        if not runs:
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(f"janus {command}", fontsize=13)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, Any]],
+                  skipped: list[dict[str, Any]] | None = None,
+                  meta: dict[str, Any] | None = None, baseline: str = "baseline") -> dict[str, Path]:
+    """Write ``results.json``, ``results.csv`` and ``chart.png`` into ``out_dir`` (created).
+
+    ``meta`` is merged over :func:`collect_meta`. Returns ``{"json", "csv", "chart"}`` paths.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = annotate(runs, baseline)
+    paths = {"json": out / "results.json", "csv": out / "results.csv", "chart": out / "chart.png"}
+    doc = {
+        "command": command,
+        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "meta": {**collect_meta(), **(meta or {})},
+        "runs": runs,
+        "skipped": [{"name": s.get("name"), "reason": s.get("reason")} for s in skipped or []],
+    }
+    paths["json"].write_text(json.dumps(_jsonable(doc), indent=2) + "\n")
+    rows = [_csv_row(r) for r in runs]
+    header = ["name", *CSV_KNOBS, "samples_per_s", "actor_steps_per_s", "wall_s",
+              *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency"]
+    with paths["csv"].open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+    write_chart(paths["chart"], command, runs)
+    return paths
+
+
+def default_out_dir(command: str, root: str | Path = "runs") -> Path:
+    """``<root>/<command>-<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``... if it already exists.
+
+    The directory is not created.
+    """
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", command).strip("-") or "run"
+    base = Path(root) / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
+    path, n = base, 2
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return path

@@ -1,0 +1,106 @@
+"""A synthetic workload: simulated actors and a learner that does real torch work.
+
+* :class:`SyntheticActor` steps ``envs_per_actor`` simulated environments. Each step costs
+  ``env_step_ms`` of wall time spent sleeping — like an environment served by another process or
+  machine, it leaves the CPU to the rest of the pipeline — and writes an observation drawn from a
+  preallocated pool into the rollout, plus action, reward and done.
+* :class:`SyntheticLearner` performs a real update on every batch: forward, backward and Adam step
+  of an MLP over the flattened observation (uint8 observations are scaled to [0, 1]).
+
+Both run on the configured devices, so overlap has real work to hide behind.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from janus.config import WorkloadConfig
+
+DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
+
+
+class SyntheticActor:
+    """One actor: produces a rollout per iteration, in pieces of ``piece_steps`` steps."""
+
+    def __init__(
+        self, cfg: WorkloadConfig, device: torch.device, seed: int, off_policy: bool, piece_steps: int | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.device = device
+        self.off_policy = off_policy
+        self.piece_steps = piece_steps or cfg.rollout_length
+        gen = torch.Generator().manual_seed(seed)
+        dtype = DTYPES[cfg.obs_dtype]
+        pool_shape = (64, cfg.envs_per_actor, *cfg.obs_shape)
+        if dtype == torch.uint8:
+            pool = torch.randint(0, 256, pool_shape, generator=gen, dtype=torch.uint8)
+        else:
+            pool = torch.rand(pool_shape, generator=gen)
+        self.pool = pool.to(device)
+        self.generator = gen
+        self.step_s = 0.0  # time spent stepping environments (the rollout stage)
+        self.steps = 0
+
+    def rollout(self) -> Iterator[dict[str, torch.Tensor]]:
+        """Yield the pieces of one rollout; fields are shaped ``[steps, envs, ...]``."""
+        cfg, envs = self.cfg, self.cfg.envs_per_actor
+        done_every = 50
+        for first in range(0, cfg.rollout_length, self.piece_steps):
+            steps = min(self.piece_steps, cfg.rollout_length - first)
+            start = time.perf_counter()
+            obs = torch.empty((steps + 1, envs, *cfg.obs_shape), dtype=self.pool.dtype, device=self.device)
+            obs[0].copy_(self.pool[self.steps % len(self.pool)])
+            for t in range(steps):
+                if cfg.env_step_ms:
+                    time.sleep(cfg.env_step_ms / 1000.0)
+                obs[t + 1].copy_(self.pool[(self.steps + t + 1) % len(self.pool)])
+            action = torch.randint(0, cfg.num_actions, (steps, envs), generator=self.generator).to(self.device)
+            reward = torch.rand((steps, envs), generator=self.generator).to(self.device)
+            done = ((torch.arange(steps) + self.steps) % done_every == done_every - 1).unsqueeze(1).expand(steps, envs)
+            piece = {"obs": obs[:-1], "action": action, "reward": reward, "done": done.to(self.device)}
+            if self.off_policy:
+                piece["next_obs"] = obs[1:]
+            self.steps += steps
+            self.step_s += time.perf_counter() - start
+            yield piece
+
+
+def make_mlp(in_features: int, hidden: int, layers: int, out_features: int) -> nn.Module:
+    """An MLP with ``layers`` hidden layers of width ``hidden`` and ReLU activations."""
+    mods: list[nn.Module] = []
+    width = in_features
+    for _ in range(layers):
+        mods += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    mods.append(nn.Linear(width, out_features))
+    return nn.Sequential(*mods)
+
+
+class SyntheticLearner:
+    """A Q-learning-shaped regression on each batch: real forward, backward and optimiser step."""
+
+    def __init__(self, cfg: WorkloadConfig, device: torch.device, seed: int) -> None:
+        torch.manual_seed(seed)
+        in_features = 1
+        for d in cfg.obs_shape:
+            in_features *= d
+        self.scale = 1.0 / 255.0 if cfg.obs_dtype == "uint8" else 1.0
+        self.device = device
+        self.net = make_mlp(in_features, cfg.hidden_size, cfg.num_layers, cfg.num_actions).to(device)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-4)
+        self.updates = 0
+
+    def update(self, batch: dict[str, torch.Tensor]) -> float:
+        """One gradient step on ``batch``; returns the loss (which synchronises CUDA work)."""
+        obs = batch["obs"].flatten(1).float() * self.scale
+        q = self.net(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
+        loss = nn.functional.mse_loss(q, batch["reward"].float())
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.updates += 1
+        return float(loss.item())

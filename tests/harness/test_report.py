@@ -1,0 +1,144 @@
+"""Tests for janus.harness.report on hand-made run dicts (no runner needed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from janus.harness.report import annotate, default_out_dir, format_table, ideal_bound, write_results
+
+
+def make_run(name: str, sps: float, wall: float, stages: tuple[float, ...], **knobs: Any) -> dict[str, Any]:
+    """A run dict in the runner's schema; ``stages`` = (rollout, collect, select, update, wait, blocked)."""
+    config = {"name": name, "placement": "cpu_pageable", "overlap_collect": 0, "overlap_select": 0,
+              "g_collect": 1.0, "g_select": 1.0, "is_on_policy": False, "batch_size": 256,
+              "workload": {"num_actors": 2, "obs_shape": [64]}}
+    config.update(knobs)
+    keys = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
+    return {"name": name, "config": config, "samples_per_s": sps, "actor_steps_per_s": sps / 2,
+            "wall_s": wall, "stage_s": dict(zip(keys, stages)), "counts": {"updates": 100}}
+
+
+@pytest.fixture
+def runs() -> list[dict[str, Any]]:
+    return [
+        make_run("baseline", 1000.0, 10.0, (4.0, 2.0, 1.0, 3.0, 0.5, 0.25)),
+        make_run("overlap_collect", 1500.0, 7.0, (4.0, 2.0, 1.0, 3.0, 0.5, 0.25), overlap_collect=1),
+        make_run("janus", 2000.0, 5.0, (4.0, 2.0, 1.0, 3.0, 0.5, 0.25), overlap_collect=1, overlap_select=1),
+    ]
+
+
+def test_ideal_bound_hand_computed() -> None:
+    # R=4, C=2, S=1, U=3: serial 10, bound 4 (rollout), ideal 2.5x; wall 5: achieved 2x, efficiency 0.8.
+    ideal = ideal_bound(make_run("janus", 2000.0, 5.0, (4.0, 2.0, 1.0, 3.0, 9.0, 9.0)))
+    assert ideal["serial_s"] == pytest.approx(10.0)  # waiting times are not part of the sum
+    assert ideal["bound_s"] == pytest.approx(4.0)
+    assert ideal["bottleneck"] == "rollout"
+    assert ideal["ideal_speedup"] == pytest.approx(2.5)
+    assert ideal["achieved_speedup"] == pytest.approx(2.0)
+    assert ideal["efficiency"] == pytest.approx(0.8)
+    assert ideal["efficiency"] == pytest.approx(ideal["achieved_speedup"] / ideal["ideal_speedup"])
+
+
+def test_ideal_bound_guards_zero_divisions() -> None:
+    ideal = ideal_bound(make_run("empty", 0.0, 0.0, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)))
+    assert ideal["serial_s"] == 0.0 and ideal["bound_s"] == 0.0
+    assert ideal["ideal_speedup"] is None and ideal["achieved_speedup"] is None
+    assert ideal["efficiency"] is None and ideal["bottleneck"] is None
+
+
+@pytest.mark.parametrize("extra", [0.0, 0.01, 1.0, 100.0])
+def test_efficiency_at_most_one_when_wall_exceeds_bound(extra: float) -> None:
+    stages = (1.5, 3.25, 0.5, 2.0, 0.0, 0.0)
+    ideal = ideal_bound(make_run("r", 1.0, 3.25 + extra, stages))
+    assert 0.0 < ideal["efficiency"] <= 1.0
+    assert ideal["achieved_speedup"] <= ideal["ideal_speedup"] + 1e-12
+
+
+def test_speedup_vs_baseline(runs: list[dict[str, Any]]) -> None:
+    out = {r["name"]: r for r in annotate(runs)}
+    assert out["baseline"]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert out["overlap_collect"]["speedup_vs_baseline"] == pytest.approx(1.5)
+    assert out["janus"]["speedup_vs_baseline"] == pytest.approx(2.0)
+    assert out["janus"]["ideal"]["efficiency"] == pytest.approx(0.8)
+    assert "ideal" not in runs[0], "annotate must not mutate its input"
+
+
+def test_speedup_without_baseline_is_none(runs: list[dict[str, Any]]) -> None:
+    out = annotate(runs[1:])
+    assert all(r["speedup_vs_baseline"] is None for r in out)
+    assert annotate(runs, baseline="janus")[0]["speedup_vs_baseline"] == pytest.approx(0.5)
+
+
+def test_table_has_every_run_and_header(runs: list[dict[str, Any]]) -> None:
+    table = format_table(runs)
+    lines = table.splitlines()
+    for header in ("config", "samples/s", "steps/s", "wall", "rollout", "collect", "select",
+                   "update", "l.wait", "blocked", "speedup", "ideal", "eff"):
+        assert header in lines[0]
+    for run in runs:
+        assert sum(line.startswith(run["name"] + " ") for line in lines) == 1
+    janus_row = next(line for line in lines if line.startswith("janus "))
+    assert "2.00x" in janus_row and "2.50x" in janus_row and "80%" in janus_row
+    assert max(map(len, lines)) <= 120
+
+
+def test_write_results_files(tmp_path: Path, runs: list[dict[str, Any]]) -> None:
+    out = tmp_path / "nested" / "out"
+    skipped = [{"name": "cuda", "reason": "CUDA is not available", "extra": 1}]
+    paths = write_results(out, "compare", runs, skipped=skipped, meta={"note": "test"})
+    assert set(paths) == {"json", "csv", "chart"}
+    assert sorted(p.name for p in out.iterdir()) == ["chart.png", "results.csv", "results.json"]
+    assert all(p.parent == out for p in paths.values())
+
+    doc = json.loads(paths["json"].read_text())
+    assert doc["command"] == "compare" and doc["created"]
+    assert doc["meta"]["note"] == "test" and "torch" in doc["meta"] and "janus" in doc["meta"]
+    assert doc["skipped"] == [{"name": "cuda", "reason": "CUDA is not available"}]
+    assert [r["name"] for r in doc["runs"]] == ["baseline", "overlap_collect", "janus"]
+    for run, orig in zip(doc["runs"], runs):
+        assert run["config"] == orig["config"]
+        assert run["samples_per_s"] == orig["samples_per_s"]
+        assert run["stage_s"] == orig["stage_s"]
+    assert doc["runs"][2]["speedup_vs_baseline"] == pytest.approx(2.0)
+    assert doc["runs"][2]["ideal"]["ideal_speedup"] == pytest.approx(2.5)
+
+    with paths["csv"].open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    header, body = rows[0], rows[1:]
+    assert len(body) == len(runs)
+    for col in ("name", "placement", "overlap_collect", "overlap_select", "g_collect", "g_select",
+                "is_on_policy", "batch_size", "samples_per_s", "actor_steps_per_s", "wall_s",
+                "rollout_s", "collect_s", "select_s", "update_s", "learner_wait_s", "actor_blocked_s",
+                "speedup_vs_baseline", "ideal_speedup", "efficiency"):
+        assert col in header
+    janus = dict(zip(header, body[2]))
+    assert janus["name"] == "janus" and janus["overlap_select"] == "1"
+    assert float(janus["efficiency"]) == pytest.approx(0.8)
+
+    png = paths["chart"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(png) > 10_000
+
+
+def test_write_results_json_is_strict(tmp_path: Path) -> None:
+    run = make_run("baseline", float("nan"), 1.0, (1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    run["config"]["workload"]["obs_shape"] = (4, 84, 84)
+    paths = write_results(tmp_path, "compare", [run])
+    doc = json.loads(paths["json"].read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+    assert doc["runs"][0]["samples_per_s"] is None
+    assert doc["runs"][0]["config"]["workload"]["obs_shape"] == [4, 84, 84]
+
+
+def test_default_out_dir_is_unique(tmp_path: Path) -> None:
+    first = default_out_dir("compare", root=tmp_path)
+    assert first.parent == tmp_path and first.name.startswith("compare-")
+    assert len(first.name) == len("compare-YYYYmmdd-HHMMSS")
+    assert not first.exists(), "default_out_dir must not create the directory"
+    first.mkdir()
+    second = default_out_dir("compare", root=tmp_path)
+    assert second != first and not second.exists()
