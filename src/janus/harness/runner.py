@@ -64,6 +64,8 @@ def run_synthetic(cfg: RunConfig, progress: Progress | None = None) -> dict[str,
     ]
     version = PolicyVersion()
     errors: list[BaseException] = []
+    running = [len(actors)]
+    running_lock = threading.Lock()
 
     def act(actor: SyntheticActor) -> None:
         torch.set_num_threads(1)
@@ -73,6 +75,11 @@ def run_synthetic(cfg: RunConfig, progress: Progress | None = None) -> dict[str,
                     return
                 for piece in actor.rollout():
                     buffer.put(piece, timeout=GET_TIMEOUT_S)
+            with running_lock:
+                running[0] -= 1
+                last = running[0] == 0
+            if last and not on_policy:
+                buffer.flush()  # pieces below the collection granularity must not be stranded
         except BaseException as exc:  # noqa: BLE001 - surfaced by the learner loop below
             errors.append(exc)
 
@@ -99,8 +106,6 @@ def run_synthetic(cfg: RunConfig, progress: Progress | None = None) -> dict[str,
             t.join()
         if errors:
             raise errors[0]
-        if not on_policy:
-            buffer.flush()
         wall = time.perf_counter() - start
     finally:
         version.stop()
