@@ -55,7 +55,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     annotated = annotate(runs, baseline=baseline)
     print()
     print(format_table(annotated, baseline=baseline))
-    command_line = "janus " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("janus") else f"janus {label}"
+    argv = sys.argv[1:] if sys.argv and Path(sys.argv[0]).name in ("janus", "main.py") else [label]
+    command_line = "janus " + " ".join(argv)
     paths = write_results(out_dir, command_line, runs, skipped, baseline=baseline)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0

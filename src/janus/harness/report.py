@@ -214,7 +214,7 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
         ax.grid(axis="y", alpha=0.3)
         if not runs:
             ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(f"janus {command}", fontsize=13)
+    fig.suptitle(command, fontsize=13)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
