@@ -106,12 +106,45 @@ class WorkloadConfig:
     """On-policy epochs over each rollout."""
 
 
+BACKENDS = ("local", "ray")
+
+
+@dataclass
+class RuntimeConfig:
+    """The actor-model runtime hosting a training run (``janus train``).
+
+    The number of workers is ``workload.num_actors`` (flag ``--num_workers``).
+    """
+
+    backend: str = "local"
+    """``local`` (threads in this process) or ``ray`` (one process per component)."""
+    workers_per_node: int = 0
+    """Workers per node, one WorkerProxy each (0: all workers on one node). Local: simulated nodes."""
+    address: str | None = None
+    """Ray: ``auto`` or ``HOST:PORT`` of a running cluster; none starts a local Ray on 127.0.0.1."""
+    min_inserts: int = 0
+    """Transitions stored before the first batch is sampled (0: one batch)."""
+    samples_per_insert: float = 0.0
+    """Sampled transitions per inserted transition, enforced as credits (0: unlimited)."""
+    samples_per_param_load: int = 8
+    """Off-policy: trained batches between parameter versions (on-policy: one per rollout)."""
+    max_in_flight: int = 4
+    """Sample credits outstanding (batches requested but not yet trained)."""
+    max_calls_in_flight: int = 4
+    """Ray: insert calls a worker may have in flight before it waits."""
+    ping_interval_s: float = 0.5
+    """Health check period."""
+    pong_timeout_s: float = 10.0
+    """A component that does not answer a ping for this long is restarted (worker) or fails the run."""
+
+
 @dataclass
 class RunConfig:
-    """One run: data-path knobs, workload, name and seed."""
+    """One run: data-path knobs, workload, runtime, name and seed."""
 
     janus: JanusConfig = field(default_factory=JanusConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     name: str = "run"
     seed: int = 0
 
@@ -143,11 +176,13 @@ class RunConfig:
         wl = dataclasses.asdict(self.workload)
         wl["obs_shape"] = list(self.workload.obs_shape)
         out["workload"] = wl
+        out["runtime"] = dataclasses.asdict(self.runtime)
         return out
 
 
-_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload"}
+_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime"}
 _WORKLOAD = {f.name for f in fields(WorkloadConfig)}
+_RUNTIME = {f.name for f in fields(RuntimeConfig)}
 
 
 def _check_keys(given: Mapping[str, Any], accepted: set[str], where: str) -> None:
@@ -165,7 +200,11 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
     _check_keys(data, _TOP_LEVEL, "config")
     cfg = base or RunConfig()
-    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload")}
+    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload", "runtime")}
+    runtime = data.get("runtime") or {}
+    if not isinstance(runtime, Mapping):
+        raise invalid("runtime", runtime, "a mapping of runtime keys")
+    _check_keys(runtime, _RUNTIME, "runtime")
     workload = data.get("workload") or {}
     if not isinstance(workload, Mapping):
         raise invalid("workload", workload, "a mapping of workload keys")
@@ -181,6 +220,7 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
     return RunConfig(
         janus=replace(cfg.janus, **janus_kw),
         workload=replace(cfg.workload, **workload),
+        runtime=replace(cfg.runtime, **runtime),
         name=str(data.get("name", cfg.name)),
         seed=data.get("seed", cfg.seed),
     )
@@ -317,7 +357,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     )
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):
         raise invalid("seed", cfg.seed, "an integer")
-    out = replace(cfg, janus=janus, workload=workload)
+    out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime))
     if janus.is_on_policy:
         rollout = out.rollout_transitions
         for name in ("g_collect", "g_select"):
@@ -335,6 +375,30 @@ def validate(cfg: RunConfig) -> RunConfig:
         if janus.buffer_capacity < rollout:
             raise invalid("buffer_capacity", janus.buffer_capacity, f"at least one rollout ({rollout}) on-policy")
     return out
+
+
+def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
+    """Check the runtime section."""
+    if r.backend not in BACKENDS:
+        raise invalid("backend", r.backend, one_of(BACKENDS))
+    if r.address is not None and (not isinstance(r.address, str) or not r.address):
+        raise invalid("address", r.address, "'auto' or HOST:PORT of a Ray cluster")
+    for name in ("ping_interval_s", "pong_timeout_s"):
+        value = getattr(r, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise invalid(name, value, "a number of seconds > 0")
+    spi = r.samples_per_insert
+    if isinstance(spi, bool) or not isinstance(spi, (int, float)) or spi < 0:
+        raise invalid("samples_per_insert", spi, "a number >= 0 (0: unlimited)")
+    return replace(
+        r,
+        workers_per_node=_int("workers_per_node", r.workers_per_node, low=0),
+        min_inserts=_int("min_inserts", r.min_inserts, low=0),
+        samples_per_param_load=_int("samples_per_param_load", r.samples_per_param_load),
+        max_in_flight=_int("max_in_flight", r.max_in_flight),
+        max_calls_in_flight=_int("max_calls_in_flight", r.max_calls_in_flight),
+        samples_per_insert=float(spi),
+    )
 
 
 def resolve(cfg: RunConfig) -> RunConfig:

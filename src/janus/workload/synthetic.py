@@ -104,3 +104,39 @@ class SyntheticLearner:
         self.opt.step()
         self.updates += 1
         return float(loss.item())
+
+
+class SyntheticActorSide:
+    """Runtime adapter: a :class:`SyntheticActor` that returns one numpy piece per call."""
+
+    def __init__(self, cfg: WorkloadConfig, device: str, seed: int, off_policy: bool, piece_steps: int) -> None:
+        torch.set_num_threads(1)
+        self.actor = SyntheticActor(cfg, torch.device(device), seed, off_policy, piece_steps)
+        self._pieces: Iterator[dict[str, torch.Tensor]] = iter(())
+        self.version = -1
+
+    def rollout(self) -> tuple[dict, dict]:
+        piece = next(self._pieces, None)
+        if piece is None:
+            self._pieces = self.actor.rollout()
+            piece = next(self._pieces)
+        return {k: v.cpu().numpy() for k, v in piece.items()}, {}
+
+    def load_params(self, snapshot) -> None:  # noqa: ANN001 - ParamsSnapshot
+        self.version = snapshot.version
+
+
+class SyntheticLearnerSide:
+    """Runtime adapter: a :class:`SyntheticLearner` with parameter snapshots."""
+
+    def __init__(self, cfg: WorkloadConfig, device: str, seed: int) -> None:
+        torch.set_num_threads(1)
+        self.learner = SyntheticLearner(cfg, torch.device(device), seed)
+
+    def update(self, batch: dict[str, torch.Tensor]):  # noqa: ANN201 - UpdateResult-like
+        from types import SimpleNamespace
+
+        return SimpleNamespace(priorities=None, metrics={"loss": self.learner.update(batch)})
+
+    def params(self) -> dict:
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.learner.net.state_dict().items()}

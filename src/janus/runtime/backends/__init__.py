@@ -1,0 +1,1 @@
+"""Backends deliver messages between components: ``local`` (threads) and ``ray`` (processes)."""

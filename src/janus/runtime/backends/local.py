@@ -1,0 +1,121 @@
+"""The ``local`` backend: every component in a thread of this process, messages through queues.
+
+Messages are passed by reference (no serialisation); parameter handles are the snapshots
+themselves. This is the embedded default and what most tests use.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from janus.runtime.component import Component, Host
+from janus.runtime.stats import MessageStats
+
+
+class LocalOutbox:
+    """The outbox a local component sends through."""
+
+    def __init__(self, backend: "LocalBackend", sender: str) -> None:
+        self.backend = backend
+        self.sender = sender
+
+    def send(self, dest: str, msg: Any) -> None:
+        self.backend.deliver(dest, msg)
+
+    def share(self, snapshot: Any) -> Any:
+        return snapshot
+
+    def resolve(self, handle: Any) -> Any:
+        return handle
+
+
+class LocalBackend:
+    """Hosts components in threads; restarts workers on request; reports fatal errors."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.factories: dict[str, Callable[[], Component]] = {}
+        self.roles: dict[str, str] = {}
+        self.nodes: dict[str, str] = {}
+        self.hosts: dict[str, Host] = {}
+        self.retired: list[Host] = []
+        self.stats = MessageStats()
+        self.fatal: tuple[str, str] | None = None
+        self._lock = threading.Lock()
+
+    def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
+        """Register a component (created from ``factory`` now and again on restart)."""
+        self.factories[name] = factory
+        self.roles[name] = role
+        self.nodes[name] = node
+        self.hosts[name] = self._host(name)
+
+    def _host(self, name: str) -> Host:
+        component = self.factories[name]()
+        component.bind(LocalOutbox(self, name))
+        return Host(component)
+
+    def start(self) -> None:
+        for host in self.hosts.values():
+            host.start_thread(on_exit=self._on_exit)
+
+    def component(self, name: str) -> Component:
+        return self.hosts[name].component
+
+    def deliver(self, dest: str, msg: Any) -> None:
+        self.stats.record(msg)
+        with self._lock:
+            host = self.hosts.get(dest)
+        if host is None or host.done.is_set():
+            self.stats.dropped += 1
+            return
+        host.post(msg)
+
+    def restart(self, name: str) -> None:
+        """Replace a (dead or stuck) worker with a fresh instance."""
+        with self._lock:
+            old = self.hosts[name]
+            old.component.stopped = True
+            self.retired.append(old)
+            host = self._host(name)
+            self.hosts[name] = host
+        host.start_thread(on_exit=self._on_exit)
+
+    def kill(self, name: str) -> None:
+        """Make a component's host exit as if its process had died (for fault tests)."""
+        self.hosts[name].post(_Crash())
+
+    def _on_exit(self, host: Host) -> None:
+        if host.error is not None and self.roles.get(host.component.name) != "worker" and self.fatal is None:
+            self.fatal = (host.component.name, host.error_text)
+
+    def shutdown(self, timeout: float = 10.0) -> list[str]:
+        """Stop every component and join every thread; returns the names of threads still alive."""
+        from janus.runtime.messages import StopMsg
+
+        for host in self.hosts.values():
+            host.post(StopMsg("shutdown"))
+        deadline = time.monotonic() + timeout
+        alive = []
+        for host in list(self.hosts.values()) + self.retired:
+            if host.thread is not None:
+                host.thread.join(max(0.0, deadline - time.monotonic()))
+                if host.thread.is_alive():
+                    alive.append(host.thread.name)
+        return alive
+
+    def orchestrator_status(self) -> dict[str, Any]:
+        orch = self.hosts["orchestrator"].component
+        status = orch.summary()  # type: ignore[attr-defined]
+        status["finished"] = orch.finished  # type: ignore[attr-defined]
+        return status
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        return {name: dict(h.component.counters) for name, h in self.hosts.items()}
+
+
+class _Crash:
+    """A message no component handles: its host loop dies with an error (a simulated crash)."""

@@ -1,0 +1,345 @@
+"""Worker, WorkerProxy, TrajectoryManager and Trainer (the Orchestrator is in orchestrator.py).
+
+Data flows Worker -> WorkerProxy -> TrajectoryManager -> Trainer; parameters flow back
+Trainer -> WorkerProxy (one fetch per node per version) -> Workers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+import torch
+
+from janus.errors import PipelineClosedError
+from janus.runtime.component import Component
+from janus.runtime.messages import (
+    BatchTrainingDataMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot,
+    SampleBatchMsg, StartMsg, StopMsg, UpdatePriorityMsg,
+)
+
+
+class ActorSide(Protocol):
+    """What a Worker runs: rolls out with the parameters it was given."""
+
+    def rollout(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """One piece ``[T, envs, ...]`` of numpy arrays, and episode info (e.g. finished returns)."""
+
+    def load_params(self, snapshot: ParamsSnapshot) -> None: ...
+
+
+class UpdateResult(Protocol):
+    priorities: torch.Tensor | None
+    metrics: dict[str, float]
+
+
+class LearnerSide(Protocol):
+    """What the Trainer runs."""
+
+    def update(self, batch: dict[str, torch.Tensor]) -> Any:
+        """One update; returns an object with ``priorities`` (or None) and ``metrics``."""
+
+    def params(self) -> dict[str, np.ndarray]: ...
+
+
+class Worker(Component):
+    """Rolls out in the background and sends its transitions to its node's WorkerProxy.
+
+    ``lockstep`` (on-policy): rollout ``i`` starts only with parameters of version >= ``i``.
+    Otherwise the worker keeps rolling out and long-polls for the next version.
+    """
+
+    def __init__(
+        self, name: str, proxy: str, make_actor: Callable[[], ActorSide], lockstep: bool,
+        max_rollouts: int = 0, pieces_per_rollout: int = 1,
+    ) -> None:
+        super().__init__(name)
+        self.proxy = proxy
+        self.make_actor = make_actor
+        self.lockstep = lockstep
+        self.max_rollouts = max_rollouts  # pieces to produce; 0: unlimited
+        self.pieces_per_rollout = pieces_per_rollout
+        self.actor: ActorSide | None = None
+        self.version = -1
+        self.fetch_pending = False
+        self.rollouts = 0
+        self.episodes: list[dict[str, Any]] = []
+
+    def on_StartMsg(self, msg: StartMsg) -> None:
+        super().on_StartMsg(msg)
+        if self.actor is None:
+            self.actor = self.make_actor()
+        self._fetch(0)
+
+    def _fetch(self, min_version: int) -> None:
+        if not self.fetch_pending:
+            self.fetch_pending = True
+            self.send(self.proxy, FetchParamsMsg(self.name, min_version))
+
+    def on_LoadParamsMsg(self, msg: LoadParamsMsg) -> None:
+        self.fetch_pending = False
+        if msg.version > self.version:
+            assert self.actor is not None
+            self.actor.load_params(self.out.resolve(msg.params))  # type: ignore[union-attr]
+            self.version = msg.version
+            self.count("params_loaded")
+
+    def step(self) -> bool:
+        if self.actor is None or (self.max_rollouts and self.rollouts >= self.max_rollouts):
+            return False
+        needed = self.rollouts // self.pieces_per_rollout if self.lockstep else 0
+        if self.version < needed:
+            self._fetch(needed)
+            return False
+        t0 = time.perf_counter()
+        piece, info = self.actor.rollout()
+        self.count("rollout_s", time.perf_counter() - t0)
+        count = int(np.prod(next(iter(piece.values())).shape[:2]))
+        self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
+        self.rollouts += 1
+        self.count("transitions", count)
+        self.count("rollouts")
+        for r in info.get("episode_returns", ()):
+            self.count("episodes")
+            self.episodes.append({"return": float(r), "version": self.version})
+        if not self.lockstep:
+            self._fetch(self.version + 1)
+        return True
+
+
+class WorkerProxy(Component):
+    """One per node: batches its workers' inserts and fetches parameters once per node per version."""
+
+    def __init__(self, name: str, trajectory_manager: str, trainer: str, batch_transitions: int, max_delay_s: float = 0.005) -> None:
+        super().__init__(name)
+        self.tm = trajectory_manager
+        self.trainer = trainer
+        self.batch_transitions = batch_transitions
+        self.max_delay_s = max_delay_s
+        self.pending: list[InsertTransitionMsg] = []
+        self.pending_count = 0
+        self.oldest = 0.0
+        self.waiting: dict[str, int] = {}  # local worker -> min version it waits for
+        self.upstream_min: int | None = None  # min version of the one fetch in flight upstream
+        self.cached: LoadParamsMsg | None = None
+        self.fetches_per_version: dict[int, int] = {}
+
+    def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
+        if not self.pending:
+            self.oldest = time.perf_counter()
+        self.pending.append(msg)
+        self.pending_count += msg.count
+        if self.pending_count >= self.batch_transitions:
+            self._flush()
+
+    def step(self) -> bool:
+        if self.pending and time.perf_counter() - self.oldest >= self.max_delay_s:
+            self._flush()
+        return False
+
+    def _flush(self) -> None:
+        msgs, self.pending, self.pending_count = self.pending, [], 0
+        first = msgs[0].transitions
+        if len(msgs) == 1:
+            merged = dict(first)
+        else:
+            merged = {k: np.concatenate([m.transitions[k] for m in msgs], axis=0) if _same_tail(msgs, k) else None for k in first}
+            if any(v is None for v in merged.values()):  # pieces of different env counts: send separately
+                for m in msgs:
+                    self.send(self.tm, InsertTransitionMsg(self.name, m.transitions, m.count, m.params_version))
+                return
+        count = sum(m.count for m in msgs)
+        self.send(self.tm, InsertTransitionMsg(self.name, merged, count, min(m.params_version for m in msgs), len(msgs)))
+        self.count("inserts_forwarded")
+
+    def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
+        if self.cached is not None and self.cached.version >= msg.min_version:
+            self.send(msg.requester, self.cached)
+            return
+        self.waiting[msg.requester] = msg.min_version
+        self._ask_upstream()
+
+    def _ask_upstream(self) -> None:
+        """At most one fetch in flight upstream, for the lowest version a local worker waits for."""
+        if self.waiting and self.upstream_min is None:
+            self.upstream_min = min(self.waiting.values())
+            self.send(self.trainer, FetchParamsMsg(self.name, self.upstream_min))
+            self.count("fetches_upstream")
+
+    def on_LoadParamsMsg(self, msg: LoadParamsMsg) -> None:
+        self.upstream_min = None
+        if self.cached is None or msg.version > self.cached.version:
+            self.out.resolve(msg.params)  # type: ignore[union-attr]  # pull to this node once
+            self.cached = msg
+            self.fetches_per_version[msg.version] = self.fetches_per_version.get(msg.version, 0) + 1
+            self.count("param_fetches")
+        for worker, need in list(self.waiting.items()):
+            if self.cached.version >= need:
+                self.send(worker, self.cached)
+                del self.waiting[worker]
+        self._ask_upstream()
+
+
+def _same_tail(msgs: list[InsertTransitionMsg], key: str) -> bool:
+    tail = msgs[0].transitions[key].shape[1:]
+    return all(m.transitions[key].shape[1:] == tail for m in msgs)
+
+
+class TrajectoryManager(Component):
+    """Hosts the JanusBuffer: inserts transitions, serves sample credits, applies priorities.
+
+    Batches are served by a thread of its own, so a wait for data never blocks the inserts that
+    would provide it. Sent batches are copies (selection gathers), never views of the buffer.
+    """
+
+    def __init__(self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any]) -> None:
+        super().__init__(name)
+        self.trainer = trainer
+        self.orchestrator = orchestrator
+        self.make_buffer = make_buffer
+        self.buffer: Any = None
+        self.credits = threading.Semaphore(0)
+        self.requests: list[int] = []
+        self.lock = threading.Lock()
+        self.serve_thread: threading.Thread | None = None
+        self.serve_error: BaseException | None = None
+        self.inserted = 0
+
+    def on_StartMsg(self, msg: StartMsg) -> None:
+        super().on_StartMsg(msg)
+        if self.buffer is None:
+            self.buffer = self.make_buffer()
+            self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
+            self.serve_thread.start()
+
+    def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
+        self._raise_if_failed()
+        t0 = time.perf_counter()
+        self.buffer.put({k: torch.from_numpy(np.asarray(v)) for k, v in msg.transitions.items()})
+        self.count("insert_s", time.perf_counter() - t0)
+        self.inserted += msg.count
+        self.count("transitions_inserted", msg.count)
+        self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
+
+    def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
+        self._raise_if_failed()
+        with self.lock:
+            self.requests.append(msg.request_id)
+        self.credits.release()
+
+    def on_UpdatePriorityMsg(self, msg: UpdatePriorityMsg) -> None:
+        applied = self.buffer.experience.update_priority(msg.keys, msg.priorities)
+        self.count("priorities_applied", applied)
+        self.count("priorities_dropped", len(msg.keys) - applied)
+
+    def _serve(self) -> None:
+        torch.set_num_threads(1)
+        try:
+            while not self.stopped:
+                if not self.credits.acquire(timeout=0.05):
+                    continue
+                with self.lock:
+                    request_id = self.requests.pop(0)
+                t0 = time.perf_counter()
+                batch = self.buffer.get()
+                self.count("serve_wait_s", time.perf_counter() - t0)
+                payload = {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in batch.items()}
+                self.send(self.trainer, BatchTrainingDataMsg(request_id, payload))
+                self.count("batches_sent")
+        except PipelineClosedError:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - surfaced on the next message
+            self.serve_error = exc
+
+    def _raise_if_failed(self) -> None:
+        if self.serve_error is not None:
+            raise self.serve_error
+
+    def step(self) -> bool:
+        self._raise_if_failed()
+        self._buffer_counters()
+        return False
+
+    def _buffer_counters(self) -> None:
+        if self.buffer is not None:
+            for k, v in self.buffer.stats.as_dict().items():
+                self.counters["buffer." + k] = v
+
+    def close(self) -> None:
+        self.stopped = True
+        if self.buffer is not None:
+            self.buffer.close()
+            self._buffer_counters()
+        if self.serve_thread is not None:
+            self.serve_thread.join(timeout=10)
+
+
+class Trainer(Component):
+    """Updates from batches, sends priorities, publishes immutable versioned snapshots."""
+
+    def __init__(
+        self, name: str, trajectory_manager: str, orchestrator: str, make_learner: Callable[[], LearnerSide],
+        publish_every: int, learner_device: str = "cpu",
+    ) -> None:
+        super().__init__(name)
+        self.tm = trajectory_manager
+        self.orchestrator = orchestrator
+        self.make_learner = make_learner
+        self.publish_every = publish_every
+        self.device = torch.device(learner_device)
+        self.learner: LearnerSide | None = None
+        self.version = -1
+        self.latest: LoadParamsMsg | None = None
+        self.pending: list[FetchParamsMsg] = []
+        self.trained = 0
+        self.metrics: dict[str, float] = {}
+
+    def on_StartMsg(self, msg: StartMsg) -> None:
+        super().on_StartMsg(msg)
+        if self.learner is None:
+            self.learner = self.make_learner()
+            self.publish()
+
+    def publish(self) -> None:
+        assert self.learner is not None
+        self.version += 1
+        snapshot = ParamsSnapshot.freeze(self.version, self.learner.params())
+        self.latest = LoadParamsMsg(self.version, self.out.share(snapshot))  # type: ignore[union-attr]
+        self.count("versions_published")
+        still = []
+        for req in self.pending:
+            if self.version >= req.min_version:
+                self.send(req.requester, self.latest)
+                self.count("params_sent")
+            else:
+                still.append(req)
+        self.pending = still
+
+    def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
+        if self.latest is not None and self.latest.version >= msg.min_version:
+            self.send(msg.requester, self.latest)
+            self.count("params_sent")
+        else:
+            self.pending.append(msg)
+
+    def on_BatchTrainingDataMsg(self, msg: BatchTrainingDataMsg) -> None:
+        assert self.learner is not None
+        batch = {k: torch.as_tensor(v).to(self.device, non_blocking=True) for k, v in msg.batch.items()}
+        t0 = time.perf_counter()
+        result = self.learner.update(batch)
+        self.count("update_s", time.perf_counter() - t0)
+        self.trained += 1
+        self.metrics = dict(getattr(result, "metrics", {}) or {})
+        priorities = getattr(result, "priorities", None)
+        if priorities is not None:
+            self.send(self.tm, UpdatePriorityMsg(np.asarray(msg.batch["index"]), priorities.detach().cpu().numpy()))
+        self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
+        if self.trained % self.publish_every == 0:
+            self.publish()
+
+
+def numpy_piece(piece: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """A rollout piece as numpy arrays (zero-copy for CPU tensors)."""
+    return {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in piece.items()}

@@ -1,0 +1,129 @@
+"""The messages components exchange: small frozen dataclasses.
+
+Bulk payloads are numpy arrays (cheap to serialise across processes); parameter snapshots travel
+as a backend handle (the snapshot itself in-process, an object reference on Ray).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ParamsSnapshot:
+    """Immutable, versioned policy parameters (read-only numpy arrays)."""
+
+    version: int
+    arrays: Mapping[str, np.ndarray]
+
+    @staticmethod
+    def freeze(version: int, arrays: Mapping[str, np.ndarray]) -> "ParamsSnapshot":
+        """Copy ``arrays`` and mark them read-only, so the snapshot never changes."""
+        frozen = {}
+        for k, v in arrays.items():
+            a = np.array(v, copy=True)
+            a.setflags(write=False)
+            frozen[k] = a
+        return ParamsSnapshot(version, frozen)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays.values())
+
+
+@dataclass(frozen=True)
+class InsertTransitionMsg:
+    """Transitions (time-major ``[T, envs, ...]`` numpy arrays) for the TrajectoryManager."""
+
+    source: str
+    transitions: Mapping[str, np.ndarray]
+    count: int
+    params_version: int = 0
+    pieces: int = 1
+
+
+@dataclass(frozen=True)
+class SampleBatchMsg:
+    """Orchestrator -> TrajectoryManager: a credit to send one training batch to the Trainer."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class BatchTrainingDataMsg:
+    """TrajectoryManager -> Trainer: one batch (fields + ``index`` keys, ``weight`` if prioritized)."""
+
+    request_id: int
+    batch: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class UpdatePriorityMsg:
+    """Trainer -> TrajectoryManager: new priorities for the items with these keys."""
+
+    keys: np.ndarray
+    priorities: np.ndarray
+
+
+@dataclass(frozen=True)
+class FetchParamsMsg:
+    """Ask for parameters of at least ``min_version``; answered once such a version exists."""
+
+    requester: str
+    min_version: int
+
+
+@dataclass(frozen=True)
+class LoadParamsMsg:
+    """Parameters to load: ``params`` is a backend handle to a :class:`ParamsSnapshot`."""
+
+    version: int
+    params: Any
+
+
+@dataclass(frozen=True)
+class StartMsg:
+    """Begin work (sent by the Orchestrator; also after a restart)."""
+
+
+@dataclass(frozen=True)
+class StopMsg:
+    """Stop work and let the backend shut the component down."""
+
+    reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class PingMsg:
+    """Health check; answered with a :class:`PongMsg` to ``reply_to``."""
+
+    seq: int
+    sent_at: float
+    reply_to: str
+
+
+@dataclass(frozen=True)
+class PongMsg:
+    """Health answer, carrying the sender's counters (how the Orchestrator sees progress)."""
+
+    seq: int
+    sender: str
+    sent_at: float
+    counters: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CountsMsg:
+    """A component's progress counters for the Orchestrator (counts only, never data)."""
+
+    sender: str
+    counters: Mapping[str, float]
+
+
+MESSAGE_TYPES = (
+    InsertTransitionMsg, SampleBatchMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
+    LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg,
+)

@@ -1,0 +1,116 @@
+"""The Orchestrator: start/stop, health (ping/pong with timeouts), rates as credits.
+
+It sees counts only — transitions inserted (from the TrajectoryManager) and batches trained (from
+the Trainer) — and turns them into :class:`~janus.runtime.messages.SampleBatchMsg` credits under
+the :class:`~janus.runtime.limiter.RateLimiter`. Bulk data never passes through it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from janus.runtime.component import Component
+from janus.runtime.limiter import RateLimiter
+from janus.runtime.messages import CountsMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg
+
+
+class Orchestrator(Component):
+    """Starts everyone, paces sampling, watches health, restarts workers, stops at the goal.
+
+    Args:
+        roles: component name -> role (``trainer``, ``trajectory_manager``, ``proxy``, ``worker``).
+        limiter: the sampling rates.
+        total_updates: stop once the Trainer has trained this many batches.
+        restart: callback asking the backend to restart a worker (by name).
+    """
+
+    def __init__(
+        self, name: str, roles: dict[str, str], limiter: RateLimiter, total_updates: int,
+        restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
+    ) -> None:
+        super().__init__(name)
+        self.roles = roles
+        self.limiter = limiter
+        self.total_updates = total_updates
+        self.restart = restart
+        self.ping_interval_s = ping_interval_s
+        self.pong_timeout_s = pong_timeout_s
+        self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
+        self.trainer = next(n for n, r in roles.items() if r == "trainer")
+        self.inserted = 0
+        self.requested = 0
+        self.trained = 0
+        self.seq = 0
+        self.last_ping = 0.0
+        self.last_pong: dict[str, float] = {}
+        self.component_counters: dict[str, dict[str, float]] = {}
+        self.restarts: dict[str, int] = {}
+        self.failure: str | None = None
+        self.finished = False
+        self.stalls = 0  # health checks that found no progress since the previous one
+        self._last_progress = (0, 0)
+
+    def on_StartMsg(self, msg: StartMsg) -> None:
+        super().on_StartMsg(msg)
+        order = ("trainer", "trajectory_manager", "proxy", "worker")
+        for role in order:
+            for name, r in self.roles.items():
+                if r == role:
+                    self.send(name, StartMsg())
+        start = time.monotonic()
+        self.last_pong = {n: start for n in self.roles}
+
+    def on_CountsMsg(self, msg: CountsMsg) -> None:
+        self.inserted = int(msg.counters.get("inserted", self.inserted)) if msg.sender == self.tm else self.inserted
+        self.trained = int(msg.counters.get("trained", self.trained)) if msg.sender == self.trainer else self.trained
+
+    def on_PongMsg(self, msg: PongMsg) -> None:
+        self.last_pong[msg.sender] = time.monotonic()
+        self.component_counters[msg.sender] = dict(msg.counters)
+
+    def step(self) -> bool:
+        if self.finished or self.failure:
+            return False
+        if self.trained >= self.total_updates:
+            self.stop_all("goal reached")
+            return False
+        credits = self.limiter.credits(self.inserted, self.requested, self.trained)
+        for _ in range(credits):
+            self.send(self.tm, SampleBatchMsg(self.requested))
+            self.requested += 1
+        now = time.monotonic()
+        if now - self.last_ping >= self.ping_interval_s:
+            self._health(now)
+        return credits > 0
+
+    def _health(self, now: float) -> None:
+        self.last_ping = now
+        progress = (self.inserted, self.trained)
+        if progress == self._last_progress:
+            self.stalls += 1
+        self._last_progress = progress
+        for name, role in self.roles.items():
+            if now - self.last_pong.get(name, now) > self.pong_timeout_s:
+                if role == "worker" and self.restart is not None:
+                    self.restarts[name] = self.restarts.get(name, 0) + 1
+                    self.last_pong[name] = now + self.pong_timeout_s  # grace period for the new one
+                    self.restart(name)
+                    self.send(name, StartMsg())
+                else:
+                    self.failure = f"{role} {name!r} did not answer a ping within {self.pong_timeout_s}s"
+                    self.stop_all(self.failure)
+                    return
+            self.seq += 1
+            self.send(name, PingMsg(self.seq, now, self.name))
+
+    def stop_all(self, reason: str) -> None:
+        for name in self.roles:
+            self.send(name, StopMsg(reason))
+        self.finished = True
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
+            "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
+        }

@@ -1,0 +1,194 @@
+"""One function wires every component of a training run, on either backend, and runs it.
+
+Workers ``worker-i`` live on node ``i // workers_per_node``, each node has one ``proxy-<node>``;
+one ``trajectory_manager`` hosts the JanusBuffer, one ``trainer`` learns, one ``orchestrator``
+paces and watches. The returned run dict has the harness schema plus a ``runtime`` section.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+from typing import Any, Callable
+
+from janus.buffer.janus import JanusBuffer
+from janus.config import RunConfig
+from janus.errors import JanusError
+from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
+from janus.runtime.limiter import RateLimiter
+from janus.runtime.messages import StartMsg
+from janus.runtime.orchestrator import Orchestrator
+
+Progress = Callable[[int, int], None]
+
+
+class RunFailed(JanusError, RuntimeError):
+    """A Trainer, TrajectoryManager or Orchestrator failed; the run was stopped."""
+
+
+# ---- factories (top-level functions + partial: picklable for Ray) ---------------------------------
+def make_buffer(cfg: RunConfig) -> JanusBuffer:
+    j = cfg.janus
+    rollout = cfg.rollout_transitions if j.is_on_policy else None
+    return JanusBuffer(
+        j.__class__(**{**vars(j), "learner_device": "cpu"}),  # the Trainer moves batches to its device
+        rollout_size=rollout, num_epochs=cfg.workload.num_epochs, seed=cfg.seed,
+    )
+
+
+def make_actor(cfg: RunConfig, index: int) -> Any:
+    from janus.workload.synthetic import SyntheticActorSide
+
+    j, w = cfg.janus, cfg.workload
+    piece_steps = round(w.rollout_length * j.g_collect) if j.is_on_policy else w.rollout_length
+    return SyntheticActorSide(w, j.actor_device, cfg.seed * 1000 + index, not j.is_on_policy, piece_steps)
+
+
+def make_learner(cfg: RunConfig) -> Any:
+    from janus.workload.synthetic import SyntheticLearnerSide
+
+    return SyntheticLearnerSide(cfg.workload, cfg.janus.learner_device, cfg.seed)
+
+
+def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
+    j = cfg.janus
+    pieces = round(1 / j.g_collect) if j.is_on_policy else 1
+    return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=j.is_on_policy,
+                  max_rollouts=cfg.workload.iterations * pieces, pieces_per_rollout=pieces)
+
+
+def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
+    w = cfg.workload
+    return WorkerProxy(name, "trajectory_manager", "trainer", batch_transitions=w.envs_per_actor * w.rollout_length * workers_on_node)
+
+
+def new_trajectory_manager(cfg: RunConfig) -> TrajectoryManager:
+    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(make_buffer, cfg))
+
+
+def new_trainer(cfg: RunConfig) -> Trainer:
+    publish = cfg.updates_per_iteration if cfg.janus.is_on_policy else cfg.runtime.samples_per_param_load
+    return Trainer("trainer", "trajectory_manager", "orchestrator", partial(make_learner, cfg), publish, cfg.janus.learner_device)
+
+
+def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
+    r = cfg.runtime
+    limiter = RateLimiter(cfg.minibatch_size, r.min_inserts or cfg.minibatch_size, r.samples_per_insert, r.max_in_flight)
+    total = cfg.workload.iterations * cfg.updates_per_iteration
+    return Orchestrator("orchestrator", roles, limiter, total, restart, r.ping_interval_s, r.pong_timeout_s)
+
+
+def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
+    """Component name -> (role, node label)."""
+    n = cfg.workload.num_actors
+    per_node = cfg.runtime.workers_per_node or n
+    out = {"trainer": ("trainer", "node-0"), "trajectory_manager": ("trajectory_manager", "node-0")}
+    for node in range(math.ceil(n / per_node)):
+        out[f"proxy-{node}"] = ("proxy", f"node-{node}")
+    for i in range(n):
+        out[f"worker-{i}"] = ("worker", f"node-{i // per_node}")
+    out["orchestrator"] = ("orchestrator", "node-0")
+    return out
+
+
+def build(cfg: RunConfig, backend: Any) -> dict[str, tuple[str, str]]:
+    """Register every component with ``backend``; returns the layout."""
+    places = layout(cfg)
+    roles = {name: role for name, (role, _) in places.items() if role != "orchestrator"}
+    per_node: dict[str, int] = {}
+    for role, node in places.values():
+        if role == "worker":
+            per_node[node] = per_node.get(node, 0) + 1
+    for name, (role, node) in places.items():
+        if role == "trainer":
+            factory: Callable[[], Any] = partial(new_trainer, cfg)
+        elif role == "trajectory_manager":
+            factory = partial(new_trajectory_manager, cfg)
+        elif role == "proxy":
+            factory = partial(new_proxy, cfg, name, per_node[node])
+        elif role == "worker":
+            factory = partial(new_worker, cfg, int(name.split("-")[1]), f"proxy-{node.split('-')[1]}")
+        else:
+            factory = partial(new_orchestrator, cfg, roles, backend.restart)
+        backend.add(name, role, factory, node)
+    return places
+
+
+def make_backend(cfg: RunConfig) -> Any:
+    if cfg.runtime.backend == "ray":
+        from janus.runtime.backends.ray import RayBackend
+
+        return RayBackend(cfg.runtime.address, cfg.runtime.max_calls_in_flight)
+    from janus.runtime.backends.local import LocalBackend
+
+    return LocalBackend()
+
+
+def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> dict[str, Any]:
+    """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
+    backend = backend or make_backend(cfg)
+    build(cfg, backend)
+    total = cfg.workload.iterations * cfg.updates_per_iteration
+    start = time.perf_counter()
+    backend.start()
+    backend.deliver("orchestrator", StartMsg())
+    status: dict[str, Any] = {}
+    try:
+        while True:
+            status = backend.orchestrator_status()
+            if progress is not None:
+                progress(min(status["trained"], total), total)
+            if backend.fatal is not None:
+                name, text = backend.fatal
+                raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
+            if status["failure"]:
+                raise RunFailed(f"the run was stopped: {status['failure']}")
+            if status["finished"]:
+                break
+            if time.perf_counter() - start > timeout_s:
+                raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
+            time.sleep(0.05)
+        wall = time.perf_counter() - start
+    finally:
+        alive = backend.shutdown()
+        counters = backend.counters()
+    if alive:
+        raise RunFailed(f"shutdown left components running: {alive}")
+    return summarize(cfg, backend, status, counters, wall)
+
+
+def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> dict[str, Any]:
+    """The harness run dict (samples/s, stage times) plus the runtime figures."""
+    workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
+    tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
+    proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
+    transitions = sum(c.get("transitions", 0) for c in workers.values()) + status.get("lost_transitions", 0)
+    trained = int(trainer.get("msgs_in.BatchTrainingDataMsg", status.get("trained", 0)))
+    return {
+        "name": cfg.name,
+        "config": cfg.to_dict(),
+        "samples_per_s": trained * cfg.minibatch_size / wall,
+        "actor_steps_per_s": transitions / wall,
+        "wall_s": wall,
+        "stage_s": {
+            "rollout": sum(c.get("rollout_s", 0.0) for c in workers.values()) / max(len(workers), 1),
+            "collect": tm.get("buffer.collect_s", 0.0),
+            "select": tm.get("buffer.select_s", 0.0),
+            "update": trainer.get("update_s", 0.0),
+            "learner_wait": tm.get("buffer.learner_wait_s", 0.0),
+            "actor_blocked": tm.get("buffer.actor_blocked_s", 0.0),
+        },
+        "counts": {"updates": trained, "transitions_produced": int(transitions),
+                   "transitions_inserted": int(tm.get("transitions_inserted", 0))},
+        "runtime": {
+            "backend": cfg.runtime.backend,
+            "messages": backend.stats.as_dict(),
+            "param_versions_published": int(trainer.get("versions_published", 0)),
+            "param_fetches_per_node": {n: int(c.get("param_fetches", 0)) for n, c in proxies.items()},
+            "worker_restarts": status.get("restarts", {}),
+            "stalls": status.get("stalls", 0),
+            "priorities_dropped": int(tm.get("priorities_dropped", 0)),
+            "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
+        },
+    }
