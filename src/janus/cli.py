@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, load_yaml, validate
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, load_yaml, validate
 from janus.errors import JanusError
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -54,6 +54,12 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
             continue
         kind = str if f.type == "str" else _number
         wgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper())
+    wgroup.add_argument("--num_workers", type=_number, default=None, dest="num_actors_alias", metavar="N",
+                        help="workers (actors); same as --num_actors")
+    rgroup = parser.add_argument_group("runtime (janus train)")
+    for f in fields(RuntimeConfig):
+        kind = str if f.type in ("str", "str | None") else _number
+        rgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=_doc(RuntimeConfig, f.name))
     parser.add_argument("--seed", type=int, default=None, help="random seed (default from the config, else 0)")
 
 
@@ -75,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="one run of one configuration")
     _common(train)
     train.add_argument("--name", default=None, help="run name in the report (default: train)")
+    train.epilog = "train runs through the actor-model runtime (--backend local by default, or ray)."
     ev = sub.add_parser("eval", help="sweep one knob")
     _common(ev)
     ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"))
@@ -91,8 +98,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     workload_names = {f.name for f in fields(WorkloadConfig)}
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in janus_names and v is not None}
     workload = {k: v for k, v in vars(args).items() if k in workload_names and v is not None}
+    if getattr(args, "num_actors_alias", None) is not None:
+        workload["num_actors"] = args.num_actors_alias
     if workload:
         overrides["workload"] = workload
+    runtime_names = {f.name for f in fields(RuntimeConfig)}
+    runtime = {k: v for k, v in vars(args).items() if k in runtime_names and v is not None}
+    if runtime:
+        overrides["runtime"] = runtime
     if args.seed is not None:
         overrides["seed"] = args.seed
     return from_dict(overrides, base=cfg) if overrides else cfg

@@ -374,6 +374,12 @@ def validate(cfg: RunConfig) -> RunConfig:
             )
         if janus.buffer_capacity < rollout:
             raise invalid("buffer_capacity", janus.buffer_capacity, f"at least one rollout ({rollout}) on-policy")
+        for name in ("min_inserts", "samples_per_insert"):
+            if getattr(out.runtime, name):
+                raise invalid(
+                    f"runtime.{name}", getattr(out.runtime, name),
+                    "0 on-policy (the on-policy schedule paces sampling; this rate applies off-policy only)",
+                )
     return out
 
 

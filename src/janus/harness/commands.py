@@ -12,6 +12,20 @@ from janus.harness.experiments import compare_configs, quick, resolve_all, sweep
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, default_out_dir, format_table, write_results
 from janus.harness.runner import run_synthetic
+from janus.runtime.run import run_runtime
+
+
+def runtime_summary(rt: dict) -> str:
+    """A few lines on what the runtime did: messages, parameters, restarts."""
+    msgs = rt["messages"]
+    parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB)" for k, v in msgs.items() if isinstance(v, dict)]
+    fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
+    restarts = sum(rt["worker_restarts"].values())
+    return (
+        f"\nruntime ({rt['backend']}): messages " + "; ".join(parts)
+        + f"\n  parameter versions published: {rt['param_versions_published']}; fetches per node: {fetches}"
+        + f"\n  worker restarts: {restarts}; stalls: {rt['stalls']}"
+    )
 
 
 def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], list[dict[str, str]], str]:
@@ -49,7 +63,12 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
             flush=True,
         )
         progress = ProgressLine(f"  {c.name}")
-        run = run_synthetic(c, progress)
+        if args.command == "train":
+            print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
+                  f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
+            run = run_runtime(c, progress)
+        else:
+            run = run_synthetic(c, progress)
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
         runs.append(run)
     annotated = annotate(runs, baseline=baseline)
@@ -58,5 +77,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     argv = sys.argv[1:] if sys.argv and Path(sys.argv[0]).name in ("janus", "main.py") else [label]
     command_line = "janus " + " ".join(argv)
     paths = write_results(out_dir, command_line, runs, skipped, baseline=baseline)
+    for run in runs:
+        if "runtime" in run:
+            print(runtime_summary(run["runtime"]))
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0

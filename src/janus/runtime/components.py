@@ -154,6 +154,11 @@ class WorkerProxy(Component):
         self.send(self.tm, InsertTransitionMsg(self.name, merged, count, min(m.params_version for m in msgs), len(msgs)))
         self.count("inserts_forwarded")
 
+    def on_StopMsg(self, msg: StopMsg) -> None:
+        if self.pending:  # never drop staged transitions
+            self._flush()
+        super().on_StopMsg(msg)
+
     def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
         if self.cached is not None and self.cached.version >= msg.min_version:
             self.send(msg.requester, self.cached)

@@ -105,8 +105,10 @@ class Orchestrator(Component):
             self.send(name, PingMsg(self.seq, now, self.name))
 
     def stop_all(self, reason: str) -> None:
-        for name in self.roles:
-            self.send(name, StopMsg(reason))
+        """Stop production; the backend then stops the rest in data-flow order, draining."""
+        for name, role in self.roles.items():
+            if role == "worker":
+                self.send(name, StopMsg(reason))
         self.finished = True
 
     def summary(self) -> dict[str, Any]:

@@ -14,6 +14,9 @@ from janus.runtime.component import Component, Host
 from janus.runtime.stats import MessageStats
 
 
+SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "trainer", "orchestrator")
+
+
 class LocalOutbox:
     """The outbox a local component sends through."""
 
@@ -93,18 +96,25 @@ class LocalBackend:
             self.fatal = (host.component.name, host.error_text)
 
     def shutdown(self, timeout: float = 10.0) -> list[str]:
-        """Stop every component and join every thread; returns the names of threads still alive."""
+        """Stop every component in data-flow order, joining each role before the next.
+
+        Workers stop first; everything they sent is then already queued ahead of the StopMsg of
+        their proxy, whose stop flushes it to the TrajectoryManager, whose stop writes it to the
+        buffer. Nothing produced is dropped. Returns the names of threads still alive.
+        """
         from janus.runtime.messages import StopMsg
 
-        for host in self.hosts.values():
-            host.post(StopMsg("shutdown"))
         deadline = time.monotonic() + timeout
         alive = []
-        for host in list(self.hosts.values()) + self.retired:
-            if host.thread is not None:
-                host.thread.join(max(0.0, deadline - time.monotonic()))
-                if host.thread.is_alive():
-                    alive.append(host.thread.name)
+        for role in SHUTDOWN_ORDER:
+            group = [h for n, h in self.hosts.items() if self.roles[n] == role]
+            for host in group:
+                host.post(StopMsg("shutdown"))
+            for host in group + [h for h in self.retired if self.roles.get(h.component.name) == role]:
+                if host.thread is not None:
+                    host.thread.join(max(0.0, deadline - time.monotonic()))
+                    if host.thread.is_alive():
+                        alive.append(host.thread.name)
         return alive
 
     def orchestrator_status(self) -> dict[str, Any]:

@@ -1,0 +1,234 @@
+"""Runtime semantics on the local backend: messages, proxy dedup, rates, faults, shutdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.runtime import run as runmod
+from janus.runtime.backends.local import LocalBackend
+from janus.runtime.components import Trainer, TrajectoryManager, WorkerProxy
+from janus.runtime.limiter import RateLimiter
+from janus.runtime.messages import (
+    BatchTrainingDataMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, SampleBatchMsg,
+    StartMsg,
+)
+from janus.runtime.run import RunFailed, run_runtime
+
+
+class FakeOutbox:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+        self.resolved = 0
+
+    def send(self, dest: str, msg: Any) -> None:
+        self.sent.append((dest, msg))
+
+    def share(self, snapshot: Any) -> Any:
+        return snapshot
+
+    def resolve(self, handle: Any) -> Any:
+        self.resolved += 1
+        return handle
+
+    def of(self, kind: type) -> list[tuple[str, Any]]:
+        return [(d, m) for d, m in self.sent if isinstance(m, kind)]
+
+
+def tiny(on_policy: bool = False, **runtime: Any) -> RunConfig:
+    g = 0.5 if on_policy else 2
+    return resolve(RunConfig(
+        janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
+                          batch_size=64, buffer_capacity=5000),
+        workload=WorkloadConfig(num_actors=3, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
+                                iterations=12, updates_per_iteration=2, env_step_ms=0.2),
+        runtime=RuntimeConfig(**{"ping_interval_s": 0.1, "pong_timeout_s": 2.0, **runtime}),
+    ))
+
+
+def host_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(("host-", "janus-", "trajectory_manager"))]
+
+
+def test_messages_are_frozen_and_snapshots_immutable() -> None:
+    msg = SampleBatchMsg(3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        msg.request_id = 4  # type: ignore[misc]
+    source = {"w": np.ones(3, dtype=np.float32)}
+    snap = ParamsSnapshot.freeze(1, source)
+    source["w"][:] = 7  # the snapshot copied
+    assert snap.arrays["w"].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError):
+        snap.arrays["w"][0] = 5
+
+
+def test_rate_limiter_credits() -> None:
+    lim = RateLimiter(batch_size=10, min_inserts=100, samples_per_insert=0.5, max_in_flight=4)
+    assert lim.credits(inserted=99, requested=0, trained=0) == 0  # before min_inserts
+    assert lim.credits(inserted=100, requested=0, trained=0) == 4  # 0.5*100/10 = 5 allowed, 4 in flight
+    assert lim.credits(inserted=100, requested=4, trained=4) == 1  # ratio caps at 5 requested
+    assert lim.credits(inserted=200, requested=5, trained=1) == 0  # 4 in flight already
+    unlimited = RateLimiter(batch_size=10, max_in_flight=2)
+    assert unlimited.credits(inserted=1, requested=50, trained=49) == 1
+
+
+def test_proxy_forwards_one_fetch_per_version_and_fans_out() -> None:
+    proxy = WorkerProxy("proxy-0", "tm", "trainer", batch_transitions=1000)
+    out = FakeOutbox()
+    proxy.bind(out)
+    for w in ("w0", "w1", "w2"):
+        proxy.receive(FetchParamsMsg(w, 0))
+    assert [d for d, _ in out.of(FetchParamsMsg)] == ["trainer"], "duplicate fetches collapse into one upstream"
+    snap = ParamsSnapshot.freeze(0, {"w": np.zeros(2)})
+    proxy.receive(LoadParamsMsg(0, snap))
+    assert sorted(d for d, _ in out.of(LoadParamsMsg)) == ["w0", "w1", "w2"]
+    assert out.resolved == 1 and proxy.fetches_per_version == {0: 1}
+    proxy.receive(FetchParamsMsg("w1", 0))  # served from the node's copy, no upstream fetch
+    assert len(out.of(FetchParamsMsg)) == 1 and len(out.of(LoadParamsMsg)) == 4
+
+
+def test_proxy_batches_inserts() -> None:
+    proxy = WorkerProxy("proxy-0", "tm", "trainer", batch_transitions=3 * 8)
+    out = FakeOutbox()
+    proxy.bind(out)
+    for i in range(3):
+        proxy.receive(InsertTransitionMsg(f"w{i}", {"x": np.full((2, 4), i)}, 8))
+    (dest, merged), = out.of(InsertTransitionMsg)
+    assert dest == "tm" and merged.count == 24 and merged.pieces == 3
+    assert merged.transitions["x"].shape == (6, 4)
+
+
+def test_trajectory_manager_batches_share_no_memory_with_buffer() -> None:
+    cfg = tiny()
+    tm = TrajectoryManager("tm", "trainer", "orch", lambda: runmod.make_buffer(cfg))
+    out = FakeOutbox()
+    tm.bind(out)
+    tm.receive(StartMsg())
+    try:
+        obs = np.arange(16 * 4 * 32, dtype=np.float32).reshape(16, 4, 32)
+        piece = {"obs": obs, "action": np.zeros((16, 4), np.int64), "reward": np.zeros((16, 4), np.float32)}
+        for _ in range(2):
+            tm.receive(InsertTransitionMsg("w", piece, 64))
+        tm.receive(SampleBatchMsg(0))
+        deadline = time.monotonic() + 10
+        while not out.of(BatchTrainingDataMsg) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (_, msg), = out.of(BatchTrainingDataMsg)
+        before = tm.buffer.experience.gather(torch.arange(len(tm.buffer.experience)))["obs"].clone()
+        msg.batch["obs"][:] = -1.0
+        after = tm.buffer.experience.gather(torch.arange(len(tm.buffer.experience)))["obs"]
+        assert torch.equal(before, after)
+    finally:
+        tm.close()
+    assert not tm.serve_thread.is_alive()
+
+
+def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
+    cfg = tiny()
+    trainer = Trainer("trainer", "tm", "orch", lambda: runmod.make_learner(cfg), publish_every=1)
+    out = FakeOutbox()
+    trainer.bind(out)
+    trainer.receive(StartMsg())
+    trainer.receive(FetchParamsMsg("proxy-0", 0))
+    (_, first), = out.of(LoadParamsMsg)
+    frozen = {k: v.copy() for k, v in first.params.arrays.items()}
+    batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
+             "reward": np.ones(64, np.float32), "index": np.arange(64)}
+    for i in range(3):
+        trainer.receive(BatchTrainingDataMsg(i, batch))
+    assert trainer.version == 3
+    assert all(np.array_equal(frozen[k], first.params.arrays[k]) for k in frozen)
+    latest = trainer.latest.params.arrays
+    assert any(not np.array_equal(frozen[k], latest[k]) for k in frozen), "training changed the live parameters"
+
+
+@pytest.mark.parametrize("on_policy", [False, True])
+def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
+    rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
+    cfg = tiny(on_policy, workers_per_node=2, **rates)
+    run = run_runtime(cfg, timeout_s=120)
+    rt, counts = run["runtime"], run["counts"]
+    msgs = rt["messages"]
+    total = cfg.workload.iterations * cfg.updates_per_iteration
+    assert counts["updates"] >= total
+    assert counts["transitions_inserted"] == counts["transitions_produced"] > 0
+    # every batch trained was requested; credits still open at the stop may go unserved
+    assert total <= msgs["BatchTrainingDataMsg"]["messages"] <= msgs["SampleBatchMsg"]["messages"]
+    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["SampleBatchMsg"]["bytes"] == 0
+    # two nodes (3 workers, 2 per node): one proxy each, at most one fetch per node per version
+    assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
+    assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
+    if on_policy:
+        # every rollout needs the next version on every node: exactly one fetch per node per rollout
+        assert all(n == cfg.workload.iterations for n in rt["param_fetches_per_node"].values())
+    else:
+        spi, batch = cfg.runtime.samples_per_insert, cfg.minibatch_size
+        assert msgs["SampleBatchMsg"]["messages"] * batch <= spi * counts["transitions_inserted"] + batch
+    assert not host_threads(), "every component thread joined"
+
+
+def test_worker_crash_is_restarted_and_training_continues() -> None:
+    cfg = tiny(pong_timeout_s=0.5, samples_per_insert=1.0)  # training paced by inserts: outlasts detection
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=100, env_step_ms=2.0))
+    backend = LocalBackend()
+    killed = threading.Event()
+
+    def progress(done: int, total: int) -> None:
+        if done >= 4 and not killed.is_set():
+            killed.set()
+            backend.kill("worker-1")
+
+    run = run_runtime(cfg, progress=progress, backend=backend, timeout_s=120)
+    assert killed.is_set()
+    assert run["runtime"]["worker_restarts"] == {"worker-1": 1}
+    assert backend.component("worker-1").counters.get("params_loaded", 0) >= 1, "restarted worker loaded params"
+    assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
+    assert not host_threads()
+
+
+def test_trainer_failure_stops_the_run_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Exploding:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.n = inner, 0
+
+        def update(self, batch: Any) -> Any:
+            self.n += 1
+            if self.n == 3:
+                raise RuntimeError("learner exploded on purpose")
+            return self.inner.update(batch)
+
+        def params(self) -> Any:
+            return self.inner.params()
+
+    real = runmod.make_learner
+    monkeypatch.setattr(runmod, "make_learner", lambda cfg: Exploding(real(cfg)))
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match="learner exploded on purpose"):
+        run_runtime(tiny(), timeout_s=60)
+    assert time.monotonic() - start < 30
+    assert not host_threads()
+
+
+def test_off_policy_rates_on_policy_are_a_config_error() -> None:
+    from janus.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="runtime.min_inserts"):
+        tiny(True, min_inserts=256)
+
+
+def test_interrupt_stops_everything() -> None:
+    def progress(done: int, total: int) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_runtime(tiny(), progress=progress, timeout_s=60)
+    assert not host_threads()
