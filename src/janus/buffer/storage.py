@@ -74,11 +74,14 @@ class RingStorage:
         """Write ``n`` rows at ring position ``start`` (wrapping around the end)."""
         n = next(iter(data.values())).shape[0]
         first = min(n, self.capacity - start)
+        # Asynchronous only into GPU storage (later GPU reads are stream-ordered); a GPU -> pinned
+        # host copy must complete before a CPU gather may read the rows.
+        non_blocking = self.device.type == "cuda"
         for name, value in data.items():
             dst = self.fields[name]
-            dst[start : start + first].copy_(value[:first], non_blocking=True)
+            dst[start : start + first].copy_(value[:first], non_blocking=non_blocking)
             if first < n:
-                dst[: n - first].copy_(value[first:], non_blocking=True)
+                dst[: n - first].copy_(value[first:], non_blocking=non_blocking)
 
     def gather(self, slots: torch.Tensor, out: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Copy the rows at ``slots`` into fresh tensors (or into ``out``); never views of storage."""
