@@ -55,6 +55,9 @@ def test_train_with_artifact_flags(tmp_path: Path) -> None:
     (run,) = _results(tmp_path)["runs"]
     assert run["config"]["overlap_collect"] == 0 and run["config"]["overlap_select"] == 1
     assert run["config"]["g_collect"] == 2 and run["counts"]["batches_selected"] % 2 == 0
+    assert run["counts"]["select_calls"] * 2 == run["counts"]["batches_selected"] > 0
+    assert run["runtime"]["backend"] == "local", "janus train runs on the local runtime by default"
+    assert run["counts"]["transitions_collected"] == run["counts"]["transitions_produced"]
 
 
 def test_train_on_policy_fraction(tmp_path: Path) -> None:

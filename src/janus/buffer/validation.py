@@ -46,10 +46,32 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
     )
 
 
+def _matches_specs(data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device) -> bool:
+    """Fast path of :func:`check_batch` for the common call: a dict of tensors exactly matching the
+    known specs (no grad, right device, 1 to ``capacity`` items). ``False`` sends the batch through
+    the full checks, which accept or explain it."""
+    if type(data) is not dict or len(data) != len(specs):
+        return False
+    n = -1
+    for name, t in data.items():
+        spec = specs.get(name)
+        if spec is None or not isinstance(t, torch.Tensor) or t.requires_grad or t.dtype != spec.dtype:
+            return False
+        shape = t.shape
+        if len(shape) != len(spec.shape) + 1 or shape[1:] != spec.shape or (n >= 0 and shape[0] != n):
+            return False
+        if not (t.is_cpu or t.device.type == device.type):
+            return False
+        n = shape[0]
+    return 0 < n <= capacity
+
+
 def check_batch(
     data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device
 ) -> tuple[dict[str, torch.Tensor], dict[str, FieldSpec]]:
     """Validate a batch for ``extend``; return it as tensors plus the (possibly new) field specs."""
+    if specs and _matches_specs(data, specs, capacity, device):
+        return data, specs  # type: ignore[return-value]
     if not isinstance(data, Mapping) or not data:
         raise BufferTypeError(
             f"extend() takes a non-empty mapping of field name -> tensor, got {type(data).__name__}"
@@ -108,11 +130,13 @@ def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torc
     if keys.numel() != prio.numel():
         raise BufferInputError(f"index and priority lengths differ: {keys.numel()} vs {prio.numel()}; they must match")
     if prio.numel():
-        bad = ~torch.isfinite(prio) | (prio < 0)
-        if bool(bad.any()):
+        lo, hi = torch.aminmax(prio)  # one pass; a NaN propagates to both and fails the test
+        if not (lo.item() >= 0 and hi.item() < math.inf):
+            bad = ~torch.isfinite(prio) | (prio < 0)
             raise invalid("priority", prio[bad][:5].tolist(), "finite numbers >= 0", BufferInputError)
-        out_of_range = (keys < 0) | (keys >= written)
-        if bool(out_of_range.any()):
+        lo, hi = torch.aminmax(keys)
+        if lo.item() < 0 or hi.item() >= written:
+            out_of_range = (keys < 0) | (keys >= written)
             raise invalid(
                 "index", keys[out_of_range][:5].tolist(),
                 f"keys of written items, 0 <= key < {written} (as returned by extend/sample)", BufferInputError,

@@ -130,8 +130,8 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = cfg.workload.iterations * cfg.updates_per_iteration
+    backend.start()  # ray: returns once every actor is up, so wall_s excludes process start-up
     start = time.perf_counter()
-    backend.start()
     backend.deliver("orchestrator", StartMsg())
     status: dict[str, Any] = {}
     try:
@@ -179,8 +179,14 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "learner_wait": tm.get("buffer.learner_wait_s", 0.0),
             "actor_blocked": tm.get("buffer.actor_blocked_s", 0.0),
         },
-        "counts": {"updates": trained, "transitions_produced": int(transitions),
-                   "transitions_inserted": int(tm.get("transitions_inserted", 0))},
+        "counts": {
+            "updates": trained, "transitions_produced": int(transitions),
+            "transitions_inserted": int(tm.get("transitions_inserted", 0)),
+            "transitions_collected": int(tm.get("buffer.transitions_collected", 0)),
+            "collect_calls": int(tm.get("buffer.collect_calls", 0)),
+            "select_calls": int(tm.get("buffer.select_calls", 0)),
+            "batches_selected": int(tm.get("buffer.batches_selected", 0)),
+        },
         "runtime": {
             "backend": cfg.runtime.backend,
             "messages": backend.stats.as_dict(),

@@ -1,0 +1,398 @@
+"""Configuration: defaults, YAML loading, validation messages and placement resolution.
+
+CUDA availability is patched (``janus.config.cuda_available``) so every test runs on any machine.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import janus.config as config
+from janus.config import JanusConfig, RunConfig, WorkloadConfig
+from janus.errors import ConfigError, JanusError, PlacementUnavailableError
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(config, "cuda_available", lambda: False)
+
+
+@pytest.fixture
+def with_cuda(monkeypatch):
+    monkeypatch.setattr(config, "cuda_available", lambda: True)
+
+
+@pytest.fixture
+def write_yaml(tmp_path):
+    def write(text: str, name: str = "cfg.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+def load_and_resolve(path: Path) -> RunConfig:
+    return config.resolve(config.load_yaml(path))
+
+
+def error_of(text: str, write_yaml) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_and_resolve(write_yaml(text))
+    assert isinstance(info.value, ValueError) and isinstance(info.value, JanusError)
+    return info.value
+
+
+# ---------------------------------------------------------------------------------------------
+# defaults
+# ---------------------------------------------------------------------------------------------
+
+
+def test_defaults_validate(no_cuda):
+    cfg = config.validate(RunConfig())
+    assert cfg.janus == config.validate_janus(JanusConfig())
+    assert cfg.janus.g_collect == 1.0 and cfg.janus.g_select == 1.0
+    resolved = config.resolve(RunConfig())
+    assert resolved.janus.placement == "cpu_pageable"
+    assert resolved.janus.learner_device == "cpu"
+    assert resolved.workload == config.validate(RunConfig()).workload
+
+
+def test_defaults_on_policy_validate(no_cuda):
+    cfg = config.resolve(RunConfig(janus=JanusConfig(is_on_policy=True, g_collect="1/4", g_select="1/2")))
+    assert cfg.janus.is_on_policy is True
+    assert cfg.janus.g_collect == 0.25 and cfg.janus.g_select == 0.5
+    assert cfg.minibatch_size == cfg.rollout_transitions // cfg.janus.num_minibatches
+    assert cfg.updates_per_iteration == cfg.workload.num_epochs * cfg.janus.num_minibatches
+
+
+def test_empty_yaml_gives_defaults(write_yaml, no_cuda):
+    cfg = load_and_resolve(write_yaml(""))
+    assert cfg == config.resolve(RunConfig())
+
+
+def test_yaml_values_are_loaded(write_yaml, no_cuda):
+    cfg = load_and_resolve(
+        write_yaml(
+            """
+            name: my-run
+            seed: 7
+            placement: auto
+            overlap_collect: 1
+            overlap_select: 1
+            g_collect: 2
+            g_select: 4
+            batch_size: 64
+            buffer_capacity: 5000
+            workload:
+              num_actors: 3
+              obs_shape: [4, 84, 84]
+              obs_dtype: uint8
+              env_step_ms: 0
+            """
+        )
+    )
+    assert cfg.name == "my-run" and cfg.seed == 7
+    j = cfg.janus
+    assert (j.overlap_collect, j.overlap_select, j.g_collect, j.g_select) == (1, 1, 2.0, 4.0)
+    assert (j.batch_size, j.buffer_capacity, j.placement) == (64, 5000, "cpu_pageable")
+    w = cfg.workload
+    assert w.num_actors == 3 and w.obs_shape == (4, 84, 84) and w.obs_dtype == "uint8"
+    assert w.env_step_ms == 0.0 and isinstance(w.env_step_ms, float)
+    assert w.rollout_length == WorkloadConfig().rollout_length  # untouched keys keep defaults
+
+
+def test_obs_shape_scalar_becomes_tuple(write_yaml):
+    cfg = config.validate(config.load_yaml(write_yaml("workload:\n  obs_shape: 17\n")))
+    assert cfg.workload.obs_shape == (17,)
+
+
+def test_to_dict_round_trips(no_cuda):
+    cfg = RunConfig(
+        janus=JanusConfig(is_on_policy=True, g_collect=0.25, overlap_select=1),
+        workload=WorkloadConfig(obs_shape=(3, 5), num_actors=4),
+        name="rt",
+        seed=3,
+    )
+    back = config.from_dict(cfg.to_dict())
+    assert back == cfg
+    assert config.resolve(back) == config.resolve(cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML structure errors
+# ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_top_level_key(write_yaml):
+    err = error_of("batch_size: 32\nbatchsize: 32\n", write_yaml)
+    msg = str(err)
+    assert "'batchsize'" in msg
+    assert "accepted keys" in msg
+    for key in ("batch_size", "buffer_capacity", "placement", "workload", "seed"):
+        assert key in msg
+
+
+def test_unknown_workload_key(write_yaml):
+    err = error_of("workload:\n  num_actor: 2\n", write_yaml)
+    msg = str(err)
+    assert "'num_actor'" in msg and "workload" in msg
+    assert "accepted keys" in msg
+    for key in ("num_actors", "envs_per_actor", "obs_shape"):
+        assert key in msg
+    assert "batch_size" not in msg.split("accepted keys")[1]  # lists the workload's keys
+
+
+def test_workload_key_at_top_level_is_unknown(write_yaml):
+    err = error_of("num_actors: 2\n", write_yaml)
+    assert "'num_actors'" in str(err)
+
+
+def test_workload_must_be_a_mapping(write_yaml):
+    assert "workload" in str(error_of("workload: 5\n", write_yaml))
+
+
+def test_non_mapping_yaml(write_yaml):
+    assert "mapping" in str(error_of("- 1\n- 2\n", write_yaml))
+
+
+def test_invalid_yaml_syntax(write_yaml):
+    err = error_of("batch_size: [1, 2\n", write_yaml)
+    assert "not valid YAML" in str(err)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        config.load_yaml(tmp_path / "nope.yaml")
+
+
+# ---------------------------------------------------------------------------------------------
+# invalid values: the message names the field, the value and what is accepted
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,field,given,accepted",
+    [
+        ("buffer_capacity: 0\n", "buffer_capacity", "0", "integer >= 1"),
+        ("buffer_capacity: -5\n", "buffer_capacity", "-5", "integer >= 1"),
+        ("buffer_capacity: 100\nbatch_size: 256\n", "buffer_capacity", "100", "at least batch_size=256"),
+        ("batch_size: 0\n", "batch_size", "0", "integer >= 1"),
+        ("batch_size: 1.5\n", "batch_size", "1.5", "integer >= 1"),
+        ("batch_size: '64'\n", "batch_size", "'64'", "integer >= 1"),
+        ("overlap_collect: 2\n", "overlap_collect", "2", "0 or 1"),
+        ("overlap_select: -1\n", "overlap_select", "-1", "0 or 1"),
+        ("overlap_select: 0.5\n", "overlap_select", "0.5", "0 or 1"),
+        ("placement: gpu\n", "placement", "'gpu'", "'cpu_pageable', 'cpu_pinned', 'cuda'"),
+        ("actor_device: tpu\n", "actor_device", "'tpu'", "'cpu', 'cuda'"),
+        ("learner_device: mps\n", "learner_device", "'mps'", "'cpu', 'cuda'"),
+        ("g_collect: 2.5\n", "g_collect", "2.5", "integer >= 1"),
+        ("g_select: 0.5\n", "g_select", "0.5", "integer >= 1"),
+        ("g_select: 1/2\n", "g_select", "0.5", "integer >= 1"),
+        ("g_collect: abc\n", "g_collect", "'abc'", "k/M"),
+        ("g_collect: 1/0\n", "g_collect", "'1/0'", "k/M"),
+        ("g_collect: [1]\n", "g_collect", "[1]", "k/M"),
+        ("is_on_policy: maybe\n", "is_on_policy", "'maybe'", "true or false"),
+        ("num_minibatches: 0\n", "num_minibatches", "0", "integer >= 1"),
+        ("actor_buffer_size: 0\n", "actor_buffer_size", "0", "integer >= 1"),
+        ("prefetch: 0\n", "prefetch", "0", "integer >= 1"),
+        ("seed: 1.5\n", "seed", "1.5", "integer"),
+        ("workload:\n  obs_dtype: float16\n", "workload.obs_dtype", "'float16'", "'float32', 'uint8'"),
+        ("workload:\n  algo: ppo\n", "workload.algo", "'ppo'", "'synthetic'"),
+        ("workload:\n  obs_shape: [4, 0]\n", "workload.obs_shape", "[4, 0]", "positive integers"),
+        ("workload:\n  obs_shape: []\n", "workload.obs_shape", "[]", "non-empty"),
+        ("workload:\n  obs_shape: {a: 1}\n", "workload.obs_shape", "{'a': 1}", "list of positive integers"),
+        ("workload:\n  num_actors: 0\n", "workload.num_actors", "0", "integer >= 1"),
+        ("workload:\n  num_layers: -1\n", "workload.num_layers", "-1", "integer >= 0"),
+        ("workload:\n  env_step_ms: -1\n", "workload.env_step_ms", "-1", ">= 0"),
+        ("workload:\n  iterations: 2.5\n", "workload.iterations", "2.5", "integer >= 1"),
+    ],
+)
+def test_invalid_value_names_field_and_accepted(write_yaml, no_cuda, text, field, given, accepted):
+    msg = str(error_of(text, write_yaml))
+    assert f"invalid {field}:" in msg
+    assert f"got {given}" in msg
+    assert accepted in msg
+
+
+@pytest.mark.parametrize(
+    "text,field",
+    [
+        ("batch_size: true\n", "batch_size"),
+        ("buffer_capacity: yes\n", "buffer_capacity"),
+        ("num_minibatches: false\n", "num_minibatches"),
+        ("seed: true\n", "seed"),
+        ("g_collect: true\n", "g_collect"),
+        ("workload:\n  num_actors: true\n", "workload.num_actors"),
+        ("workload:\n  env_step_ms: false\n", "workload.env_step_ms"),
+        ("workload:\n  obs_shape: [true, 4]\n", "workload.obs_shape"),
+    ],
+)
+def test_bool_where_number_expected(write_yaml, no_cuda, text, field):
+    msg = str(error_of(text, write_yaml))
+    assert f"invalid {field}:" in msg
+    assert "True" in msg or "False" in msg
+
+
+def test_on_policy_fraction_granularity_lists_accepted_fractions(write_yaml, no_cuda):
+    msg = str(error_of("is_on_policy: true\nnum_minibatches: 4\ng_select: 0.3\n", write_yaml))
+    assert "invalid g_select:" in msg and "got 0.3" in msg
+    assert "1/4, 2/4, 3/4, 4/4" in msg
+    assert "num_minibatches=4" in msg
+
+
+@pytest.mark.parametrize("g", ["2", "1.5", "0", "-1/4", "1/3", "5/4"])
+def test_on_policy_granularity_outside_k_over_m_rejected(write_yaml, no_cuda, g):
+    msg = str(error_of(f"is_on_policy: true\nnum_minibatches: 4\ng_collect: {g}\n", write_yaml))
+    assert "invalid g_collect:" in msg and "1/4, 2/4, 3/4, 4/4" in msg
+
+
+@pytest.mark.parametrize("g,expected", [("1/4", 0.25), ("2/4", 0.5), ("3/4", 0.75), ("1", 1.0), ("0.5", 0.5), (" 1/2 ", 0.5)])
+def test_on_policy_fraction_strings_parsed(write_yaml, no_cuda, g, expected):
+    cfg = load_and_resolve(write_yaml(f"is_on_policy: true\nnum_minibatches: 4\ng_collect: '{g}'\ng_select: {g}\n"))
+    assert cfg.janus.g_collect == expected and cfg.janus.g_select == expected
+    assert isinstance(cfg.janus.g_collect, float)
+
+
+def test_on_policy_other_minibatch_counts(write_yaml, no_cuda):
+    cfg = load_and_resolve(write_yaml("is_on_policy: true\nnum_minibatches: 8\ng_select: 3/8\n"))
+    assert cfg.janus.g_select == 0.375
+    msg = str(error_of("is_on_policy: true\nnum_minibatches: 8\ng_select: 1/4\ng_collect: 1/3\n", write_yaml))
+    assert "1/8, 2/8" in msg and "8/8" in msg
+
+
+def test_num_minibatches_must_divide_rollout(write_yaml, no_cuda):
+    # rollout = num_actors * envs_per_actor * rollout_length = 2 * 3 * 5 = 30
+    text = """
+        is_on_policy: true
+        num_minibatches: 4
+        workload:
+          num_actors: 2
+          envs_per_actor: 3
+          rollout_length: 5
+        """
+    msg = str(error_of(text, write_yaml))
+    assert "invalid num_minibatches:" in msg and "got 4" in msg and "30" in msg
+    ok = load_and_resolve(write_yaml(text.replace("num_minibatches: 4", "num_minibatches: 5")))
+    assert ok.minibatch_size == 6
+
+
+def test_num_minibatches_not_checked_off_policy(write_yaml, no_cuda):
+    cfg = load_and_resolve(write_yaml("num_minibatches: 7\nworkload:\n  rollout_length: 5\n"))
+    assert cfg.janus.num_minibatches == 7
+
+
+def test_on_policy_collect_granularity_splits_rollout_steps(write_yaml, no_cuda):
+    text = "is_on_policy: true\nnum_minibatches: 4\ng_collect: 1/4\nworkload:\n  rollout_length: 6\n  envs_per_actor: 4\n"
+    msg = str(error_of(text, write_yaml))
+    assert "invalid g_collect:" in msg and "rollout_length=6" in msg
+
+
+def test_on_policy_capacity_holds_a_rollout(write_yaml, no_cuda):
+    text = "is_on_policy: true\nbuffer_capacity: 100\nbatch_size: 8\n"  # default rollout = 2*8*32 = 512
+    msg = str(error_of(text, write_yaml))
+    assert "invalid buffer_capacity:" in msg and "512" in msg
+
+
+def test_off_policy_granularity_integers_accepted(write_yaml, no_cuda):
+    cfg = load_and_resolve(write_yaml("g_collect: 8\ng_select: 2.0\n"))
+    assert cfg.janus.g_collect == 8.0 and cfg.janus.g_select == 2.0
+
+
+def test_validate_returns_copy_and_does_not_mutate(no_cuda):
+    j = JanusConfig(g_collect="2", overlap_collect=1)
+    out = config.validate_janus(j)
+    assert out.g_collect == 2.0 and j.g_collect == "2"
+
+
+def test_constructor_values_validated_like_yaml(no_cuda):
+    with pytest.raises(ConfigError, match="invalid batch_size"):
+        config.resolve_janus(JanusConfig(batch_size=0))
+    with pytest.raises(ConfigError, match="invalid g_select"):
+        config.resolve_janus(JanusConfig(is_on_policy=True, g_select=0.3))
+
+
+# ---------------------------------------------------------------------------------------------
+# placements
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text,option,suggestion",
+    [
+        ("placement: cuda\n", "placement='cuda'", "cpu_pageable"),
+        ("placement: cpu_pinned\n", "placement='cpu_pinned'", "cpu_pageable"),
+        ("learner_device: cuda\n", "learner_device='cuda'", "learner_device: cpu"),
+        # An actor device has no "pageable" variant: the suggestion is the CPU device.
+        ("actor_device: cuda\n", "actor_device='cuda'", "actor_device: cpu"),
+    ],
+)
+def test_cuda_options_without_cuda(write_yaml, no_cuda, text, option, suggestion):
+    with pytest.raises(PlacementUnavailableError) as info:
+        load_and_resolve(write_yaml(text))
+    msg = str(info.value)
+    assert isinstance(info.value, ConfigError)
+    assert option in msg
+    assert "CUDA is not available" in msg
+    assert suggestion in msg
+
+
+def test_placement_unavailable_raised_before_any_work(no_cuda):
+    # validate() alone does not look at the machine; resolve() does.
+    cfg = RunConfig(janus=JanusConfig(placement="cuda"))
+    config.validate(cfg)
+    with pytest.raises(PlacementUnavailableError):
+        config.resolve(cfg)
+
+
+def test_auto_resolves_to_cpu_pageable_without_cuda(write_yaml, no_cuda):
+    cfg = load_and_resolve(write_yaml("placement: auto\nlearner_device: auto\n"))
+    assert cfg.janus.placement == "cpu_pageable"
+    assert cfg.janus.learner_device == "cpu"
+    assert config.available_placements() == {
+        "cpu_pageable": None,
+        "cpu_pinned": "CUDA is not available on this machine",
+        "cuda": "CUDA is not available on this machine",
+    }
+
+
+def test_auto_resolves_to_cuda_with_cuda(write_yaml, with_cuda):
+    cfg = load_and_resolve(write_yaml("placement: auto\n"))
+    assert cfg.janus.placement == "cuda"
+    assert cfg.janus.learner_device == "cuda"
+    # Explicit choices are kept.
+    cfg = load_and_resolve(write_yaml("placement: cpu_pinned\nactor_device: cuda\nlearner_device: cpu\n"))
+    assert (cfg.janus.placement, cfg.janus.actor_device, cfg.janus.learner_device) == ("cpu_pinned", "cuda", "cpu")
+    assert set(config.available_placements().values()) == {None}
+
+
+def test_explicit_cpu_pageable_never_needs_cuda(write_yaml, no_cuda):
+    cfg = load_and_resolve(write_yaml("placement: cpu_pageable\nlearner_device: cpu\nactor_device: cpu\n"))
+    assert cfg.janus.placement == "cpu_pageable"
+
+
+# ---------------------------------------------------------------------------------------------
+# shipped configs
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not (CONFIGS / "default.yaml").is_file(), reason="configs/default.yaml does not exist (yet)")
+def test_default_yaml_loads_and_resolves_here():
+    cfg = load_and_resolve(CONFIGS / "default.yaml")
+    assert cfg.janus.placement in config.PLACEMENTS
+    assert cfg.janus.learner_device in config.DEVICES
+    assert cfg == config.resolve(replace(cfg))  # resolving is idempotent
+
+
+@pytest.mark.parametrize(
+    "path", sorted(CONFIGS.glob("*.yaml")) if CONFIGS.is_dir() else [], ids=lambda p: p.name
+)
+def test_shipped_configs_load_and_validate(path):
+    config.validate(config.load_yaml(path))
