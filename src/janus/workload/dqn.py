@@ -1,0 +1,230 @@
+"""Double DQN (van Hasselt et al., 2016) with n-step returns and optional prioritized replay.
+
+* :class:`DQNActor` (runs in a Worker) acts epsilon-greedily in a vector env and returns pieces of
+  ready-to-store n-step transitions, time-major ``[T, num_envs, ...]``:
+  ``obs, action, reward (n-step discounted sum), next_obs, discount, terminated, truncated``.
+  The target is ``reward + discount * Q_target(next_obs, argmax_a Q(next_obs, a))``, where
+  ``discount`` is ``gamma**m`` for an ``m``-step window, or 0 when the window ended by termination.
+  ``terminated``/``truncated`` say whether the window ended by termination/truncation.
+* :class:`DQNLearner` (runs in the Trainer) takes replay batches and returns ``|td|`` priorities.
+
+n-step windows cut by the end of a piece: the actor never emits them. It holds back the last
+``n_step - 1`` raw steps and prepends them to the next rollout, so every emitted window holds
+``n_step`` rewards or stops at an episode end — no shortened (biased) windows. The first piece of
+an actor is therefore ``n_step - 1`` steps shorter than ``num_steps``; later pieces are exactly
+``num_steps`` long. The last ``n_step - 1`` steps an actor collects are never emitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from janus.errors import ConfigError, invalid
+from janus.returns import nstep_returns
+from janus.workload.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
+from janus.workload.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+
+
+@dataclass
+class DQNConfig:
+    """DQN hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
+
+    num_envs: int = 4
+    """Sub-environments per actor (the local loop's ``SyncVectorEnv``)."""
+    rollout_steps: int = 8
+    """Vector-env steps per piece (``rollout_steps * num_envs`` env steps); >= ``n_step``."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Widths of the Q-network's hidden layers (ReLU)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    n_step: int = 3
+    """Rewards summed per target (1 = classic one-step DQN)."""
+    lr: float = 5e-4
+    """Adam learning rate."""
+    batch_size: int = 128
+    """Transitions per gradient update."""
+    buffer_size: int = 50_000
+    """Replay capacity in transitions."""
+    learning_starts: int = 1_000
+    """Env steps collected before the first update."""
+    train_frequency: float = 2.0
+    """Env steps per gradient update (the replay ratio is ``batch_size / train_frequency``)."""
+    target_update_interval: int = 250
+    """Updates between target-network updates."""
+    tau: float = 1.0
+    """Target update ``target <- tau * online + (1 - tau) * target``; 1.0 is a hard copy."""
+    eps_start: float = 1.0
+    """Initial exploration epsilon."""
+    eps_end: float = 0.05
+    """Final exploration epsilon."""
+    exploration_steps: int = 10_000
+    """Global env steps over which epsilon decays linearly from ``eps_start`` to ``eps_end``."""
+    max_grad_norm: float = 10.0
+    """Gradient-norm clip."""
+    prioritized: bool = False
+    """Prioritized replay: batches carry ``weight``; :meth:`DQNLearner.update` returns ``|td|``."""
+    per_alpha: float = 0.6
+    """Priority exponent of prioritized replay."""
+    per_beta: float = 0.4
+    """Initial importance-weight exponent (the local loop anneals it to 1)."""
+
+    def epsilon(self, global_step: int) -> float:
+        """Linear schedule from ``eps_start`` to ``eps_end`` over ``exploration_steps`` env steps."""
+        frac = min(1.0, global_step / max(1, self.exploration_steps))
+        return self.eps_start + frac * (self.eps_end - self.eps_start)
+
+
+def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Discrete) -> nn.Module:
+    """The Q-network: flattened observation -> one value per action."""
+    return nn.Sequential(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
+
+
+class DQNActor:
+    """Actor side: epsilon-greedy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
+
+    def __init__(self, cfg: DQNConfig, env_id: str, seed: int, num_envs: int | None = None) -> None:
+        self.cfg = cfg
+        if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
+            raise invalid("n_step", cfg.n_step, "an int >= 1")
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed)
+        check_action_space("dqn", self.envs.single_action_space)
+        self.num_envs = self.envs.num_envs
+        self.num_actions = int(self.envs.single_action_space.n)
+        self.action_start = int(self.envs.single_action_space.start)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.net = q_network(cfg, self.envs.single_observation_space, self.envs.single_action_space)
+        self.rng = np.random.default_rng(seed)
+        self.obs, _ = self.envs.reset(seed=seed)
+        self.episodes = EpisodeTracker(self.num_envs)
+        self.version = -1
+        self.env_steps = 0  # env steps taken by this actor (sum over sub-envs)
+        self._tail: dict[str, np.ndarray] | None = None  # last n_step - 1 raw steps, held back
+
+    def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
+        """Copy a learner snapshot into the local Q-network."""
+        load_snapshot(self.net, params)
+        self.version = int(version)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
+        """Epsilon-greedy actions (the RNG draws are the same whatever epsilon is)."""
+        greedy = self.net(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
+        explore = self.rng.random(self.num_envs) < epsilon
+        random = self.rng.integers(0, self.num_actions, self.num_envs)
+        return np.where(explore, random, greedy)
+
+    def rollout(self, num_steps: int, global_step: int | None = None) -> tuple[dict[str, np.ndarray], Episodes]:
+        """Step ``num_steps`` times; return a piece of n-step transitions and the finished episodes.
+
+        ``global_step`` (env steps over all actors, default: this actor's own count) drives epsilon.
+        """
+        if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < self.cfg.n_step:
+            raise invalid("num_steps", num_steps, f"an int >= n_step ({self.cfg.n_step})", ConfigError)
+        step0 = self.env_steps if global_step is None else int(global_step)
+        raw: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated", "truncated")}
+        for t in range(num_steps):
+            action = self.act(self.obs, self.cfg.epsilon(step0 + t * self.num_envs))
+            obs, reward, term, trunc, info = self.envs.step(action + self.action_start)
+            raw["obs"].append(self.obs)
+            raw["action"].append(action)
+            raw["reward"].append(reward)
+            raw["next_obs"].append(next_obs_of(obs, term, trunc, info))
+            raw["terminated"].append(term)
+            raw["truncated"].append(trunc)
+            self.episodes.step(reward, term | trunc)
+            self.obs = obs
+        self.env_steps += num_steps * self.num_envs
+        steps = {k: np.stack(v) for k, v in raw.items()}
+        if self._tail is not None:
+            steps = {k: np.concatenate([self._tail[k], v]) for k, v in steps.items()}
+        return self._nstep(steps), self.episodes.pop()
+
+    def _nstep(self, steps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """n-step transitions for every window that fits in ``steps``; hold back the rest."""
+        n = self.cfg.n_step
+        emit = len(steps["reward"]) - (n - 1)  # windows starting here hold n steps or end earlier
+        self._tail = {k: v[emit:] for k, v in steps.items()} if n > 1 else None
+        res = nstep_returns(
+            torch.as_tensor(steps["reward"], dtype=torch.float32),
+            torch.as_tensor(steps["terminated"]),
+            torch.as_tensor(steps["truncated"]),
+            self.cfg.gamma,
+            n,
+        )
+        assert bool(res.complete[:emit].all())
+        last = res.next_index[:emit].numpy()  # time index of each window's last step
+        env = np.arange(self.num_envs)[None, :]
+        terminated = steps["terminated"][last, env]
+        return {
+            "obs": steps["obs"][:emit].astype(np.float32),
+            "action": steps["action"][:emit].astype(np.int64),
+            "reward": res.reward[:emit].numpy(),
+            "next_obs": steps["next_obs"][last, env].astype(np.float32),
+            "discount": res.discount[:emit].numpy(),
+            "terminated": terminated,
+            "truncated": steps["truncated"][last, env] & ~terminated,
+        }
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class DQNLearner:
+    """Learner side: double-DQN updates with a target network, Huber loss, Adam and grad clipping."""
+
+    def __init__(self, cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, seed: int) -> None:
+        check_action_space("dqn", action_space)
+        self.cfg = cfg
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.q = q_network(cfg, obs_space, action_space)
+        self.target = q_network(cfg, obs_space, action_space)
+        self.target.load_state_dict(self.q.state_dict())
+        self.target.requires_grad_(False)
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.lr)
+        self.updates = 0
+
+    def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
+        """One gradient step on a replay batch (uses ``batch["weight"]`` when present)."""
+        obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
+        q = self.q(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_action = self.q(next_obs).argmax(1, keepdim=True)  # double DQN: online picks,
+            next_q = self.target(next_obs).gather(1, next_action).squeeze(1)  # target evaluates
+            target = batch["reward"].float() + batch["discount"].float() * next_q
+        td = q - target
+        loss = F.smooth_l1_loss(q, target, reduction="none")
+        loss = (loss * batch["weight"].float()).mean() if "weight" in batch else loss.mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.q.parameters(), self.cfg.max_grad_norm)
+        self.opt.step()
+        self.updates += 1
+        if self.updates % self.cfg.target_update_interval == 0:
+            with torch.no_grad():
+                for p_t, p in zip(self.target.parameters(), self.q.parameters()):
+                    p_t.lerp_(p, self.cfg.tau)  # exactly p when tau == 1
+        metrics = {"loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": float(grad_norm)}
+        priorities = td.detach().abs() if self.cfg.prioritized else None
+        return UpdateResult(priorities, metrics)
+
+    def params(self) -> dict[str, np.ndarray]:
+        """An immutable snapshot of the online Q-network for the actors."""
+        return snapshot(self.q)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"q": self.q.state_dict(), "target": self.target.state_dict(), "opt": self.opt.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["target"])
+        self.opt.load_state_dict(state["opt"])
+        self.updates = int(state["updates"])

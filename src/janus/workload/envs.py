@@ -1,0 +1,161 @@
+"""Gymnasium environments and the small pieces every actor/learner pair shares.
+
+Autoreset convention (Gymnasium >= 1.0): :func:`make_vector_env` builds a ``SyncVectorEnv`` with
+``autoreset_mode=SAME_STEP``. A ``step`` that ends an episode resets that sub-env *in the same
+call*: the returned observation is already the first one of the next episode, and the true last
+observation is in ``info["final_obs"][i]``. So every step is a real transition (no dummy step to
+skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds ``next_obs[t]``
+(the final observation at done steps) from what ``step`` returns.
+
+Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
+arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+from janus.errors import ConfigError, invalid, one_of
+
+ALGOS = ("dqn", "ppo")
+#: Registered ids quoted in the unknown-id error message (those that exist are shown).
+EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1")
+
+
+def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None) -> gym.vector.SyncVectorEnv:
+    """A ``SyncVectorEnv`` of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
+
+    ``seed`` seeds the action and observation spaces; the caller seeds the environments with the
+    first ``envs.reset(seed=seed)`` (sub-env ``i`` gets ``seed + i``). Raises
+    :class:`~janus.errors.ConfigError` naming ``--env`` for an unknown id, an environment that
+    cannot be built (e.g. a missing optional dependency) or a non-Box observation space.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise invalid("num_envs", num_envs, "an int >= 1")
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(str(env_id), list(gym.registry), n=3)
+        examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise invalid("--env", env_id, f"a registered Gymnasium environment id, e.g. {', '.join(examples)}{hint}")
+    try:
+        envs = gym.vector.SyncVectorEnv(
+            [lambda: gym.make(env_id) for _ in range(num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+    except gym.error.Error as exc:  # e.g. DependencyNotInstalled for box2d/mujoco environments
+        raise ConfigError(f"invalid --env: got {env_id!r}, which could not be created: {exc}") from exc
+    space = envs.single_observation_space
+    if not isinstance(space, spaces.Box):
+        envs.close()
+        raise invalid(
+            "--env", f"{env_id} (observation space {space})", "an environment with a Box (array) observation space"
+        )
+    if seed is not None:
+        envs.action_space.seed(seed)
+        envs.observation_space.seed(seed)
+    return envs
+
+
+def env_spaces(env_id: str) -> tuple[spaces.Box, gym.Space]:
+    """``(observation_space, action_space)`` of one ``env_id`` sub-env (for a learner's networks)."""
+    envs = make_vector_env(env_id, 1)
+    try:
+        return envs.single_observation_space, envs.single_action_space
+    finally:
+        envs.close()
+
+
+def check_action_space(algo: str, space: gym.Space) -> None:
+    """Raise :class:`ConfigError` unless ``algo`` supports ``space`` (DQN: Discrete; PPO: Discrete or Box)."""
+    if algo not in ALGOS:
+        raise invalid("--algo", algo, one_of(ALGOS))
+    accepted = (spaces.Discrete,) if algo == "dqn" else (spaces.Discrete, spaces.Box)
+    names = " or ".join(a.__name__ for a in accepted)
+    if not isinstance(space, accepted):
+        raise invalid(f"--env action space for --algo {algo}", str(space), f"a {names} action space")
+    if isinstance(space, spaces.Box) and len(space.shape) != 1:
+        raise invalid(f"--env action space for --algo {algo}", str(space), "a 1-D Box action space")
+
+
+def next_obs_of(obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    """``next_obs`` of a SAME_STEP ``step``: ``obs``, except the final observation where an episode ended."""
+    next_obs = np.array(obs, copy=True)
+    for i in np.flatnonzero(terminated | truncated):
+        next_obs[i] = info["final_obs"][i]
+    return next_obs
+
+
+class Episodes(NamedTuple):
+    """Episodes that finished during one rollout (in the order they finished)."""
+
+    returns: np.ndarray  #: float64 undiscounted return of each episode
+    lengths: np.ndarray  #: int64 number of steps of each episode
+
+
+class UpdateResult(NamedTuple):
+    """What one learner update reports."""
+
+    priorities: torch.Tensor | None  #: new priority per batch item (DQN with prioritized replay), else None
+    metrics: dict[str, float]  #: scalar diagnostics (losses, KL, mean Q, ...)
+
+
+class EpisodeTracker:
+    """Running return and length per sub-env; collects the episodes that finish."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.ret = np.zeros(num_envs, dtype=np.float64)
+        self.len = np.zeros(num_envs, dtype=np.int64)
+        self._returns: list[float] = []
+        self._lengths: list[int] = []
+
+    def step(self, reward: np.ndarray, done: np.ndarray) -> None:
+        self.ret += reward
+        self.len += 1
+        for i in np.flatnonzero(done):
+            self._returns.append(float(self.ret[i]))
+            self._lengths.append(int(self.len[i]))
+            self.ret[i], self.len[i] = 0.0, 0
+
+    def pop(self) -> Episodes:
+        """The episodes finished since the last ``pop``."""
+        out = Episodes(np.array(self._returns, dtype=np.float64), np.array(self._lengths, dtype=np.int64))
+        self._returns, self._lengths = [], []
+        return out
+
+
+def snapshot(module: nn.Module) -> dict[str, np.ndarray]:
+    """An immutable copy of ``module``'s parameters and buffers: fresh, read-only numpy arrays."""
+    out = {}
+    for name, t in module.state_dict().items():
+        arr = t.detach().cpu().numpy().copy()
+        arr.flags.writeable = False
+        out[name] = arr
+    return out
+
+
+def load_snapshot(module: nn.Module, params: dict[str, np.ndarray]) -> None:
+    """Copy a :func:`snapshot` into ``module`` (strict: the names and shapes must match)."""
+    module.load_state_dict({k: torch.tensor(v) for k, v in params.items()})
+
+
+def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers of widths ``hidden`` with ``activation`` between them, then a linear head."""
+    layers: list[nn.Module] = []
+    width = in_features
+    for h in hidden:
+        layers += [nn.Linear(width, h), activation()]
+        width = h
+    layers.append(nn.Linear(width, out_features))
+    return nn.Sequential(*layers)
+
+
+def flat_size(space: spaces.Box) -> int:
+    """Number of features of a Box observation once flattened."""
+    return int(np.prod(space.shape))

@@ -1,0 +1,241 @@
+"""Clipped PPO (Schulman et al., 2017) with GAE, for Discrete and Box action spaces.
+
+* :class:`PPOActor` (runs in a Worker) samples from the policy in a vector env and returns a
+  time-major piece ``[T, num_envs, ...]``: ``obs, action, logprob, value, reward, terminated,
+  truncated, advantage, return``. Advantages come from :func:`janus.returns.gae` over the piece,
+  bootstrapping from ``V(next_obs[t])``: after a truncation ``next_obs`` is the final observation
+  (SAME_STEP autoreset, see :mod:`janus.workload.envs`), and the end of the piece bootstraps
+  from the value of the last ``next_obs``.
+* :class:`PPOLearner` (runs in the Trainer) does one clipped-objective gradient step per
+  minibatch; the caller iterates each rollout in ``num_minibatches`` minibatches for
+  ``update_epochs`` epochs.
+
+Box actions: a diagonal Gaussian with a state-independent log-std. The env receives the action
+clipped to the space's bounds; the piece stores the unclipped sample, whose log-prob it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical, Distribution, Normal
+
+from janus.returns import gae
+from janus.workload.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
+from janus.workload.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
+
+    num_envs: int = 4
+    """Sub-environments per actor (the local loop's ``SyncVectorEnv``)."""
+    rollout_steps: int = 128
+    """Vector-env steps per rollout; a rollout holds ``rollout_steps * num_envs`` transitions."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Widths of the hidden layers (tanh) of the policy and of the separate value network."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    lr: float = 2.5e-4
+    """Adam learning rate (the start value when annealed)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over training (see :meth:`PPOLearner.set_progress`)."""
+    num_minibatches: int = 4
+    """Minibatches per epoch over one rollout."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    clip_coef: float = 0.2
+    """Clip range of the probability ratio (and of the value change when ``clip_vloss``)."""
+    clip_vloss: bool = True
+    """Clip the value loss around the rollout's value estimates."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch (zero mean, unit std)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clip."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions only)."""
+
+
+def _layer_init(layer: nn.Module, gain: float) -> None:
+    if isinstance(layer, nn.Linear):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+
+
+class PPOAgent(nn.Module):
+    """Separate policy and value MLPs (orthogonal init, as in CleanRL)."""
+
+    def __init__(self, cfg: PPOConfig, obs_space: gym.spaces.Box, action_space: gym.Space) -> None:
+        super().__init__()
+        check_action_space("ppo", action_space)
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        n_in = flat_size(obs_space)
+        n_out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
+        self.critic = mlp(n_in, cfg.hidden, 1, nn.Tanh)
+        self.actor = mlp(n_in, cfg.hidden, n_out, nn.Tanh)
+        for net, head_gain in ((self.critic, 1.0), (self.actor, 0.01)):
+            for layer in net[:-1]:
+                _layer_init(layer, np.sqrt(2))
+            _layer_init(net[-1], head_gain)
+        if self.continuous:
+            self.log_std = nn.Parameter(torch.full((n_out,), float(cfg.init_log_std)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs.flatten(1)).squeeze(-1)
+
+    def dist(self, obs: torch.Tensor) -> Distribution:
+        out = self.actor(obs.flatten(1))
+        return Normal(out, self.log_std.exp().expand_as(out)) if self.continuous else Categorical(logits=out)
+
+    def log_prob(self, dist: Distribution, action: torch.Tensor) -> torch.Tensor:
+        logp = dist.log_prob(action)
+        return logp.sum(-1) if self.continuous else logp
+
+    def entropy(self, dist: Distribution) -> torch.Tensor:
+        return dist.entropy().sum(-1) if self.continuous else dist.entropy()
+
+    def sample(self, dist: Distribution, generator: torch.Generator) -> torch.Tensor:
+        """Draw from ``dist`` with an explicit generator (reproducible, global RNG untouched)."""
+        if self.continuous:
+            return dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=generator)
+        return torch.multinomial(dist.probs, 1, generator=generator).squeeze(1)
+
+
+class PPOActor:
+    """Actor side: on-policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
+
+    def __init__(self, cfg: PPOConfig, env_id: str, seed: int, num_envs: int | None = None) -> None:
+        self.cfg = cfg
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed)
+        self.num_envs = self.envs.num_envs
+        space = self.envs.single_action_space
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.agent = PPOAgent(cfg, self.envs.single_observation_space, space)
+        if self.agent.continuous:
+            self.low, self.high = space.low, space.high
+        else:
+            self.action_start = int(space.start)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.obs, _ = self.envs.reset(seed=seed)
+        self.episodes = EpisodeTracker(self.num_envs)
+        self.version = -1
+        self.env_steps = 0
+
+    def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
+        """Copy a learner snapshot into the local policy and value networks."""
+        load_snapshot(self.agent, params)
+        self.version = int(version)
+
+    def env_action(self, action: np.ndarray) -> np.ndarray:
+        """What the env receives: Box actions clipped to the bounds, Discrete ones offset by ``start``."""
+        return np.clip(action, self.low, self.high) if self.agent.continuous else action + self.action_start
+
+    @torch.no_grad()
+    def rollout(self, num_steps: int) -> tuple[dict[str, np.ndarray], Episodes]:
+        """Step ``num_steps`` times; return the piece (with GAE advantages) and finished episodes."""
+        keys = ("obs", "action", "logprob", "value", "reward", "next_obs", "terminated", "truncated")
+        raw: dict[str, list[Any]] = {k: [] for k in keys}
+        for _ in range(num_steps):
+            obs = torch.as_tensor(self.obs, dtype=torch.float32)
+            dist = self.agent.dist(obs)
+            action = self.agent.sample(dist, self.generator)
+            next_obs, reward, term, trunc, info = self.envs.step(self.env_action(action.numpy()))
+            raw["obs"].append(obs)
+            raw["action"].append(action)
+            raw["logprob"].append(self.agent.log_prob(dist, action))
+            raw["value"].append(self.agent.value(obs))
+            raw["reward"].append(torch.as_tensor(reward, dtype=torch.float32))
+            raw["next_obs"].append(torch.as_tensor(next_obs_of(next_obs, term, trunc, info), dtype=torch.float32))
+            raw["terminated"].append(torch.as_tensor(term))
+            raw["truncated"].append(torch.as_tensor(trunc))
+            self.episodes.step(reward, term | trunc)
+            self.obs = next_obs
+        self.env_steps += num_steps * self.num_envs
+        piece = {k: torch.stack(v) for k, v in raw.items()}
+        next_obs = piece.pop("next_obs")
+        next_value = self.agent.value(next_obs.flatten(0, 1)).reshape(num_steps, self.num_envs)
+        piece["advantage"], piece["return"] = gae(
+            piece["reward"], piece["value"], next_value, piece["terminated"], piece["truncated"],
+            self.cfg.gamma, self.cfg.gae_lambda,
+        )
+        return {k: v.numpy() for k, v in piece.items()}, self.episodes.pop()
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class PPOLearner:
+    """Learner side: one clipped-PPO gradient step per minibatch."""
+
+    def __init__(self, cfg: PPOConfig, obs_space: gym.spaces.Box, action_space: gym.Space, seed: int) -> None:
+        self.cfg = cfg
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.agent = PPOAgent(cfg, obs_space, action_space)
+        self.opt = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
+        self.updates = 0
+
+    def set_progress(self, fraction: float) -> None:
+        """Training progress in [0, 1]; with ``anneal_lr`` the rate becomes ``lr * (1 - fraction)``."""
+        if self.cfg.anneal_lr:
+            for group in self.opt.param_groups:
+                group["lr"] = self.cfg.lr * (1.0 - min(max(fraction, 0.0), 1.0))
+
+    def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
+        """One gradient step on a minibatch of ``obs, action, logprob, value, advantage, return``."""
+        cfg, agent = self.cfg, self.agent
+        obs = batch["obs"].float()
+        dist = agent.dist(obs)
+        logprob = agent.log_prob(dist, batch["action"])
+        entropy = agent.entropy(dist).mean()
+        log_ratio = logprob - batch["logprob"]
+        ratio = log_ratio.exp()
+        adv = batch["advantage"]
+        if cfg.norm_adv and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+        value, ret, old_value = agent.value(obs), batch["return"], batch["value"]
+        value_loss = (value - ret) ** 2
+        if cfg.clip_vloss:
+            clipped = old_value + (value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)
+            value_loss = torch.max(value_loss, (clipped - ret) ** 2)
+        value_loss = 0.5 * value_loss.mean()
+        loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+        self.opt.step()
+        self.updates += 1
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean().item()
+            clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean().item()
+        metrics = {
+            "policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
+            "approx_kl": approx_kl, "clipfrac": clipfrac, "lr": self.opt.param_groups[0]["lr"],
+        }
+        return UpdateResult(None, metrics)
+
+    def params(self) -> dict[str, np.ndarray]:
+        """An immutable snapshot of the policy and value networks for the actors."""
+        return snapshot(self.agent)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent.state_dict(), "opt": self.opt.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.opt.load_state_dict(state["opt"])
+        self.updates = int(state["updates"])
