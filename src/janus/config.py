@@ -30,6 +30,7 @@ from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
 DEVICES = ("cpu", "cuda")
 OBS_DTYPES = ("float32", "uint8")
+ALGOS = ("synthetic", "dqn", "ppo")
 
 
 def cuda_available() -> bool:
@@ -78,7 +79,11 @@ class WorkloadConfig:
     """The synthetic (or RL) workload driving the data path."""
 
     algo: str = "synthetic"
-    """Workload: ``synthetic`` (simulated actors, real torch learner)."""
+    """Workload: ``synthetic`` (simulated actors, real torch learner), ``dqn`` or ``ppo`` (Gymnasium)."""
+    env: str = "CartPole-v1"
+    """Gymnasium environment id (``dqn``/``ppo``); any id with a Box observation space."""
+    total_env_steps: int = 100_000
+    """``dqn``/``ppo``: environment steps to train for (over all workers)."""
     num_actors: int = 2
     """Actor threads producing rollouts."""
     envs_per_actor: int = 8
@@ -145,6 +150,8 @@ class RunConfig:
     janus: JanusConfig = field(default_factory=JanusConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    algorithm: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the algorithm's hyperparameters (``DQNConfig`` / ``PPOConfig`` field names)."""
     name: str = "run"
     seed: int = 0
 
@@ -177,10 +184,12 @@ class RunConfig:
         wl["obs_shape"] = list(self.workload.obs_shape)
         out["workload"] = wl
         out["runtime"] = dataclasses.asdict(self.runtime)
+        if self.algorithm:
+            out["algorithm"] = dict(self.algorithm)
         return out
 
 
-_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime"}
+_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime", "algorithm"}
 _WORKLOAD = {f.name for f in fields(WorkloadConfig)}
 _RUNTIME = {f.name for f in fields(RuntimeConfig)}
 
@@ -200,7 +209,10 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
     _check_keys(data, _TOP_LEVEL, "config")
     cfg = base or RunConfig()
-    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload", "runtime")}
+    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload", "runtime", "algorithm")}
+    algorithm = data.get("algorithm") or {}
+    if not isinstance(algorithm, Mapping):
+        raise invalid("algorithm", algorithm, "a mapping of algorithm hyperparameters")
     runtime = data.get("runtime") or {}
     if not isinstance(runtime, Mapping):
         raise invalid("runtime", runtime, "a mapping of runtime keys")
@@ -221,6 +233,7 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         janus=replace(cfg.janus, **janus_kw),
         workload=replace(cfg.workload, **workload),
         runtime=replace(cfg.runtime, **runtime),
+        algorithm={**cfg.algorithm, **algorithm},
         name=str(data.get("name", cfg.name)),
         seed=data.get("seed", cfg.seed),
     )
@@ -334,8 +347,12 @@ def resolve_janus(j: JanusConfig) -> JanusConfig:
 def validate(cfg: RunConfig) -> RunConfig:
     """Check every field of a run; return a copy with normalised types. Raises ConfigError."""
     janus, w = validate_janus(cfg.janus), cfg.workload
+    if w.algo not in ALGOS:
+        raise invalid("workload.algo", w.algo, one_of(ALGOS))
     if w.algo != "synthetic":
-        raise invalid("workload.algo", w.algo, one_of(("synthetic",)))
+        from janus.workload.rl_runtime import validate_rl
+
+        validate_rl(cfg)
     if w.obs_dtype not in OBS_DTYPES:
         raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
@@ -354,6 +371,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         updates_per_iteration=_int("workload.updates_per_iteration", w.updates_per_iteration),
         num_epochs=_int("workload.num_epochs", w.num_epochs),
         env_step_ms=float(w.env_step_ms),
+        total_env_steps=_int("workload.total_env_steps", w.total_env_steps),
     )
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):
         raise invalid("seed", cfg.seed, "an integer")

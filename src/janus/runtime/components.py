@@ -47,25 +47,37 @@ class LearnerSide(Protocol):
 class Worker(Component):
     """Rolls out in the background and sends its transitions to its node's WorkerProxy.
 
-    ``lockstep`` (on-policy): rollout ``i`` starts only with parameters of version >= ``i``.
-    Otherwise the worker keeps rolling out and long-polls for the next version.
+    Pacing by parameter versions: piece ``p`` may start only with a loaded version >=
+    ``(p - free_pieces) // pieces_per_version - version_lag``. On-policy (``lockstep``) that is one
+    version per rollout with no lag: rollout ``i`` uses the parameters trained on rollout ``i-1``.
+    Off-policy with ``pieces_per_version`` > 0 it holds the replay ratio (workers cannot outrun
+    the learner by more than ``version_lag`` versions); 0 lets workers run freely.
     """
 
     def __init__(
         self, name: str, proxy: str, make_actor: Callable[[], ActorSide], lockstep: bool,
-        max_rollouts: int = 0, pieces_per_rollout: int = 1,
+        max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None,
+        pieces_per_version: int = 0, free_pieces: int = 0, version_lag: int = 0,
     ) -> None:
         super().__init__(name)
         self.proxy = proxy
+        self.orchestrator = orchestrator
         self.make_actor = make_actor
         self.lockstep = lockstep
         self.max_rollouts = max_rollouts  # pieces to produce; 0: unlimited
-        self.pieces_per_rollout = pieces_per_rollout
+        self.pieces_per_version = pieces_per_rollout if lockstep else pieces_per_version
+        self.free_pieces = 0 if lockstep else free_pieces
+        self.version_lag = 0 if lockstep else version_lag
         self.actor: ActorSide | None = None
         self.version = -1
         self.fetch_pending = False
         self.rollouts = 0
-        self.episodes: list[dict[str, Any]] = []
+
+    def required_version(self) -> int:
+        """The parameter version the next piece needs."""
+        if not self.pieces_per_version:
+            return 0
+        return max(0, (self.rollouts - self.free_pieces) // self.pieces_per_version - self.version_lag)
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -89,7 +101,7 @@ class Worker(Component):
     def step(self) -> bool:
         if self.actor is None or (self.max_rollouts and self.rollouts >= self.max_rollouts):
             return False
-        needed = self.rollouts // self.pieces_per_rollout if self.lockstep else 0
+        needed = self.required_version()
         if self.version < needed:
             self._fetch(needed)
             return False
@@ -101,9 +113,12 @@ class Worker(Component):
         self.rollouts += 1
         self.count("transitions", count)
         self.count("rollouts")
-        for r in info.get("episode_returns", ()):
-            self.count("episodes")
-            self.episodes.append({"return": float(r), "version": self.version})
+        self.count("env_steps", info.get("env_steps", count))
+        returns = list(info.get("episode_returns", ()))
+        if returns:
+            self.count("episodes", len(returns))
+            if self.orchestrator is not None:  # metrics, not data: a few floats
+                self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns}))
         if not self.lockstep:
             self._fetch(self.version + 1)
         return True

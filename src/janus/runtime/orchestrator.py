@@ -49,6 +49,9 @@ class Orchestrator(Component):
         self.failure: str | None = None
         self.finished = False
         self.stalls = 0  # health checks that found no progress since the previous one
+        self.worker_steps: dict[str, int] = {}
+        self.curve: list[tuple[float, int, float]] = []  # (seconds, env steps, episode return)
+        self.started_at = time.monotonic()
         self._last_progress = (0, 0)
 
     def on_StartMsg(self, msg: StartMsg) -> None:
@@ -59,11 +62,19 @@ class Orchestrator(Component):
                 if r == role:
                     self.send(name, StartMsg())
         start = time.monotonic()
+        self.started_at = start
         self.last_pong = {n: start for n in self.roles}
 
     def on_CountsMsg(self, msg: CountsMsg) -> None:
-        self.inserted = int(msg.counters.get("inserted", self.inserted)) if msg.sender == self.tm else self.inserted
-        self.trained = int(msg.counters.get("trained", self.trained)) if msg.sender == self.trainer else self.trained
+        if msg.sender == self.tm:
+            self.inserted = int(msg.counters.get("inserted", self.inserted))
+        elif msg.sender == self.trainer:
+            self.trained = int(msg.counters.get("trained", self.trained))
+        elif "episode_returns" in msg.counters:  # a worker finished episodes: the learning curve
+            self.worker_steps[msg.sender] = int(msg.counters.get("env_steps", 0))
+            steps = sum(self.worker_steps.values())
+            elapsed = time.monotonic() - self.started_at
+            self.curve.extend((elapsed, steps, float(r)) for r in msg.counters["episode_returns"])
 
     def on_PongMsg(self, msg: PongMsg) -> None:
         self.last_pong[msg.sender] = time.monotonic()
@@ -115,4 +126,5 @@ class Orchestrator(Component):
         return {
             "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
+            "curve": list(self.curve),
         }

@@ -19,6 +19,7 @@ from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerP
 from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator
+from janus.workload import rl_runtime as rl
 
 Progress = Callable[[int, int], None]
 
@@ -31,31 +32,41 @@ class RunFailed(JanusError, RuntimeError):
 def make_buffer(cfg: RunConfig) -> JanusBuffer:
     j = cfg.janus
     rollout = cfg.rollout_transitions if j.is_on_policy else None
+    sampler, kwargs = "uniform", {}
+    if cfg.workload.algo == "dqn":
+        a = rl.algorithm_config(cfg)
+        if a.prioritized:
+            sampler, kwargs = "prioritized", {"alpha": a.per_alpha, "beta": a.per_beta}
     return JanusBuffer(
         j.__class__(**{**vars(j), "learner_device": "cpu"}),  # the Trainer moves batches to its device
-        rollout_size=rollout, num_epochs=cfg.workload.num_epochs, seed=cfg.seed,
+        rollout_size=rollout, num_epochs=cfg.workload.num_epochs, seed=cfg.seed, sampler=sampler, **kwargs,
     )
 
 
 def make_actor(cfg: RunConfig, index: int) -> Any:
+    j, w = cfg.janus, cfg.workload
+    piece_steps, _, _ = rl.worker_pieces(cfg)
+    if w.algo != "synthetic":
+        return rl.RLActorSide(cfg, index, piece_steps)
     from janus.workload.synthetic import SyntheticActorSide
 
-    j, w = cfg.janus, cfg.workload
-    piece_steps = round(w.rollout_length * j.g_collect) if j.is_on_policy else w.rollout_length
     return SyntheticActorSide(w, j.actor_device, cfg.seed * 1000 + index, not j.is_on_policy, piece_steps)
 
 
 def make_learner(cfg: RunConfig) -> Any:
+    if cfg.workload.algo != "synthetic":
+        return rl.RLLearnerSide(cfg)
     from janus.workload.synthetic import SyntheticLearnerSide
 
     return SyntheticLearnerSide(cfg.workload, cfg.janus.learner_device, cfg.seed)
 
 
 def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
-    j = cfg.janus
-    pieces = round(1 / j.g_collect) if j.is_on_policy else 1
-    return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=j.is_on_policy,
-                  max_rollouts=cfg.workload.iterations * pieces, pieces_per_rollout=pieces)
+    _, pieces, max_pieces = rl.worker_pieces(cfg)
+    per_version, free, lag = rl.pacing(cfg)
+    return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=cfg.janus.is_on_policy,
+                  max_rollouts=max_pieces, pieces_per_rollout=pieces, orchestrator="orchestrator",
+                  pieces_per_version=per_version, free_pieces=free, version_lag=lag)
 
 
 def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
@@ -68,14 +79,15 @@ def new_trajectory_manager(cfg: RunConfig) -> TrajectoryManager:
 
 
 def new_trainer(cfg: RunConfig) -> Trainer:
-    publish = cfg.updates_per_iteration if cfg.janus.is_on_policy else cfg.runtime.samples_per_param_load
+    publish = rl.publish_every(cfg)
     return Trainer("trainer", "trajectory_manager", "orchestrator", partial(make_learner, cfg), publish, cfg.janus.learner_device)
 
 
 def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
     r = cfg.runtime
-    limiter = RateLimiter(cfg.minibatch_size, r.min_inserts or cfg.minibatch_size, r.samples_per_insert, r.max_in_flight)
-    total = cfg.workload.iterations * cfg.updates_per_iteration
+    min_inserts, samples_per_insert = rl.rates(cfg)
+    limiter = RateLimiter(cfg.minibatch_size, min_inserts or cfg.minibatch_size, samples_per_insert, r.max_in_flight)
+    total = rl.total_updates(cfg)
     return Orchestrator("orchestrator", roles, limiter, total, restart, r.ping_interval_s, r.pong_timeout_s)
 
 
@@ -129,7 +141,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
     backend = backend or make_backend(cfg)
     build(cfg, backend)
-    total = cfg.workload.iterations * cfg.updates_per_iteration
+    total = rl.total_updates(cfg)
     backend.start()  # ray: returns once every actor is up, so wall_s excludes process start-up
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
@@ -197,4 +209,18 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "priorities_dropped": int(tm.get("priorities_dropped", 0)),
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
+        **learning_curve(status.get("curve", [])),
+    }
+
+
+def learning_curve(curve: list[tuple[float, int, float]], window: int = 20) -> dict[str, Any]:
+    """Episode returns vs env steps and wall time, and the mean of the last ``window`` returns."""
+    if not curve:
+        return {}
+    returns = [r for _, _, r in curve]
+    last = returns[-window:]
+    return {
+        "learning_curve": {"wall_s": [t for t, _, _ in curve], "env_steps": [s for _, s, _ in curve], "return": returns},
+        "episodes": len(returns),
+        "final_mean_return": sum(last) / len(last),
     }
