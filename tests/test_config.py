@@ -205,7 +205,7 @@ def test_missing_file(tmp_path):
         ("prefetch: 0\n", "prefetch", "0", "integer >= 1"),
         ("seed: 1.5\n", "seed", "1.5", "integer"),
         ("workload:\n  obs_dtype: float16\n", "workload.obs_dtype", "'float16'", "'float32', 'uint8'"),
-        ("workload:\n  algo: ppo\n", "workload.algo", "'ppo'", "'synthetic'"),
+        ("workload:\n  algo: a2c\n", "workload.algo", "'a2c'", "'dqn'"),
         ("workload:\n  obs_shape: [4, 0]\n", "workload.obs_shape", "[4, 0]", "positive integers"),
         ("workload:\n  obs_shape: []\n", "workload.obs_shape", "[]", "non-empty"),
         ("workload:\n  obs_shape: {a: 1}\n", "workload.obs_shape", "{'a': 1}", "list of positive integers"),

@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, load_yaml, validate
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import JanusError
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -89,11 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """Load the YAML config (if any) and apply the command-line overrides; not yet resolved."""
+    """Algorithm preset < YAML config < command-line flags; not yet resolved.
+
+    Without ``--config``, ``configs/default.yaml`` is the base of the synthetic workload; ``--algo
+    dqn|ppo`` starts from that algorithm's preset instead.
+    """
+    from janus.workload.rl_runtime import PRESETS
+
     path = args.config
-    if path is None and DEFAULT_CONFIG.is_file():
-        path = DEFAULT_CONFIG
-    cfg = load_yaml(path) if path is not None else RunConfig()
+    raw: dict[str, Any] = {}
+    if path is not None:
+        raw = read_yaml(path)
+    elif args.algo is None or args.algo == "synthetic":
+        raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
+    algo = args.algo or (raw.get("workload") or {}).get("algo", "synthetic")
+    base = from_dict(PRESETS[algo]) if algo in PRESETS else RunConfig()
+    cfg = from_dict(raw, base=base) if raw else base
     janus_names = {f.name for f in fields(JanusConfig)}
     workload_names = {f.name for f in fields(WorkloadConfig)}
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in janus_names and v is not None}

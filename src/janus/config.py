@@ -239,8 +239,8 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
     )
 
 
-def load_yaml(path: str | Path) -> RunConfig:
-    """Load a YAML config file (not yet resolved; call :func:`resolve`)."""
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML config file; clear errors for a missing or malformed file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {str(path)!r}")
@@ -248,7 +248,14 @@ def load_yaml(path: str | Path) -> RunConfig:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
-    return from_dict(data)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of keys to values, not {type(data).__name__}")
+    return dict(data)
+
+
+def load_yaml(path: str | Path) -> RunConfig:
+    """Load a YAML config file (not yet resolved; call :func:`resolve`)."""
+    return from_dict(read_yaml(path))
 
 
 def parse_granularity(name: str, value: Any) -> float:

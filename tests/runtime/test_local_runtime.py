@@ -181,7 +181,7 @@ def test_worker_crash_is_restarted_and_training_continues() -> None:
     backend = LocalBackend()
     killed = threading.Event()
 
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int, note: str = "") -> None:
         if done >= 4 and not killed.is_set():
             killed.set()
             backend.kill("worker-1")
@@ -225,7 +225,7 @@ def test_off_policy_rates_on_policy_are_a_config_error() -> None:
 
 
 def test_interrupt_stops_everything() -> None:
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int, note: str = "") -> None:
         if done >= 2:
             raise KeyboardInterrupt
 

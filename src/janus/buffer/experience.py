@@ -117,8 +117,12 @@ class ExperienceBuffer:
             start = self._written % self.capacity
             self._storage.write(start, batch)
             keys = torch.arange(self._written, self._written + n, dtype=torch.long)
-            slots = keys.remainder(self.capacity) if start + n > self.capacity else keys - self._written + start
-            self._sampler.on_write(slots.to(self.device))
+            if getattr(self._sampler, "tracks_writes", True):
+                if start + n <= self.capacity:
+                    slots = torch.arange(start, start + n, device=self.device)
+                else:
+                    slots = keys.remainder(self.capacity).to(self.device)
+                self._sampler.on_write(slots)
             self._written += n
             return keys
 
@@ -164,9 +168,10 @@ class ExperienceBuffer:
         """Key currently stored at each slot (the most recent write to it)."""
         slots = slots.to("cpu", torch.long)
         head = self._written % self.capacity
-        base = self._written - head  # key of slot 0 in the current lap
-        keys = base + slots
-        return torch.where(slots >= head, keys - self.capacity, keys)
+        # Slot s was last written ``age`` writes before the newest item (key written - 1), with
+        # age = (head - 1 - s) mod capacity: s < head in this lap, s >= head in the previous one.
+        age = torch.rsub(slots, head - 1).remainder_(self.capacity)
+        return torch.rsub(age, self._written - 1)
 
     # ---- priorities -----------------------------------------------------------------------------
     def update_priority(self, index: Any, priority: Any) -> int:
@@ -176,9 +181,10 @@ class ExperienceBuffer:
         last occurrence wins.
         """
         with self._lock:
-            keys, prio = validation.check_priority_update(index, priority, self._written)
-            live = keys >= self._written - self.capacity
-            if not bool(live.all()):
+            keys, prio, first = validation.check_priority_update(index, priority, self._written)
+            oldest = self._written - self.capacity  # smallest key still stored
+            if first < oldest:  # some items were overwritten since they were sampled
+                live = keys >= oldest
                 keys, prio = keys[live], prio[live]
             if keys.numel():
                 slots = keys.remainder(self.capacity).to(self.device)

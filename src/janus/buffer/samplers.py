@@ -49,6 +49,8 @@ def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
 class UniformSampler:
     """Uniform sampling with replacement over the written slots."""
 
+    tracks_writes = False  # on_write is a no-op: the buffer need not compute written slots
+
     def __init__(self, capacity: int, device: torch.device, seed: int | None = None) -> None:
         self.capacity = capacity
         self.device = device

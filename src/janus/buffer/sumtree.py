@@ -168,6 +168,8 @@ class SumTree(_WideTree):
         super().__init__(*args, **kwargs)
         # [0, inclusive cumsum of the top]: exact exclusive prefixes by indexing.
         self._cs = torch.zeros(self.levels[-1].shape[0] + 1, dtype=self.dtype, device=self.device)
+        # Fixed views of it, made once (slicing per call costs a torch op each).
+        self._cs_incl, self._cs_inner, self._cs_total = self._cs[1:], self._cs[1:-1], self._cs[-1]
         self._tiny = torch.tensor(torch.finfo(self.dtype).tiny, dtype=self.dtype, device=self.device)
         self._inf = torch.tensor(math.inf, dtype=self.dtype, device=self.device)
 
@@ -192,13 +194,13 @@ class SumTree(_WideTree):
         if mass.dtype != self.dtype or mass.dim() != 1:
             mass = mass.to(self.dtype).reshape(-1)
         cs = self._cs
-        torch.cumsum(self.levels[-1], 0, out=cs[1:])
+        torch.cumsum(self.levels[-1], 0, out=self._cs_incl)
         if fraction:
-            mass = mass * cs[-1]
+            mass = mass * self._cs_total
         else:  # ``[p, q)`` search of m == ``(p, q]`` search of the next float up
-            mass = torch.clamp(torch.nextafter(mass, self._inf), min=self._tiny, max=cs[-1])
+            mass = torch.clamp(torch.nextafter(mass, self._inf), min=self._tiny, max=self._cs_total)
         # Search the inclusive prefixes of all nodes but the last: always in bounds.
-        node = torch.searchsorted(cs[1:-1], mass)
+        node = torch.searchsorted(self._cs_inner, mass)
         if not self.fanouts:
             return (node, self.levels[0].index_select(0, node)) if with_values else node
         mass = (mass - cs.index_select(0, node)).unsqueeze_(1)

@@ -123,8 +123,9 @@ def _vector(name: str, value: Any, dtype: torch.dtype) -> torch.Tensor:
     return t.to("cpu", dtype)
 
 
-def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate ``update_priority`` arguments; return (keys, priorities) as CPU tensors."""
+def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Validate ``update_priority`` arguments; return (keys, priorities) as CPU tensors and the
+    smallest key (``written`` when there are none)."""
     keys = _vector("index", index, torch.long)
     prio = _vector("priority", priority, torch.float64)
     if keys.numel() != prio.numel():
@@ -135,10 +136,12 @@ def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torc
             bad = ~torch.isfinite(prio) | (prio < 0)
             raise invalid("priority", prio[bad][:5].tolist(), "finite numbers >= 0", BufferInputError)
         lo, hi = torch.aminmax(keys)
-        if lo.item() < 0 or hi.item() >= written:
+        first = int(lo.item())
+        if first < 0 or hi.item() >= written:
             out_of_range = (keys < 0) | (keys >= written)
             raise invalid(
                 "index", keys[out_of_range][:5].tolist(),
                 f"keys of written items, 0 <= key < {written} (as returned by extend/sample)", BufferInputError,
             )
-    return keys, prio
+        return keys, prio, first
+    return keys, prio, written

@@ -10,7 +10,7 @@ from pathlib import Path
 from janus.config import RunConfig
 from janus.harness.experiments import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.progress import ProgressLine
-from janus.harness.report import annotate, default_out_dir, format_table, write_results
+from janus.harness.report import annotate, default_out_dir, format_table, write_learning_curve, write_results
 from janus.harness.runner import run_synthetic
 from janus.runtime.run import run_runtime
 
@@ -80,5 +80,11 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     for run in runs:
         if "runtime" in run:
             print(runtime_summary(run["runtime"]))
+        if "final_mean_return" in run:
+            print(f"\n{run['name']}: mean return of the last 20 episodes {run['final_mean_return']:.1f} "
+                  f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
+    curve = write_learning_curve(out_dir / "learning_curve.png", runs)
+    if curve is not None:
+        paths["learning_curve"] = curve
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -23,8 +23,10 @@ class ProgressLine:
         self.start = time.perf_counter()
         self._last = 0.0
         self._next_quarter = 0.25
+        self.note = ""
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, note: str = "") -> None:
+        self.note = note
         now = time.perf_counter()
         frac = done / total if total else 1.0
         if self.tty:
@@ -42,7 +44,8 @@ class ProgressLine:
         elapsed = now - self.start
         rate = done / elapsed if elapsed > 0 else 0.0
         pct = 100.0 * done / total if total else 100.0
-        return f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
+        text = f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
+        return f"{text}  {self.note}" if self.note else text
 
     def finish(self, summary: str) -> None:
         """End the progress line with a one-line summary."""

@@ -261,3 +261,43 @@ def default_out_dir(command: str, root: str | Path = "runs") -> Path:
     while path.exists():
         path, n = base.with_name(f"{base.name}-{n}"), n + 1
     return path
+
+
+def write_learning_curve(path: str | Path, runs: list[dict[str, Any]]) -> Path | None:
+    """Episode return vs env steps and vs wall time for runs that have a learning curve."""
+    curves = [r for r in runs if r.get("learning_curve")]
+    if not curves:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4))
+    FigureCanvasAgg(fig)
+    by_steps, by_time = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for run in curves:
+        c = run["learning_curve"]
+        env = run["config"]["workload"].get("env", "")
+        label = f"{run['name']} ({run['config']['workload']['algo']} {env})"
+        smooth = _moving_mean(c["return"], 20)
+        by_steps.plot(c["env_steps"], c["return"], alpha=0.25)
+        by_steps.plot(c["env_steps"], smooth, label=label)
+        by_time.plot(c["wall_s"], smooth, label=label)
+    by_steps.set(xlabel="environment steps", ylabel="episode return", title="return vs env steps (mean of 20)")
+    by_time.set(xlabel="wall time (s)", ylabel="episode return", title="return vs wall time")
+    for ax in (by_steps, by_time):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _moving_mean(values: list[float], window: int) -> list[float]:
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out

@@ -21,7 +21,7 @@ from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator
 from janus.workload import rl_runtime as rl
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[int, int, str], None]
 
 
 class RunFailed(JanusError, RuntimeError):
@@ -150,7 +150,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         while True:
             status = backend.orchestrator_status()
             if progress is not None:
-                progress(min(status["trained"], total), total)
+                progress(min(status["trained"], total), total, rl_note(status["curve"], time.perf_counter() - start))
             if backend.fatal is not None:
                 name, text = backend.fatal
                 raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
@@ -211,6 +211,14 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
         },
         **learning_curve(status.get("curve", [])),
     }
+
+
+def rl_note(curve: list[tuple[float, int, float]], elapsed: float, window: int = 20) -> str:
+    """Progress text for RL runs: mean return of the last episodes and env steps per second."""
+    if not curve:
+        return ""
+    last = [r for _, _, r in curve[-window:]]
+    return f"return {sum(last) / len(last):7.1f}  {curve[-1][1] / max(elapsed, 1e-9):7.0f} env-steps/s"
 
 
 def learning_curve(curve: list[tuple[float, int, float]], window: int = 20) -> dict[str, Any]:

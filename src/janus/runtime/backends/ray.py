@@ -1,0 +1,403 @@
+"""The ``ray`` backend: every component a Ray actor (its own process), messages as actor calls.
+
+Each actor hosts :class:`~janus.runtime.component.Host` in a thread; ``post`` (a threaded actor
+method) feeds its inbox. Calls from one sender are numbered per stream, so a receiver keeps them in
+order although a threaded actor may run them out of order. An outbox keeps at most
+``max_calls_in_flight`` calls carrying data outstanding (it waits on the oldest beyond that);
+control messages never wait. Parameters go into Ray's object store once per version; messages
+carry a small :class:`RayParams` handle, resolved (and cached) once per process.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from janus.runtime.backends.local import SHUTDOWN_ORDER
+from janus.runtime.component import Component, Host
+from janus.runtime.stats import MessageStats, payload_bytes
+
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+PRELOAD = ["torch", "janus.runtime.components"]  # imported by idle Ray workers before an actor lands
+ACTOR_CPUS = 0.1  # small, so that many components fit on a 2-core machine
+_OUTBOX: "RayOutbox | None" = None  # the outbox of the component hosted by this process
+_SPAWNED: dict[tuple[str, str], Any] = {}  # (namespace, name) -> handle of an actor this process created
+
+
+def start_local_ray(**kwargs: Any) -> None:
+    """Start a single-node Ray whose GCS, raylet and workers listen on 127.0.0.1 only.
+
+    On Linux Ray replaces a loopback node IP with the machine's routable IP (and its servers then
+    listen on every interface) unless its single-host mode is on, which its
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` switch selects; we turn it on while Ray starts.
+    """
+    from ray._private import ray_constants as rc
+
+    old_env, old_flag = os.environ.get(rc.ENABLE_RAY_CLUSTERS_ENV_VAR), rc.ENABLE_RAY_CLUSTER
+    os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR], rc.ENABLE_RAY_CLUSTER = "0", False  # raylet and workers inherit it
+    try:
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="warning",
+                 _system_config={"preload_python_modules": PRELOAD}, **kwargs)
+    finally:
+        rc.ENABLE_RAY_CLUSTER = old_flag
+        os.environ.pop(rc.ENABLE_RAY_CLUSTERS_ENV_VAR)
+        if old_env is not None:
+            os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR] = old_env
+
+
+@dataclass(frozen=True)
+class RayParams:
+    """A parameter snapshot in the object store; the container keeps Ray from dereferencing it."""
+
+    version: int
+    ref: Any  # ray.ObjectRef
+
+
+def _lookup(name: str, namespace: str) -> Any:
+    """The handle of a named actor, or None if it does not exist (any more)."""
+    try:
+        return ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        return None
+
+
+def _wait_all(refs: list[Any], timeout: float) -> None:
+    """Wait until every ref is ready or ``timeout`` passed."""
+    if refs:
+        ray.wait(refs, num_returns=len(refs), timeout=timeout, fetch_local=False)
+
+
+class RayOutbox:
+    """Sends to named actors (handles cached), bounds calls in flight, shares/resolves parameters."""
+
+    def __init__(self, namespace: str, sender: str, max_calls_in_flight: int) -> None:
+        self.namespace = namespace
+        self.sender = sender
+        self.max_calls = max(1, max_calls_in_flight)
+        self.stats = MessageStats()
+        self._routes: dict[str, list[Any]] = {}  # dest -> [handle, stream id, next seq]
+        self._bulk: collections.deque[Any] = collections.deque()  # calls carrying data: at most max_calls
+        self._control: collections.deque[Any] = collections.deque(maxlen=64)  # the latest control calls
+        self._shared: dict[int, RayParams] = {}
+        self._resolved: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+        self._lock = threading.RLock()  # a Host thread and a serve thread may send at once
+
+    def send(self, dest: str, msg: Any) -> None:
+        self.stats.record(msg)
+        with self._lock:
+            route = self._routes.get(dest)
+            if route is None:
+                handle = _lookup(dest, self.namespace)
+                if handle is None:
+                    self.stats.dropped += 1
+                    return
+                route = self._routes[dest] = [handle, f"{self.sender}:{uuid.uuid4().hex[:8]}", 0]
+            handle, stream, seq = route
+            route[2] += 1
+            ref = handle.post.remote(stream, seq, msg)
+            if not payload_bytes(msg):  # control: never waits (a pending restart must not stall pings)
+                self._control.append(ref)
+                return
+            self._bulk.append(ref)
+            while len(self._bulk) > self.max_calls:
+                ray.wait([self._bulk.popleft()], fetch_local=False)
+
+    def flush(self, timeout: float | None) -> None:
+        """Wait until the calls sent lately have been received (or ``timeout`` passed)."""
+        with self._lock:
+            refs = [*self._bulk, *self._control]
+        _wait_all(refs, 3600.0 if timeout is None else timeout)
+
+    def forget(self, dest: str) -> None:
+        """Drop the cached handle of ``dest`` (it was restarted): the next send looks it up again."""
+        with self._lock:
+            self._routes.pop(dest, None)
+
+    def share(self, snapshot: Any) -> RayParams:
+        with self._lock:
+            if snapshot.version not in self._shared:
+                self._shared = {snapshot.version: RayParams(snapshot.version, ray.put(snapshot))}
+            return self._shared[snapshot.version]
+
+    def resolve(self, handle: RayParams) -> Any:
+        with self._lock:
+            key = handle.ref
+            if key not in self._resolved:
+                self._resolved[key] = ray.get(handle.ref)
+                while len(self._resolved) > 3:
+                    self._resolved.popitem(last=False)
+            return self._resolved[key]
+
+
+class ComponentActor:
+    """One component in its own process: the Host loop in a thread, remote methods beside it."""
+
+    def __init__(self, name: str, namespace: str, factory: Callable[[], Component], max_calls_in_flight: int) -> None:
+        global _OUTBOX
+        import torch
+
+        torch.set_num_threads(1)
+        # Payloads arrive as read-only numpy views of Ray's object store; consumers only read them.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        self.outbox = _OUTBOX = RayOutbox(namespace, name, max_calls_in_flight)
+        component = factory()
+        component.bind(self.outbox)
+        self.host = Host(component)
+        self._next: dict[str, int] = {}
+        self._held: dict[str, dict[int, Any]] = {}
+        self._lock = threading.Lock()
+        self.host.start_thread()
+
+    def post(self, stream: str, seq: int, msg: Any) -> None:
+        """Queue ``msg``; messages of one stream reach the inbox in the order they were sent."""
+        with self._lock:
+            held = self._held.setdefault(stream, {})
+            held[seq] = msg
+            nxt = self._next.get(stream, 0)
+            while nxt in held:
+                self.host.post(held.pop(nxt))
+                nxt += 1
+            self._next[stream] = nxt
+
+    def wait_done(self, timeout: float | None = None) -> tuple[bool, str]:
+        """Whether the host loop has ended (within ``timeout``), and its error traceback if any.
+
+        Once it has, the outbox is drained too: every message sent has reached its receiver's inbox.
+        """
+        done = self.host.done.wait(timeout)
+        if done:
+            self.outbox.flush(timeout)
+        return done, self.host.error_text
+
+    def status(self) -> dict[str, Any]:
+        c = self.host.component
+        out = c.summary() if hasattr(c, "summary") else {}
+        return out | {"finished": getattr(c, "finished", c.stopped)}
+
+    def final(self) -> dict[str, Any]:
+        """Counters, message stats and node id (gathered before the actor is killed)."""
+        s = self.outbox.stats
+        return {"counters": dict(self.host.component.counters), "node": ray.get_runtime_context().get_node_id(),
+                "error": self.host.error_text, "pid": os.getpid(),
+                "stats": {"count": dict(s.count), "bytes": dict(s.bytes), "dropped": s.dropped}}
+
+    def forget(self, name: str) -> None:
+        self.outbox.forget(name)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def die(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)
+
+
+@dataclass
+class Restarter:
+    """Picklable restart callback (runs in the driver or in the Orchestrator's actor)."""
+
+    namespace: str
+    max_calls_in_flight: int
+    specs: dict[str, tuple[str, Callable[[], Component]]] = field(default_factory=dict)  # name -> (role, factory)
+    node_ids: dict[str, str] = field(default_factory=dict)
+
+    def spawn(self, name: str, retry_s: float = 10.0) -> Any:
+        """Create the actor ``name`` on its node (retrying while a killed namesake still holds the name)."""
+        role, factory = self.specs[name]
+        opts: dict[str, Any] = {"name": name, "namespace": self.namespace, "num_cpus": ACTOR_CPUS,
+                                "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node_ids[name], soft=False)}
+        if role == "worker":
+            opts["runtime_env"] = {"env_vars": WORKER_ENV}
+        deadline = time.monotonic() + retry_s
+        while True:
+            try:
+                handle = _RemoteActor.options(**opts).remote(name, self.namespace, factory, self.max_calls_in_flight)
+                _SPAWNED[(self.namespace, name)] = handle  # Ray collects an actor once its creator drops it
+                return handle
+            except ValueError:  # name still taken
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def __call__(self, name: str) -> None:
+        """Kill ``name`` (if alive), start a fresh one, make every sender look it up again."""
+        old = _lookup(name, self.namespace)
+        if old is not None:
+            ray.kill(old, no_restart=True)
+        self.spawn(name)
+        if _OUTBOX is not None:
+            _OUTBOX.forget(name)
+        refs = [h.forget.remote(name) for n in self.specs if n != name and (h := _lookup(n, self.namespace))]
+        _wait_all(refs, 5.0)
+
+
+class RayBackend:
+    """Hosts each component in a Ray actor; same interface as the local backend."""
+
+    name = "ray"
+    POLL_S = 0.5
+
+    def __init__(self, address: str | None = None, max_calls_in_flight: int = 4) -> None:
+        self.address = address
+        self.roles: dict[str, str] = {}
+        self.labels: dict[str, str] = {}
+        self.restart = Restarter(f"janus-{uuid.uuid4().hex[:12]}", max_calls_in_flight)
+        self.namespace = self.restart.namespace
+        self.stats = MessageStats()
+        self._fatal: tuple[str, str] | None = None
+        self.handles: dict[str, Any] = {}  # as created by start(); restarted workers are looked up by name
+        self.owns_ray = False
+        self.outbox: RayOutbox | None = None
+        self._watch: dict[Any, str] = {}  # wait_done ref -> name, for non-workers
+        self._last_poll = 0.0
+        self._status: dict[str, Any] = {}
+        self._final: dict[str, dict[str, Any]] | None = None
+
+    def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
+        """Register a component (created at :meth:`start` and again on restart)."""
+        self.roles[name], self.labels[name] = role, node
+        self.restart.specs[name] = (role, factory)
+
+    def start(self, start_timeout: float = 120.0) -> None:
+        """Connect to (or start) Ray, place node labels on Ray nodes, create every actor (and wait for it)."""
+        if not ray.is_initialized():
+            if self.address is None:
+                start_local_ray()
+            else:
+                ray.init(address=self.address, logging_level="warning")
+            self.owns_ray = True
+        self.outbox = RayOutbox(self.namespace, "driver", self.restart.max_calls_in_flight)
+        nodes = [n for n in ray.nodes() if n["Alive"]]
+        nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeManagerAddress"], n["NodeID"]))
+        labels = sorted(set(self.labels.values()), key=lambda s: int(s.rsplit("-", 1)[1]))
+        by_label = {label: nodes[i % len(nodes)]["NodeID"] for i, label in enumerate(labels)}
+        self.restart.node_ids.update({name: by_label[label] for name, label in self.labels.items()})
+        for name in self.roles:
+            handle = self.handles[name] = self.restart.spawn(name)
+            if self.roles[name] != "worker":
+                self._watch[handle.wait_done.remote()] = name
+        try:  # every process up and every component constructed before the run starts
+            ray.get([h.pid.remote() for h in self.handles.values()], timeout=start_timeout)
+        except BaseException as exc:  # Ctrl-C included: leave no actor behind
+            self.shutdown()
+            if isinstance(exc, (ray.exceptions.RayError, TimeoutError)):
+                from janus.runtime.run import RunFailed
+
+                raise RunFailed(f"the ray backend could not start its components: {exc}") from exc
+            raise
+
+    def deliver(self, dest: str, msg: Any) -> None:
+        assert self.outbox is not None, "start() the backend first"
+        self.outbox.send(dest, msg)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process of component ``name`` (for fault tests)."""
+        handle = _lookup(name, self.namespace)
+        if handle is not None:
+            handle.die.remote()
+
+    @property
+    def fatal(self) -> tuple[str, str] | None:
+        """(name, traceback) once a non-worker's host loop died with an error (checked every POLL_S)."""
+        now = time.monotonic()
+        if self._fatal is None and self._watch and now - self._last_poll >= self.POLL_S:
+            self._last_poll = now
+            self._poll_fatal()
+        return self._fatal
+
+    def _poll_fatal(self) -> None:
+        ready, _ = ray.wait(list(self._watch), num_returns=len(self._watch), timeout=0)
+        for ref in ready:
+            name = self._watch.pop(ref)
+            try:
+                _, error = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                error = f"its process died: {exc}"
+            if error and self._fatal is None:
+                self._fatal = (name, error)
+
+    def orchestrator_status(self) -> dict[str, Any]:
+        """The Orchestrator's summary plus ``finished``; a dead Orchestrator reads as a failure."""
+        try:
+            self._status = ray.get(self.handles["orchestrator"].status.remote(), timeout=30)
+        except ray.exceptions.RayError as exc:
+            self._status = {"trained": 0, **self._status, "finished": False,
+                            "failure": f"the orchestrator is unreachable: {exc}"}
+        return self._status
+
+    def _gather(self, timeout: float) -> dict[str, dict[str, Any]]:
+        handles = {n: h for n in self.roles if (h := _lookup(n, self.namespace)) is not None}
+        refs = {n: h.final.remote() for n, h in handles.items()}
+        _wait_all(list(refs.values()), timeout)
+        out = {}
+        for name, ref in refs.items():
+            try:
+                out[name] = ray.get(ref, timeout=0)
+            except (ray.exceptions.RayError, TimeoutError):  # dead or stuck: no final counters
+                pass
+        return out
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        final = self._final if self._final is not None else self._gather(10.0)
+        return {name: f["counters"] for name, f in final.items()}
+
+    def node_summary(self) -> dict[str, str]:
+        """Component name -> Ray node id it ran on (from the actors when available)."""
+        final = self._final or {}
+        return {name: final.get(name, {}).get("node", self.restart.node_ids.get(name, "")) for name in self.roles}
+
+    def shutdown(self, timeout: float = 10.0) -> list[str]:
+        """Stop every component in data-flow order, gather counters and stats, kill every actor.
+
+        As on the local backend, each role stops (and its outbox drains into the next role's
+        inbox) before the next role gets its StopMsg, so nothing produced is dropped. Components
+        that did not stop within ``timeout`` are killed too. Returns the actors still alive.
+        """
+        from janus.runtime.messages import StopMsg
+
+        if self.outbox is None or self._final is not None or not ray.is_initialized():
+            return []  # never started, or already shut down
+        deadline = time.monotonic() + timeout
+        handles = {n: h for n in self.roles if (h := _lookup(n, self.namespace)) is not None}
+        for role in SHUTDOWN_ORDER:
+            group = [n for n in handles if self.roles[n] == role]
+            for name in group:
+                self.outbox.send(name, StopMsg("shutdown"))
+            left = max(0.1, deadline - time.monotonic())
+            _wait_all([handles[n].wait_done.remote(left) for n in group], left)
+        self._final = self._gather(max(1.0, deadline - time.monotonic()))
+        for f in self._final.values():
+            self.stats.merge(f["stats"])
+            self.stats.dropped += f["stats"]["dropped"]
+        self.stats.merge({"count": self.outbox.stats.count, "bytes": self.outbox.stats.bytes})
+        self.stats.dropped += self.outbox.stats.dropped
+        for handle in handles.values():
+            try:
+                ray.kill(handle, no_restart=True)
+            except ray.exceptions.RayError:
+                pass
+        for key in [k for k in _SPAWNED if k[0] == self.namespace]:
+            del _SPAWNED[key]
+        left_alive = self._named_actors()
+        while left_alive and time.monotonic() < deadline + 5.0:
+            time.sleep(0.05)
+            left_alive = self._named_actors()
+        if self.owns_ray:
+            ray.shutdown()
+        return left_alive
+
+    def _named_actors(self) -> list[str]:
+        """Names of this run's actors that Ray still knows as alive."""
+        return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == self.namespace)
