@@ -6,6 +6,10 @@ order although a threaded actor may run them out of order. An outbox keeps at mo
 ``max_calls_in_flight`` calls carrying data outstanding (it waits on the oldest beyond that);
 control messages never wait. Parameters go into Ray's object store once per version; messages
 carry a small :class:`RayParams` handle, resolved (and cached) once per process.
+
+Actors are named, in a namespace of their own per run, and placed on Ray nodes by the layout's node
+labels (``node-0`` on the head). The Orchestrator restarts a dead worker through a picklable
+:class:`Restarter` (``backend.restart``): it runs inside the Orchestrator's actor.
 """
 
 from __future__ import annotations
@@ -284,11 +288,12 @@ class RayBackend:
         labels = sorted(set(self.labels.values()), key=lambda s: int(s.rsplit("-", 1)[1]))
         by_label = {label: nodes[i % len(nodes)]["NodeID"] for i, label in enumerate(labels)}
         self.restart.node_ids.update({name: by_label[label] for name, label in self.labels.items()})
-        for name in self.roles:
-            handle = self.handles[name] = self.restart.spawn(name)
-            if self.roles[name] != "worker":
-                self._watch[handle.wait_done.remote()] = name
-        try:  # every process up and every component constructed before the run starts
+        try:
+            for name in self.roles:
+                handle = self.handles[name] = self.restart.spawn(name)
+                if self.roles[name] != "worker":
+                    self._watch[handle.wait_done.remote()] = name
+            # every process up and every component constructed before the run starts
             ray.get([h.pid.remote() for h in self.handles.values()], timeout=start_timeout)
         except BaseException as exc:  # Ctrl-C included: leave no actor behind
             self.shutdown()
@@ -310,14 +315,13 @@ class RayBackend:
 
     @property
     def fatal(self) -> tuple[str, str] | None:
-        """(name, traceback) once a non-worker's host loop died with an error (checked every POLL_S)."""
-        now = time.monotonic()
-        if self._fatal is None and self._watch and now - self._last_poll >= self.POLL_S:
-            self._last_poll = now
-            self._poll_fatal()
-        return self._fatal
+        """(name, traceback) once a non-worker's host loop died with an error or its process died.
 
-    def _poll_fatal(self) -> None:
+        Checks the ``wait_done`` calls started with the actors, without blocking, every POLL_S.
+        """
+        if self._fatal is not None or not self._watch or time.monotonic() - self._last_poll < self.POLL_S:
+            return self._fatal
+        self._last_poll = time.monotonic()
         ready, _ = ray.wait(list(self._watch), num_returns=len(self._watch), timeout=0)
         for ref in ready:
             name = self._watch.pop(ref)
@@ -327,6 +331,7 @@ class RayBackend:
                 error = f"its process died: {exc}"
             if error and self._fatal is None:
                 self._fatal = (name, error)
+        return self._fatal
 
     def orchestrator_status(self) -> dict[str, Any]:
         """The Orchestrator's summary plus ``finished``; a dead Orchestrator reads as a failure."""

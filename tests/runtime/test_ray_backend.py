@@ -1,0 +1,283 @@
+"""The ray backend: runs, message accounting, restarts, failures, clean shutdown, multi-node.
+
+All tests but the multi-node one share the session's local Ray (``ray_session`` in conftest.py).
+The multi-node test starts its own two-node cluster with ``ray start`` in subprocesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
+
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve  # noqa: E402
+from janus.runtime import run as runmod  # noqa: E402
+from janus.runtime.backends.ray import RayBackend, RayOutbox, RayParams  # noqa: E402
+from janus.runtime.messages import ParamsSnapshot  # noqa: E402
+from janus.runtime.run import RunFailed, run_runtime  # noqa: E402
+
+# Factories defined here run inside Ray actors, which cannot import this test module: ship by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny(on_policy: bool = False, workers: int = 2, **runtime: Any) -> RunConfig:
+    g = 0.5 if on_policy else 2
+    return resolve(RunConfig(
+        janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
+                          batch_size=64, buffer_capacity=5000),
+        workload=WorkloadConfig(num_actors=workers, envs_per_actor=4, rollout_length=16, obs_shape=(32,),
+                                hidden_size=32, iterations=8, updates_per_iteration=2, env_step_ms=0.2),
+        runtime=RuntimeConfig(**{"backend": "ray", "ping_interval_s": 0.2, "pong_timeout_s": 3.0, **runtime}),
+    ))
+
+
+def actors_of(backend: RayBackend) -> list[str]:
+    """Named actors of this backend's run that Ray still knows as alive."""
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == backend.namespace)
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_clean(backend: RayBackend) -> None:
+    """No actor of the run left, and no process of its components still running."""
+    assert actors_of(backend) == []
+    pids = [f["pid"] for f in (backend._final or {}).values()]
+    deadline = time.monotonic() + 10
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if running(p)], "component processes outlived the run"
+
+
+def test_local_ray_listens_on_loopback_only(ray_session: Any) -> None:
+    gcs_port = int(ray.get_runtime_context().gcs_address.rsplit(":", 1)[1])
+    node = next(n for n in ray.nodes() if n["Alive"])
+    ports = {gcs_port, node["NodeManagerPort"], node["ObjectManagerPort"]}
+    listening = [c for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port in ports]
+    assert {c.laddr.port for c in listening} == ports, "GCS and raylet listen"
+    assert all(c.laddr.ip in ("127.0.0.1", "::ffff:127.0.0.1") for c in listening), listening
+    assert node["NodeManagerAddress"] == "127.0.0.1"
+
+
+def test_params_are_shared_once_per_version_and_travel_as_a_handle(ray_session: Any) -> None:
+    out = RayOutbox("janus-test-unit", "trainer", 4)
+    snap = ParamsSnapshot.freeze(3, {"w": np.arange(4.0)})
+    handle = out.share(snap)
+    assert out.share(snap) is handle and isinstance(handle, RayParams) and handle.version == 3
+    assert isinstance(handle.ref, ray.ObjectRef)  # the container keeps Ray from dereferencing it
+    got = out.resolve(handle)
+    assert got.version == 3 and got.arrays["w"].tolist() == [0, 1, 2, 3]
+    assert out.resolve(handle) is got, "resolved once per process"
+
+
+@pytest.mark.parametrize("on_policy", [False, True])
+def test_ray_run_completes_with_consistent_counts(ray_session: Any, on_policy: bool) -> None:
+    rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
+    cfg = tiny(on_policy, workers_per_node=1, **rates)
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+    run = run_runtime(cfg, backend=backend, timeout_s=120)
+    rt, counts, msgs = run["runtime"], run["counts"], run["runtime"]["messages"]
+    total = cfg.workload.iterations * cfg.updates_per_iteration
+    assert rt["backend"] == "ray"
+    assert counts["updates"] >= total
+    assert counts["transitions_inserted"] == counts["transitions_produced"] > 0
+    assert total <= msgs["BatchTrainingDataMsg"]["messages"] <= msgs["SampleBatchMsg"]["messages"]
+    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["BatchTrainingDataMsg"]["bytes"] > 0
+    assert msgs["SampleBatchMsg"]["bytes"] == 0 and msgs["PongMsg"]["messages"] > 0
+    # one proxy per node (2 workers, 1 per node), at most one fetch per node per version
+    assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
+    assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
+    if on_policy:
+        assert all(n == cfg.workload.iterations for n in rt["param_fetches_per_node"].values())
+    workers = {n: c for n, c in backend.counters().items() if n.startswith("worker-")}
+    assert all(c["params_loaded"] >= 1 for c in workers.values())
+    assert set(rt["nodes"]) == set(runmod.layout(cfg)) and all(rt["nodes"].values())
+    assert_clean(backend)
+
+
+def test_killed_worker_process_is_restarted_and_training_completes(ray_session: Any) -> None:
+    cfg = tiny(samples_per_insert=1.0)  # training paced by inserts: it outlasts detection and restart
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=40, env_step_ms=4.0))
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+    killed: list[int] = []
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        if done >= 4 and not killed:
+            killed.append(ray.get(backend.handles["worker-1"].pid.remote()))
+            backend.kill("worker-1")
+
+    run = run_runtime(cfg, progress=progress, backend=backend, timeout_s=180)
+    assert killed and not running(killed[0])
+    restarts = run["runtime"]["worker_restarts"]
+    assert set(restarts) == {"worker-1"} and restarts["worker-1"] >= 1  # (again if a slow start missed pings)
+    fresh = backend.counters()["worker-1"]
+    assert fresh.get("params_loaded", 0) >= 1 and fresh.get("rollouts", 0) > 0, "the restarted worker loaded params"
+    assert backend._final["worker-1"]["pid"] != killed[0]
+    assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
+    assert_clean(backend)
+
+
+class ExplodingLearner:
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.n = inner, 0
+
+    def update(self, batch: Any) -> Any:
+        self.n += 1
+        if self.n == 3:
+            raise RuntimeError("learner exploded on purpose")
+        return self.inner.update(batch)
+
+    def params(self) -> Any:
+        return self.inner.params()
+
+
+def exploding_trainer(cfg: RunConfig) -> Any:
+    trainer = runmod.new_trainer(cfg)
+    trainer.make_learner = lambda: ExplodingLearner(runmod.make_learner(cfg))
+    return trainer
+
+
+def test_trainer_error_stops_the_run_with_a_clear_error(ray_session: Any) -> None:
+    cfg = tiny(workers=1)
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+    add = backend.add
+    backend.add = lambda name, role, factory, node: add(  # type: ignore[method-assign]
+        name, role, partial(exploding_trainer, cfg) if role == "trainer" else factory, node)
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match="learner exploded on purpose"):
+        run_runtime(cfg, backend=backend, timeout_s=60)
+    assert time.monotonic() - start < 40
+    assert_clean(backend)
+
+
+@pytest.mark.slow
+def test_trajectory_manager_process_death_stops_the_run(ray_session: Any) -> None:
+    cfg = tiny(workers=1, pong_timeout_s=2.0)
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200))
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+    killed: list[bool] = []
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        if done >= 2 and not killed:
+            killed.append(True)
+            backend.kill("trajectory_manager")
+
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match="trajectory_manager"):
+        run_runtime(cfg, progress=progress, backend=backend, timeout_s=60)
+    assert time.monotonic() - start < 40
+    assert_clean(backend)
+
+
+def broken_factory() -> Any:
+    raise RuntimeError("cannot build this component")
+
+
+def test_component_that_cannot_start_fails_the_run_at_once(ray_session: Any) -> None:
+    cfg = tiny(workers=1)
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+    add = backend.add
+    backend.add = lambda name, role, factory, node: add(  # type: ignore[method-assign]
+        name, role, broken_factory if role == "proxy" else factory, node)
+    with pytest.raises(RunFailed, match="could not start"):
+        run_runtime(cfg, backend=backend, timeout_s=60)
+    assert actors_of(backend) == []
+
+
+def test_interrupt_leaves_no_actor_behind(ray_session: Any) -> None:
+    cfg = tiny(workers=1)
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_runtime(cfg, progress=progress, backend=backend, timeout_s=60)
+    assert_clean(backend)
+
+
+# ---- multi-node simulation: its own cluster, its own processes -----------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``ray start --block ...`` in its own session; returns once the node is up."""
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    with log.open("w") as fh:
+        proc = subprocess.Popen([ray_cli, "start", "--block", "--disable-usage-stats", *args], stdout=fh,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while "block forever" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop([proc])
+            raise RuntimeError(f"ray start failed:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    return proc
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Stop the nodes we started (their process groups), never anyone else's Ray."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_two_node_cluster_runs_one_proxy_per_node(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(_ray_start(["--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
+                                 "--include-dashboard=false"], tmp_path / "head.log", env))
+        procs.append(_ray_start([f"--address=127.0.0.1:{port}", "--num-cpus=2"], tmp_path / "node.log", env))
+        out = tmp_path / "out"
+        cmd = [sys.executable, "-m", "janus.cli", "train", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+               "--num_workers", "4", "--workers_per_node", "2", "--quick", "--obs_shape", "64", "--out", str(out)]
+        done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    finally:
+        _stop(procs)
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    nodes, rt = run["runtime"]["nodes"], run["runtime"]
+    assert len(set(nodes.values())) == 2, nodes
+    assert nodes["proxy-0"] != nodes["proxy-1"], "one WorkerProxy per node"
+    for i in range(4):
+        assert nodes[f"worker-{i}"] == nodes[f"proxy-{i // 2}"], "workers run on their proxy's node"
+    assert nodes["trainer"] == nodes["proxy-0"], "node-0 is the head"
+    fetches = rt["param_fetches_per_node"]
+    assert set(fetches) == {"proxy-0", "proxy-1"}
+    assert all(0 < n <= rt["param_versions_published"] for n in fetches.values())
+    assert run["counts"]["transitions_inserted"] == run["counts"]["transitions_produced"] > 0
+    assert all(p.poll() is not None for p in procs)
