@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
-from janus.errors import JanusError
+from janus.errors import ConfigError, JanusError
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 BOOL_FIELDS = {"is_on_policy"}
+PER_INVOCATION = {"resume", "checkpoint_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, --resume)
 
 
 def _bool(text: str) -> bool:
@@ -58,6 +59,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
                         help="workers (actors); same as --num_actors")
     rgroup = parser.add_argument_group("runtime (janus train)")
     for f in fields(RuntimeConfig):
+        if f.name in PER_INVOCATION:
+            continue
         kind = str if f.type in ("str", "str | None") else _number
         rgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=_doc(RuntimeConfig, f.name))
     parser.add_argument("--seed", type=int, default=None, help="random seed (default from the config, else 0)")
@@ -81,7 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="one run of one configuration")
     _common(train)
     train.add_argument("--name", default=None, help="run name in the report (default: train)")
+    train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+                       help="continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay)")
     train.epilog = "train runs through the actor-model runtime (--backend local by default, or ray)."
+    ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return")
+    ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file")
+    ro.add_argument("--episodes", type=int, default=10)
+    ro.add_argument("--seed", type=int, default=0)
     ev = sub.add_parser("eval", help="sweep one knob")
     _common(ev)
     ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"))
@@ -98,7 +107,12 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
     path = args.config
     raw: dict[str, Any] = {}
-    if path is not None:
+    resume = getattr(args, "resume", None)
+    if resume is not None:
+        if not (Path(resume) / "config.yaml").is_file():
+            raise ConfigError(f"invalid --resume: {str(resume)!r} is not a janus train run folder (no config.yaml)")
+        raw = read_yaml(Path(resume) / "config.yaml")
+    elif path is not None:
         raw = read_yaml(path)
     elif args.algo is None or args.algo == "synthetic":
         raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
@@ -114,7 +128,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if workload:
         overrides["workload"] = workload
     runtime_names = {f.name for f in fields(RuntimeConfig)}
-    runtime = {k: v for k, v in vars(args).items() if k in runtime_names and v is not None}
+    runtime = {k: v for k, v in vars(args).items() if k in runtime_names - PER_INVOCATION and v is not None}
     if runtime:
         overrides["runtime"] = runtime
     if args.seed is not None:
@@ -125,7 +139,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        from janus.harness.commands import run_command
+        from janus.harness.commands import run_command, run_rollout
+
+        if args.command == "rollout":
+            return run_rollout(args)
 
         cfg = config_from_args(args)
         validate(cfg)  # fail on a bad config before any work starts; placements resolve per run

@@ -141,6 +141,13 @@ class RuntimeConfig:
     """Health check period."""
     pong_timeout_s: float = 10.0
     """A component that does not answer a ping for this long is restarted (worker) or fails the run."""
+    checkpoint_dir: str | None = None
+    """Where the Trainer (policy, optimiser, counters) and TrajectoryManager (DQN replay buffer)
+    save checkpoints, on stop and every ``checkpoint_interval_s``; ``janus train`` sets RUN_DIR/checkpoint."""
+    checkpoint_interval_s: float = 60.0
+    """Seconds between periodic checkpoints."""
+    resume: bool = False
+    """Restore from ``checkpoint_dir`` at start (``janus train --resume RUN_DIR``)."""
 
 
 @dataclass

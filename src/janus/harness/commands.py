@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+
+import yaml
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,11 +47,39 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
     return configs, skipped, baseline
 
 
+def run_rollout(args: argparse.Namespace) -> int:
+    """``janus rollout``: greedy episodes of a saved policy."""
+    from janus.harness.rollout import rollout
+
+    cfg, returns = rollout(args.checkpoint, args.episodes, args.seed)
+    mean, std = statistics.fmean(returns), statistics.pstdev(returns)
+    print(f"janus rollout: {cfg.workload.algo} on {cfg.workload.env}, {len(returns)} episodes: "
+          f"mean return {mean:.1f} (std {std:.1f}, min {min(returns):.1f}, max {max(returns):.1f})")
+    return 0
+
+
+def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> RunConfig:
+    """Checkpoints for RL runs go to OUT/checkpoint; the resolved config is saved as OUT/config.yaml."""
+    resume = getattr(args, "resume", None) is not None
+    if cfg.workload.algo != "synthetic":
+        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume)
+        cfg = replace(cfg, runtime=runtime)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    saved = cfg.to_dict()
+    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": None, "resume": False}  # set per invocation
+    (out_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    return cfg
+
+
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Run a parsed ``janus`` command; returns the exit code."""
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     out_dir = Path(args.out) if args.out else default_out_dir(label)
+    if getattr(args, "resume", None) is not None:
+        out_dir = Path(args.resume)
+    if args.command == "train":
+        configs = [prepare_train(args, c, out_dir) for c in configs]
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
     print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
     for s in skipped:

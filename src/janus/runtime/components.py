@@ -6,6 +6,7 @@ Trainer -> WorkerProxy (one fetch per node per version) -> Workers.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, Callable, Mapping, Protocol
@@ -70,6 +71,7 @@ class Worker(Component):
         self.version_lag = 0 if lockstep else version_lag
         self.actor: ActorSide | None = None
         self.version = -1
+        self.base_version = 0  # first version loaded: pacing counts from there (resume, restart)
         self.fetch_pending = False
         self.rollouts = 0
 
@@ -77,7 +79,8 @@ class Worker(Component):
         """The parameter version the next piece needs."""
         if not self.pieces_per_version:
             return 0
-        return max(0, (self.rollouts - self.free_pieces) // self.pieces_per_version - self.version_lag)
+        ahead = (self.rollouts - self.free_pieces) // self.pieces_per_version - self.version_lag
+        return self.base_version + max(0, ahead)
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -95,6 +98,8 @@ class Worker(Component):
         if msg.version > self.version:
             assert self.actor is not None
             self.actor.load_params(self.out.resolve(msg.params))  # type: ignore[union-attr]
+            if self.version < 0:
+                self.base_version = msg.version
             self.version = msg.version
             self.count("params_loaded")
 
@@ -214,11 +219,15 @@ class TrajectoryManager(Component):
     would provide it. Sent batches are copies (selection gathers), never views of the buffer.
     """
 
-    def __init__(self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any]) -> None:
+    def __init__(
+        self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any],
+        checkpoint: "Checkpointer | None" = None,
+    ) -> None:
         super().__init__(name)
         self.trainer = trainer
         self.orchestrator = orchestrator
         self.make_buffer = make_buffer
+        self.checkpoint = checkpoint
         self.buffer: Any = None
         self.credits = threading.Semaphore(0)
         self.requests: list[int] = []
@@ -231,8 +240,18 @@ class TrajectoryManager(Component):
         super().on_StartMsg(msg)
         if self.buffer is None:
             self.buffer = self.make_buffer()
+            state = self.checkpoint.restore() if self.checkpoint is not None else None
+            if state is not None:
+                self.buffer.experience.load_state_dict(state["buffer"])
+                self.inserted = int(state["inserted"])
+                self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
             self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
             self.serve_thread.start()
+
+    def save(self) -> None:
+        """Checkpoint the replay buffer and the insert count (off-policy)."""
+        if self.checkpoint is not None and self.buffer is not None:
+            self.checkpoint.save({"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted})
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
         self._raise_if_failed()
@@ -280,7 +299,15 @@ class TrajectoryManager(Component):
     def step(self) -> bool:
         self._raise_if_failed()
         self._buffer_counters()
+        if self.checkpoint is not None and self.checkpoint.due():
+            self.save()
         return False
+
+    def on_StopMsg(self, msg: StopMsg) -> None:
+        super().on_StopMsg(msg)
+        if self.buffer is not None:
+            self.buffer.close()  # writes every staged piece first (off-policy)
+        self.save()
 
     def _buffer_counters(self) -> None:
         if self.buffer is not None:
@@ -301,9 +328,10 @@ class Trainer(Component):
 
     def __init__(
         self, name: str, trajectory_manager: str, orchestrator: str, make_learner: Callable[[], LearnerSide],
-        publish_every: int, learner_device: str = "cpu",
+        publish_every: int, learner_device: str = "cpu", checkpoint: "Checkpointer | None" = None,
     ) -> None:
         super().__init__(name)
+        self.checkpoint = checkpoint
         self.tm = trajectory_manager
         self.orchestrator = orchestrator
         self.make_learner = make_learner
@@ -320,7 +348,26 @@ class Trainer(Component):
         super().on_StartMsg(msg)
         if self.learner is None:
             self.learner = self.make_learner()
+            state = self.checkpoint.restore() if self.checkpoint is not None else None
+            if state is not None:
+                self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]
+                self.version, self.trained = int(state["version"]) - 1, int(state["trained"])
+                self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
             self.publish()
+
+    def save(self) -> None:
+        """Checkpoint the learner (policy, optimiser, its counters), the version and batches trained."""
+        if self.checkpoint is not None and self.learner is not None and hasattr(self.learner, "state_dict"):
+            self.checkpoint.save({"learner": self.learner.state_dict(), "version": self.version, "trained": self.trained})
+
+    def on_StopMsg(self, msg: StopMsg) -> None:
+        super().on_StopMsg(msg)
+        self.save()
+
+    def step(self) -> bool:
+        if self.checkpoint is not None and self.checkpoint.due():
+            self.save()
+        return False
 
     def publish(self) -> None:
         assert self.learner is not None
@@ -358,6 +405,34 @@ class Trainer(Component):
         self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
         if self.trained % self.publish_every == 0:
             self.publish()
+
+
+class Checkpointer:
+    """Atomic, periodic checkpoints of one component's state in a checkpoint folder."""
+
+    def __init__(self, folder: str, name: str, interval_s: float, resume: bool) -> None:
+        self.path = os.path.join(folder, f"{name}.pt")
+        self.fmt = f"janus.{name}"
+        self.interval_s = interval_s
+        self.resume = resume
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        return time.monotonic() - self.last >= self.interval_s
+
+    def save(self, state: dict[str, Any]) -> None:
+        from janus.buffer.checkpoint import save_atomic
+
+        save_atomic(state, self.path, fmt=self.fmt)
+        self.last = time.monotonic()
+
+    def restore(self) -> dict[str, Any] | None:
+        """The saved state when resuming (None when not resuming or nothing was saved)."""
+        if not self.resume or not os.path.exists(self.path):
+            return None
+        from janus.buffer.checkpoint import load_state
+
+        return load_state(self.path, fmt=self.fmt)
 
 
 def numpy_piece(piece: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:

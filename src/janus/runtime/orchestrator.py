@@ -28,6 +28,7 @@ class Orchestrator(Component):
     def __init__(
         self, name: str, roles: dict[str, str], limiter: RateLimiter, total_updates: int,
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
+        initial: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -52,6 +53,12 @@ class Orchestrator(Component):
         self.worker_steps: dict[str, int] = {}
         self.curve: list[tuple[float, int, float]] = []  # (seconds, env steps, episode return)
         self.started_at = time.monotonic()
+        # a resumed run continues its counters, curve and clock
+        initial = initial or {}
+        self.requested = self.trained = int(initial.get("trained", 0))
+        self.base_steps = int(initial.get("env_steps", 0))
+        self.base_elapsed = float(initial.get("wall_s", 0.0))
+        self.curve = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
         self._last_progress = (0, 0)
 
     def on_StartMsg(self, msg: StartMsg) -> None:
@@ -72,8 +79,8 @@ class Orchestrator(Component):
             self.trained = int(msg.counters.get("trained", self.trained))
         elif "episode_returns" in msg.counters:  # a worker finished episodes: the learning curve
             self.worker_steps[msg.sender] = int(msg.counters.get("env_steps", 0))
-            steps = sum(self.worker_steps.values())
-            elapsed = time.monotonic() - self.started_at
+            steps = self.env_steps
+            elapsed = self.elapsed_s
             self.curve.extend((elapsed, steps, float(r)) for r in msg.counters["episode_returns"])
 
     def on_PongMsg(self, msg: PongMsg) -> None:
@@ -115,6 +122,15 @@ class Orchestrator(Component):
             self.seq += 1
             self.send(name, PingMsg(self.seq, now, self.name))
 
+    @property
+    def env_steps(self) -> int:
+        """Environment steps reported by workers (plus those of the run being resumed)."""
+        return self.base_steps + sum(self.worker_steps.values())
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.base_elapsed + time.monotonic() - self.started_at
+
     def stop_all(self, reason: str) -> None:
         """Stop production; the backend then stops the rest in data-flow order, draining."""
         for name, role in self.roles.items():
@@ -126,5 +142,5 @@ class Orchestrator(Component):
         return {
             "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
-            "curve": list(self.curve),
+            "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
         }

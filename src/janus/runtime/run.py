@@ -7,15 +7,17 @@ paces and watches. The returned run dict has the harness schema plus a ``runtime
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 from functools import partial
 from typing import Any, Callable
 
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
 from janus.errors import JanusError
-from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
+from janus.runtime.components import Checkpointer, TrajectoryManager, Trainer, Worker, WorkerProxy
 from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator
@@ -47,7 +49,8 @@ def make_actor(cfg: RunConfig, index: int) -> Any:
     j, w = cfg.janus, cfg.workload
     piece_steps, _, _ = rl.worker_pieces(cfg)
     if w.algo != "synthetic":
-        return rl.RLActorSide(cfg, index, piece_steps)
+        restored = load_run_state(cfg).get("env_steps", 0) // w.num_actors  # epsilon continues
+        return rl.RLActorSide(cfg, index, piece_steps, initial_env_steps=restored)
     from janus.workload.synthetic import SyntheticActorSide
 
     return SyntheticActorSide(w, j.actor_device, cfg.seed * 1000 + index, not j.is_on_policy, piece_steps)
@@ -74,13 +77,37 @@ def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
     return WorkerProxy(name, "trajectory_manager", "trainer", batch_transitions=w.envs_per_actor * w.rollout_length * workers_on_node)
 
 
+def checkpointer(cfg: RunConfig, name: str) -> Checkpointer | None:
+    """Checkpoints for RL runs with a checkpoint folder (the replay buffer only off-policy)."""
+    r = cfg.runtime
+    if not r.checkpoint_dir or cfg.workload.algo == "synthetic":
+        return None
+    if name == "trajectory_manager" and cfg.janus.is_on_policy:
+        return None  # an on-policy rollout is consumed every iteration: nothing worth keeping
+    return Checkpointer(r.checkpoint_dir, name, r.checkpoint_interval_s, r.resume)
+
+
+def run_state_path(cfg: RunConfig) -> Path | None:
+    return Path(cfg.runtime.checkpoint_dir) / "run_state.json" if cfg.runtime.checkpoint_dir else None
+
+
+def load_run_state(cfg: RunConfig) -> dict[str, Any]:
+    """Counters and learning curve of the run being resumed ({} when not resuming)."""
+    path = run_state_path(cfg)
+    if not cfg.runtime.resume or path is None or not path.is_file():
+        return {}
+    return json.loads(path.read_text())
+
+
 def new_trajectory_manager(cfg: RunConfig) -> TrajectoryManager:
-    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(make_buffer, cfg))
+    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(make_buffer, cfg),
+                             checkpointer(cfg, "trajectory_manager"))
 
 
 def new_trainer(cfg: RunConfig) -> Trainer:
     publish = rl.publish_every(cfg)
-    return Trainer("trainer", "trajectory_manager", "orchestrator", partial(make_learner, cfg), publish, cfg.janus.learner_device)
+    return Trainer("trainer", "trajectory_manager", "orchestrator", partial(make_learner, cfg), publish,
+                   cfg.janus.learner_device, checkpointer(cfg, "trainer"))
 
 
 def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
@@ -88,7 +115,8 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
     min_inserts, samples_per_insert = rl.rates(cfg)
     limiter = RateLimiter(cfg.minibatch_size, min_inserts or cfg.minibatch_size, samples_per_insert, r.max_in_flight)
     total = rl.total_updates(cfg)
-    return Orchestrator("orchestrator", roles, limiter, total, restart, r.ping_interval_s, r.pong_timeout_s)
+    return Orchestrator("orchestrator", roles, limiter, total, restart, r.ping_interval_s, r.pong_timeout_s,
+                        initial=load_run_state(cfg))
 
 
 def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
@@ -165,9 +193,24 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     finally:
         alive = backend.shutdown()
         counters = backend.counters()
+        save_run_state(cfg, backend)
     if alive:
         raise RunFailed(f"shutdown left components running: {alive}")
     return summarize(cfg, backend, status, counters, wall)
+
+
+def save_run_state(cfg: RunConfig, backend: Any) -> None:
+    """Counters and learning curve beside the checkpoints, so ``--resume`` continues them."""
+    path = run_state_path(cfg)
+    if path is None or cfg.workload.algo == "synthetic":
+        return
+    status = backend.orchestrator_status()
+    state = {"trained": status["trained"], "env_steps": status["env_steps"], "curve": status["curve"],
+             "wall_s": status["elapsed_s"], "restarts": status["restarts"]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(path)
 
 
 def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> dict[str, Any]:

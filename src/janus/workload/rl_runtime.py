@@ -110,7 +110,7 @@ def rates(cfg: Any) -> tuple[int, float]:
 class RLActorSide:
     """A Worker's payload: a DQN/PPO actor over ``envs_per_actor`` vectorised environments."""
 
-    def __init__(self, cfg: Any, index: int, piece_steps: int) -> None:
+    def __init__(self, cfg: Any, index: int, piece_steps: int, initial_env_steps: int = 0) -> None:
         import torch
 
         torch.set_num_threads(1)
@@ -127,6 +127,7 @@ class RLActorSide:
             from janus.workload.ppo import PPOActor
 
             self.actor = PPOActor(a, w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        self.actor.env_steps = initial_env_steps  # a resumed run continues its exploration schedule
 
     def rollout(self) -> tuple[dict, dict]:
         before = self.actor.env_steps if hasattr(self.actor, "env_steps") else 0
@@ -178,7 +179,11 @@ class RLLearnerSide:
         return self.learner.params()
 
     def state_dict(self) -> dict:
-        return self.learner.state_dict()
+        return {"learner": self.learner.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state["learner"])
+        self.updates = int(state["updates"])
 
 
 def worker_pieces(cfg: Any) -> tuple[int, int, int]:

@@ -1,0 +1,63 @@
+"""Checkpoints, `janus train --resume` and `janus rollout` on the local runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from janus.buffer.checkpoint import load_state
+from janus.cli import main
+
+
+def _train(out: Path, *extra: str) -> None:
+    assert main(["train", "--algo", "dqn", "--total_env_steps", "3000", "--seed", "1", "--out", str(out), *extra]) == 0
+
+
+def test_resume_restores_policy_optimiser_counters_and_replay(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _train(run)
+    ckpt = run / "checkpoint"
+    assert {p.name for p in ckpt.iterdir()} >= {"trainer.pt", "trajectory_manager.pt", "run_state.json"}
+    trainer = load_state(ckpt / "trainer.pt", fmt="janus.trainer")
+    replay = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
+    state = json.loads((ckpt / "run_state.json").read_text())
+    assert state["trained"] == trainer["trained"] > 0 and state["env_steps"] > 0
+
+    # resuming with the budget already spent trains nothing: everything restored must be unchanged
+    assert main(["train", "--resume", str(run), "--total_env_steps", "3000"]) == 0
+    trainer2 = load_state(ckpt / "trainer.pt", fmt="janus.trainer")
+    assert trainer2["trained"] == trainer["trained"] and trainer2["version"] == trainer["version"]
+    for part in ("q", "target"):
+        for k, v in trainer["learner"]["learner"][part].items():
+            assert torch.equal(v, trainer2["learner"]["learner"][part][k]), f"{part}.{k} changed"
+    assert trainer2["learner"]["learner"]["opt"]["state"].keys() == trainer["learner"]["learner"]["opt"]["state"].keys()
+    assert trainer2["learner"]["updates"] == trainer["learner"]["updates"]
+    replay2 = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
+    n = replay["buffer"]["written"]
+    assert replay2["inserted"] >= replay["inserted"] and replay2["buffer"]["written"] >= n
+    for field, data in replay["buffer"]["data"].items():  # the saved items came back, in their slots
+        assert torch.equal(data[:n], replay2["buffer"]["data"][field][:n]), field
+
+    # resuming with a larger budget continues the counters and the learning curve
+    assert main(["train", "--resume", str(run), "--total_env_steps", "5000"]) == 0
+    state3 = json.loads((ckpt / "run_state.json").read_text())
+    assert state3["trained"] > state["trained"] and state3["env_steps"] > state["env_steps"]
+    curve = json.loads((run / "results.json").read_text())["runs"][0]["learning_curve"]
+    assert curve["env_steps"] == sorted(curve["env_steps"]) and len(curve["return"]) >= len(state["curve"])
+
+
+def test_rollout_runs_the_saved_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _train(tmp_path / "run")
+    assert main(["rollout", "--checkpoint", str(tmp_path / "run"), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 episodes" in out and "mean return" in out and "CartPole-v1" in out
+
+
+def test_resume_and_rollout_of_a_folder_that_is_no_run_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--resume", str(tmp_path)]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["rollout", "--checkpoint", str(tmp_path)]) == 2
+    assert "no policy checkpoint" in capsys.readouterr().err
