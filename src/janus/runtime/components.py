@@ -221,13 +221,14 @@ class TrajectoryManager(Component):
 
     def __init__(
         self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any],
-        checkpoint: "Checkpointer | None" = None,
+        checkpoint: "Checkpointer | None" = None, inline_serve: bool = False,
     ) -> None:
         super().__init__(name)
         self.trainer = trainer
         self.orchestrator = orchestrator
         self.make_buffer = make_buffer
         self.checkpoint = checkpoint
+        self.inline_serve = inline_serve  # serve credits in step() (serial scheduler), not a thread
         self.buffer: Any = None
         self.credits = threading.Semaphore(0)
         self.requests: list[int] = []
@@ -245,8 +246,9 @@ class TrajectoryManager(Component):
                 self.buffer.experience.load_state_dict(state["buffer"])
                 self.inserted = int(state["inserted"])
                 self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
-            self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
-            self.serve_thread.start()
+            if not self.inline_serve:
+                self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
+                self.serve_thread.start()
 
     def save(self) -> None:
         """Checkpoint the replay buffer and the insert count (off-policy)."""
@@ -284,9 +286,7 @@ class TrajectoryManager(Component):
                 t0 = time.perf_counter()
                 batch = self.buffer.get()
                 self.count("serve_wait_s", time.perf_counter() - t0)
-                payload = {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in batch.items()}
-                self.send(self.trainer, BatchTrainingDataMsg(request_id, payload))
-                self.count("batches_sent")
+                self._send_batch(request_id, batch)
         except PipelineClosedError:
             pass
         except BaseException as exc:  # noqa: BLE001 - surfaced on the next message
@@ -298,10 +298,30 @@ class TrajectoryManager(Component):
 
     def step(self) -> bool:
         self._raise_if_failed()
+        served = self._serve_ready() if self.inline_serve and self.buffer is not None else False
         self._buffer_counters()
         if self.checkpoint is not None and self.checkpoint.due():
             self.save()
-        return False
+        return served
+
+    def _serve_ready(self) -> bool:
+        """Serve credits whose batches are ready now, without waiting (serial scheduler)."""
+        from janus.buffer.staging import StagingTimeout
+
+        served = False
+        while self.requests:
+            try:
+                batch = self.buffer.get(timeout=0)
+            except StagingTimeout:
+                break
+            self._send_batch(self.requests.pop(0), batch)
+            served = True
+        return served
+
+    def _send_batch(self, request_id: int, batch: dict) -> None:
+        payload = {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in batch.items()}
+        self.send(self.trainer, BatchTrainingDataMsg(request_id, payload))
+        self.count("batches_sent")
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         super().on_StopMsg(msg)

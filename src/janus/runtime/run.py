@@ -74,7 +74,8 @@ def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
 
 def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
     w = cfg.workload
-    return WorkerProxy(name, "trajectory_manager", "trainer", batch_transitions=w.envs_per_actor * w.rollout_length * workers_on_node)
+    return WorkerProxy(name, "trajectory_manager", "trainer", batch_transitions=w.envs_per_actor * w.rollout_length * workers_on_node,
+                       max_delay_s=0.0 if serial(cfg) else 0.005)  # serial: flush every round, not by the clock
 
 
 def checkpointer(cfg: RunConfig, name: str) -> Checkpointer | None:
@@ -99,9 +100,15 @@ def load_run_state(cfg: RunConfig) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def serial(cfg: RunConfig) -> bool:
+    """Local runs with both overlaps off use the deterministic serial scheduler."""
+    j = cfg.janus
+    return cfg.runtime.backend == "local" and not j.overlap_collect and not j.overlap_select
+
+
 def new_trajectory_manager(cfg: RunConfig) -> TrajectoryManager:
     return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(make_buffer, cfg),
-                             checkpointer(cfg, "trajectory_manager"))
+                             checkpointer(cfg, "trajectory_manager"), inline_serve=serial(cfg))
 
 
 def new_trainer(cfg: RunConfig) -> Trainer:
@@ -162,7 +169,7 @@ def make_backend(cfg: RunConfig) -> Any:
         return RayBackend(cfg.runtime.address, cfg.runtime.max_calls_in_flight)
     from janus.runtime.backends.local import LocalBackend
 
-    return LocalBackend()
+    return LocalBackend(serial=serial(cfg))
 
 
 def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> dict[str, Any]:

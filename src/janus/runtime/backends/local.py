@@ -35,11 +35,19 @@ class LocalOutbox:
 
 
 class LocalBackend:
-    """Hosts components in threads; restarts workers on request; reports fatal errors."""
+    """Hosts components in threads; restarts workers on request; reports fatal errors.
+
+    ``serial=True`` runs every component in one scheduler thread instead, in a fixed order (all
+    queued messages, then one ``step``), so a seeded run makes the same decisions in the same order
+    every time: the deterministic mode behind ``--seed`` with both overlaps off.
+    """
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, serial: bool = False) -> None:
+        self.serial = serial
+        self._scheduler: threading.Thread | None = None
+        self._halt = threading.Event()
         self.factories: dict[str, Callable[[], Component]] = {}
         self.roles: dict[str, str] = {}
         self.nodes: dict[str, str] = {}
@@ -62,8 +70,47 @@ class LocalBackend:
         return Host(component)
 
     def start(self) -> None:
+        if self.serial:
+            self._scheduler = threading.Thread(target=self._serial_loop, name="host-serial", daemon=True)
+            self._scheduler.start()
+            return
         for host in self.hosts.values():
             host.start_thread(on_exit=self._on_exit)
+
+    def _serial_loop(self) -> None:
+        import queue
+
+        import torch
+
+        torch.set_num_threads(1)
+        while not self._halt.is_set():
+            progressed = False
+            for name in list(self.hosts):
+                host = self.hosts[name]
+                c = host.component
+                if host.done.is_set():
+                    continue
+                try:
+                    while not c.stopped:
+                        try:
+                            msg = host.inbox.get_nowait()
+                        except queue.Empty:
+                            break
+                        c.receive(msg)
+                        progressed = True
+                    if c.started and not c.stopped and c.step():
+                        progressed = True
+                    if c.stopped:
+                        c.close()
+                        host.done.set()
+                except BaseException as exc:  # noqa: BLE001 - a worker is restarted, others fail the run
+                    import traceback
+
+                    host.error, host.error_text = exc, "".join(traceback.format_exception(exc))
+                    host.done.set()
+                    self._on_exit(host)
+            if not progressed:
+                time.sleep(0.0005)
 
     def component(self, name: str) -> Component:
         return self.hosts[name].component
@@ -85,7 +132,8 @@ class LocalBackend:
             self.retired.append(old)
             host = self._host(name)
             self.hosts[name] = host
-        host.start_thread(on_exit=self._on_exit)
+        if not self.serial:
+            host.start_thread(on_exit=self._on_exit)
 
     def kill(self, name: str) -> None:
         """Make a component's host exit as if its process had died (for fault tests)."""
@@ -106,6 +154,8 @@ class LocalBackend:
 
         deadline = time.monotonic() + timeout
         alive = []
+        if self.serial:
+            return self._shutdown_serial(deadline)
         for role in SHUTDOWN_ORDER:
             group = [h for n, h in self.hosts.items() if self.roles[n] == role]
             for host in group:
@@ -116,6 +166,27 @@ class LocalBackend:
                     if host.thread.is_alive():
                         alive.append(host.thread.name)
         return alive
+
+    def _shutdown_serial(self, deadline: float) -> list[str]:
+        from janus.runtime.messages import StopMsg
+
+        for role in SHUTDOWN_ORDER:
+            group = [h for n, h in self.hosts.items() if self.roles[n] == role]
+            for host in group:
+                host.post(StopMsg("shutdown"))
+            while any(not h.done.is_set() for h in group) and time.monotonic() < deadline:
+                if self._scheduler is None or not self._scheduler.is_alive():
+                    break
+                time.sleep(0.001)
+        self._halt.set()
+        for host in self.hosts.values():
+            if not host.done.is_set():
+                host.component.close()
+        if self._scheduler is not None:
+            self._scheduler.join(max(0.0, deadline - time.monotonic()))
+            if self._scheduler.is_alive():
+                return [self._scheduler.name]
+        return []
 
     def orchestrator_status(self) -> dict[str, Any]:
         orch = self.hosts["orchestrator"].component
