@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="one run of one configuration")
     _common(train)
     train.add_argument("--name", default=None, help="run name in the report (default: train)")
+    train.add_argument("--prioritized", action="store_true", default=None,
+                       help="dqn: proportional prioritized replay (algorithm.prioritized)")
+    train.add_argument("--n_step", type=int, default=None, help="dqn: n-step returns (algorithm.n_step)")
+    train.add_argument("--tensorboard", action="store_true",
+                       help="also write TensorBoard scalars to OUT/tensorboard (needs the tensorboard package)")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                        help="continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay)")
     train.epilog = "train runs through the actor-model runtime (--backend local by default, or ray)."
@@ -133,6 +138,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         overrides["runtime"] = runtime
     if args.seed is not None:
         overrides["seed"] = args.seed
+    algorithm = {k: getattr(args, k, None) for k in ("prioritized", "n_step")}
+    algorithm = {k: v for k, v in algorithm.items() if v is not None}
+    if algorithm:
+        overrides["algorithm"] = algorithm
     return from_dict(overrides, base=cfg) if overrides else cfg
 
 

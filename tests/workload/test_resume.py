@@ -61,3 +61,16 @@ def test_resume_and_rollout_of_a_folder_that_is_no_run_are_clear_errors(tmp_path
     assert "--resume" in capsys.readouterr().err
     assert main(["rollout", "--checkpoint", str(tmp_path)]) == 2
     assert "no policy checkpoint" in capsys.readouterr().err
+
+
+def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
+    import yaml
+
+    out = tmp_path / "per"
+    argv = ["train", "--algo", "dqn", "--prioritized", "--n_step", "2", "--total_env_steps", "2500", "--out", str(out)]
+    tensorboard = pytest.importorskip("tensorboard", reason="tensorboard not installed (optional extra)") is not None
+    assert main(argv + (["--tensorboard"] if tensorboard else [])) == 0
+    assert yaml.safe_load((out / "config.yaml").read_text())["algorithm"] == {"prioritized": True, "n_step": 2}
+    replay = load_state(out / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")
+    assert replay["buffer"]["sampler"] == "prioritized"
+    assert any(p.name.startswith("events.out.tfevents") for p in (out / "tensorboard").rglob("*"))

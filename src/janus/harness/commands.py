@@ -79,6 +79,10 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     if getattr(args, "resume", None) is not None:
         out_dir = Path(args.resume)
     if args.command == "train":
+        if getattr(args, "tensorboard", False):
+            from janus.harness.tensorboard import check_tensorboard
+
+            check_tensorboard()  # before any work: a missing package is a clear error, not a late crash
         configs = [prepare_train(args, c, out_dir) for c in configs]
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
     print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
@@ -117,5 +121,10 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     curve = write_learning_curve(out_dir / "learning_curve.png", runs)
     if curve is not None:
         paths["learning_curve"] = curve
+    if getattr(args, "tensorboard", False):
+        from janus.harness.tensorboard import write_scalars
+
+        for run in runs:
+            paths[f"tensorboard:{run['name']}"] = write_scalars(out_dir / "tensorboard", run)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0
