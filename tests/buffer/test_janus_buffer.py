@@ -766,3 +766,28 @@ def test_background_threads_do_not_change_torch_threads_of_other_threads(cleanup
         close_quickly(jb)
     finally:
         torch.set_num_threads(original)
+
+
+def test_inline_operator_failure_reaches_a_blocked_learner():
+    """overlap_collect=0: the actor's own collection fails; a learner waiting in get() hears of it."""
+    def broken(batch):
+        raise ValueError("preprocess exploded inline")
+
+    jb = JanusBuffer(JanusConfig(overlap_collect=0, overlap_select=1, batch_size=8, buffer_capacity=64), preprocess=broken, seed=0)
+    caught = []
+
+    def learner():
+        try:
+            jb.get(timeout=20)
+        except BaseException as exc:  # noqa: BLE001
+            caught.append(exc)
+
+    t = threading.Thread(target=learner)
+    t.start()
+    with pytest.raises(ValueError, match="exploded inline"):
+        jb.put({"x": torch.zeros(4, 4)})
+    t.join(20)
+    assert not t.is_alive()
+    assert caught and isinstance(caught[0], ValueError) and "exploded inline" in str(caught[0])
+    jb.close()
+    assert not any(th.is_alive() for th in jb.threads)

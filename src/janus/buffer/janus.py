@@ -141,6 +141,9 @@ class JanusBuffer:
             except PipelineClosedError:
                 self._raise_if_failed()  # closed by a background failure: raise the cause
                 raise
+            except BaseException as exc:  # an inline operator failed: the whole pipeline stops
+                self._fail(exc)
+                raise
             if waited:  # on-policy: the actor waited inline for the previous rollout to be read
                 with self._stats_lock:
                     self.stats.actor_blocked_s += waited
@@ -208,8 +211,11 @@ class JanusBuffer:
         if not self.config.overlap_select and self.learner_buffer.ready() == 0:
             try:
                 self._select_once(inline=True, deadline=deadline)
-            except PipelineClosedError:
+            except (PipelineClosedError, StagingTimeout):
                 self._raise_if_failed()  # closed by a background failure: raise the cause
+                raise
+            except BaseException as exc:  # an inline operator failed: the whole pipeline stops
+                self._fail(exc)
                 raise
         remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
         pending, waited = self.learner_buffer.get(remaining)
