@@ -28,7 +28,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                      "total_env_steps": 300_000},
     },
 }
-MAPPED = {"num_envs", "rollout_steps", "batch_size", "buffer_size", "num_minibatches", "update_epochs"}
+MAPPED = {  # algorithm field -> where the data-path config sets it
+    "num_envs": "workload.envs_per_actor", "rollout_steps": "workload.rollout_length",
+    "batch_size": "batch_size (top level)", "buffer_size": "buffer_capacity (top level)",
+    "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
+}
 
 
 def _config_class(algo: str) -> type:
@@ -63,10 +67,7 @@ def validate_rl(cfg: Any) -> None:
     names = {f.name for f in fields(_config_class(w.algo))}
     for key in cfg.algorithm:
         if key in MAPPED:
-            raise ConfigError(
-                f"algorithm.{key} is set by the data-path config for {w.algo} (batch_size, buffer_capacity, "
-                "num_minibatches, workload.envs_per_actor / rollout_length / num_epochs); set it there"
-            )
+            raise ConfigError(f"algorithm.{key} is set by the data-path config for {w.algo}: set {MAPPED[key]} instead")
         if key not in names:
             raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {w.algo}: {', '.join(sorted(names - MAPPED))}")
     wants_on_policy = w.algo == "ppo"
@@ -75,7 +76,11 @@ def validate_rl(cfg: Any) -> None:
     from janus.workload.envs import check_action_space, env_spaces
 
     _, action_space = env_spaces(w.env)
-    check_action_space(w.algo, action_space)
+    try:
+        check_action_space(w.algo, action_space)
+    except ConfigError as exc:
+        hint = "; use --algo ppo for continuous actions" if w.algo == "dqn" else ""
+        raise ConfigError(f"--env {w.env!r}: {exc}{hint}") from None
     if w.algo == "dqn" and w.rollout_length < algorithm_config(cfg).n_step:
         raise invalid("workload.rollout_length", w.rollout_length, "at least algorithm.n_step for dqn")
 

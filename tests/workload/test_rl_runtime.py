@@ -1,0 +1,298 @@
+"""DQN and PPO through the actor-model runtime (``run_runtime``): learning, backends, settings, errors.
+
+Budgets are calibrated on this 2-core machine: PPO 20k env steps at lr 1e-3 ended at mean returns
+of 145-339 and DQN 10k steps at 204-226 over seeds 0-4 (random play: ~22), so the learning tests
+ask for > 100. The ray tests share the session's local Ray (``ray_session`` of tests/runtime).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from janus.config import RunConfig, available_placements, from_dict, resolve
+from janus.errors import ConfigError
+from janus.runtime.run import run_runtime
+from janus.workload import rl_runtime as rl
+from janus.workload.rl_runtime import PRESETS
+
+ROOT = Path(__file__).resolve().parents[2]
+RANDOM_RETURN = 22  # mean CartPole-v1 return of a uniformly random policy
+LEARNED = 100
+
+
+def _runtime_conftest() -> Any:
+    """tests/runtime/conftest.py, loaded by path (tests/ is not a package): its fixtures, shared."""
+    spec = importlib.util.spec_from_file_location("janus_tests_runtime_conftest", ROOT / "tests" / "runtime" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+# One local Ray per session: reused if tests/runtime started it already (then it is left alone).
+ray_session = _runtime_conftest().ray_session
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def rl_cfg(algo: str, steps: int, seed: int = 0, **overrides: Any) -> RunConfig:
+    """The algorithm's preset with ``steps`` env steps and ``overrides`` (config keys), resolved."""
+    workload = {"total_env_steps": steps, **overrides.pop("workload", {})}
+    return resolve(from_dict({"workload": workload, "seed": seed, **overrides}, base=from_dict(PRESETS[algo])))
+
+
+def tiny(algo: str, **overrides: Any) -> RunConfig:
+    """A run of a few seconds: PPO 4 rollouts of 512 steps; DQN 1,024 steps, learning from 256."""
+    if algo == "dqn":
+        overrides["algorithm"] = {"learning_starts": 256, **overrides.get("algorithm", {})}
+        return rl_cfg("dqn", 1024, **overrides)
+    return rl_cfg("ppo", 2048, **overrides)
+
+
+def assert_curve(run: dict[str, Any], cfg: RunConfig) -> None:
+    """A learning curve: one point per episode, env steps that only grow, within the budget."""
+    curve = run["learning_curve"]
+    steps, returns, walls = curve["env_steps"], curve["return"], curve["wall_s"]
+    assert run["episodes"] == len(steps) == len(returns) == len(walls) > 0
+    assert all(a <= b for a, b in zip(steps, steps[1:])), "env steps never decrease"
+    assert all(a <= b for a, b in zip(walls, walls[1:])), "wall times never decrease"
+    assert steps[-1] > steps[0] > 0
+    assert all(1 <= r <= 500 for r in returns), "CartPole-v1 returns lie in [1, 500]"
+    assert run["final_mean_return"] == pytest.approx(sum(returns[-20:]) / len(returns[-20:]))
+    # DQN workers roll until stopped, a little past the budget
+    slack = cfg.rollout_transitions * (2 + rl.VERSION_LAG) if cfg.workload.algo == "dqn" else 0
+    assert steps[-1] <= cfg.workload.total_env_steps + slack
+
+
+def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:
+    """Every transition produced was inserted and collected; the learner did its updates."""
+    counts = run["counts"]
+    assert counts["updates"] >= rl.total_updates(cfg)
+    assert counts["transitions_inserted"] == counts["transitions_produced"] == counts["transitions_collected"] > 0
+    assert counts["batches_selected"] >= counts["updates"]
+    if cfg.workload.algo == "ppo":  # exactly the rollouts of the budget
+        assert counts["transitions_produced"] == rl.iterations(cfg) * cfg.rollout_transitions
+        assert counts["updates"] == rl.total_updates(cfg)
+    else:
+        assert counts["transitions_produced"] >= rl.algorithm_config(cfg).learning_starts
+    assert run["actor_steps_per_s"] > 0 and run["samples_per_s"] > 0
+
+
+# -------------------------------------------------------------------------------------- learning
+@pytest.mark.parametrize("algo,steps,algorithm", [("dqn", 10_000, {}), ("ppo", 20_000, {"lr": 1e-3})])
+def test_local_runtime_learns_cartpole(algo: str, steps: int, algorithm: dict) -> None:
+    cfg = rl_cfg(algo, steps, algorithm=algorithm)
+    run = run_runtime(cfg, timeout_s=300)
+    assert run["runtime"]["backend"] == "local"
+    assert_curve(run, cfg)
+    assert_counts(run, cfg)
+    assert run["final_mean_return"] > LEARNED > 4 * RANDOM_RETURN, run["final_mean_return"]
+    assert run["config"]["workload"]["algo"] == algo and run["config"].get("algorithm", {}) == algorithm
+
+
+# ------------------------------------------------------------------------------------- ray backend
+@pytest.mark.parametrize("algo,steps", [("dqn", 3000), ("ppo", 4096)])
+def test_ray_backend_two_workers(ray_session: Any, algo: str, steps: int) -> None:
+    cfg = rl_cfg(algo, steps, workload={"num_actors": 2}, runtime={"backend": "ray"})
+    run = run_runtime(cfg, timeout_s=240)
+    rt = run["runtime"]
+    assert rt["backend"] == "ray" and run["config"]["workload"]["num_actors"] == 2
+    assert sorted(n for n in rt["nodes"] if n.startswith("worker-")) == ["worker-0", "worker-1"]
+    assert all(rt["nodes"].values()), "every component ran on a Ray node"
+    assert rt["param_versions_published"] > 0 and sum(rt["worker_restarts"].values()) == 0
+    assert_curve(run, cfg)
+    assert_counts(run, cfg)
+    if algo == "ppo":  # both workers' rollouts, in lockstep
+        assert run["counts"]["transitions_produced"] == rl.iterations(cfg) * 2 * 4 * 128
+
+
+# ------------------------------------------------------------------------- data-path settings
+@pytest.mark.parametrize("overlap_select", [0, 1])
+@pytest.mark.parametrize("overlap_collect", [0, 1])
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_every_overlap_setting_runs(algo: str, overlap_collect: int, overlap_select: int) -> None:
+    cfg = tiny(algo, overlap_collect=overlap_collect, overlap_select=overlap_select)
+    run = run_runtime(cfg, timeout_s=120)
+    assert run["config"]["overlap_collect"] == overlap_collect and run["config"]["overlap_select"] == overlap_select
+    assert_counts(run, cfg)
+    assert_curve(run, cfg)
+
+
+@pytest.mark.parametrize("placement", ["cpu_pageable", "cpu_pinned", "cuda"])
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_every_placement_available_here_runs(algo: str, placement: str) -> None:
+    reason = available_placements()[placement]
+    if reason is not None:
+        pytest.skip(reason)  # "CUDA is not available on this machine"
+    cfg = tiny(algo, placement=placement)
+    run = run_runtime(cfg, timeout_s=120)
+    assert run["config"]["placement"] == placement
+    assert_counts(run, cfg)
+    assert_curve(run, cfg)
+
+
+# ------------------------------------------------------------------------------------ clear errors
+def no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if a run starts (errors must come before any work)."""
+    def started(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a run started despite an invalid config")
+
+    monkeypatch.setattr("janus.runtime.run.build", started)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_unknown_env_id_fails_at_resolve(monkeypatch: pytest.MonkeyPatch, algo: str) -> None:
+    no_run(monkeypatch)
+    with pytest.raises(ConfigError, match="--env") as err:
+        rl_cfg(algo, 1000, workload={"env": "CartPol-v1"})
+    assert "CartPol-v1" in str(err.value) and "did you mean CartPole-v1" in str(err.value)
+
+
+@pytest.mark.parametrize("env", ["FrozenLake-v1", "Blackjack-v1"])
+def test_non_box_observation_env_fails_at_resolve(monkeypatch: pytest.MonkeyPatch, env: str) -> None:
+    no_run(monkeypatch)
+    with pytest.raises(ConfigError, match="--env.*Box") as err:
+        rl_cfg("ppo", 1000, workload={"env": env})
+    assert env in str(err.value)
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", "MountainCarContinuous-v0"])
+def test_dqn_on_continuous_actions_fails_at_resolve(monkeypatch: pytest.MonkeyPatch, env: str) -> None:
+    no_run(monkeypatch)
+    with pytest.raises(ConfigError, match="--env action space for --algo dqn") as err:
+        rl_cfg("dqn", 1000, workload={"env": env})
+    assert "Discrete" in str(err.value) and "Box" in str(err.value)
+    rl_cfg("ppo", 1000, workload={"env": env})  # PPO takes Box actions
+
+
+def test_unknown_algorithm_key_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_run(monkeypatch)
+    with pytest.raises(ConfigError, match="unknown key 'learning_rate' in algorithm") as err:
+        rl_cfg("ppo", 1000, algorithm={"learning_rate": 1e-3})
+    assert "lr" in str(err.value).split("accepted keys", 1)[1]
+    with pytest.raises(ConfigError, match="unknown key 'clip_coef' in algorithm"):
+        rl_cfg("dqn", 1000, algorithm={"clip_coef": 0.1})  # a PPO key on DQN
+
+
+@pytest.mark.parametrize("algo,key", [("dqn", "batch_size"), ("dqn", "buffer_size"), ("ppo", "num_minibatches"),
+                                      ("ppo", "update_epochs"), ("dqn", "num_envs")])
+def test_data_path_keys_in_algorithm_point_to_the_config(monkeypatch: pytest.MonkeyPatch, algo: str, key: str) -> None:
+    no_run(monkeypatch)
+    with pytest.raises(ConfigError, match=f"algorithm.{key} is set by the data-path config") as err:
+        rl_cfg(algo, 1000, algorithm={key: 64})
+    from janus.workload.rl_runtime import MAPPED
+
+    assert f"set {MAPPED[key]} instead" in str(err.value), "the message names the one place to set it"
+
+
+def test_cli_rejects_a_bad_env_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from janus.cli import main
+
+    no_run(monkeypatch)
+    out = tmp_path / "out"
+    assert main(["train", "--algo", "dqn", "--env", "Pendulum-v1", "--out", str(out)]) == 2
+    assert "--algo dqn" in capsys.readouterr().err and not out.exists()
+
+
+# ------------------------------------------------------------------------------------------- CLI
+def test_cli_train_ppo_writes_results_and_learning_curve(tmp_path: Path) -> None:
+    from janus.cli import main
+
+    argv = ["train", "--algo", "ppo", "--quick", "--total_env_steps", "2048", "--out", str(tmp_path), "--seed", "1"]
+    assert main(argv) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    (run,) = data["runs"]
+    assert run["config"]["workload"]["algo"] == "ppo" and run["config"]["seed"] == 1
+    curve = run["learning_curve"]
+    assert len(curve["env_steps"]) == len(curve["return"]) == run["episodes"] > 0
+    assert (tmp_path / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------ tensorboard
+def test_tensorboard_scalars_round_trip(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install janus-rl[tensorboard])")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from janus.harness.tensorboard import write_scalars
+
+    run = {
+        "wall_s": 4.0, "actor_steps_per_s": 1500.0, "samples_per_s": 9000.0,
+        "stage_s": {"rollout": 2.5, "collect": 0.25, "select": 0.5, "update": 3.0, "learner_wait": 0.1, "actor_blocked": 0.0},
+        "learning_curve": {"wall_s": [1.0, 2.0, 2.0, 4.0], "env_steps": [1000, 2000, 2000, 6000], "return": [10.0, 20.0, 30.0, 60.0]},
+    }
+    assert write_scalars(tmp_path / "tb", run) == tmp_path / "tb"
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"episode/return", "episode/return_mean20", "throughput/env_steps_per_s", "run/env_steps_per_s",
+            "run/samples_per_s", "run/wall_s"} <= tags
+    assert {f"stage_s/{s}" for s in run["stage_s"]} <= tags
+    returns = acc.Scalars("episode/return")
+    assert [e.step for e in returns] == [1000, 2000, 2000, 6000] and [e.value for e in returns] == [10, 20, 30, 60]
+    assert [e.wall_time - returns[0].wall_time for e in returns] == pytest.approx([0, 1, 1, 3])
+    assert [e.value for e in acc.Scalars("episode/return_mean20")] == pytest.approx([10, 15, 20, 30])
+    assert [e.value for e in acc.Scalars("throughput/env_steps_per_s")] == pytest.approx([1000, 1000, 1000, 1500])
+    (rate,) = acc.Scalars("run/samples_per_s")
+    assert rate.value == 9000 and rate.step == 6000
+    assert acc.Scalars("stage_s/update")[0].value == 3.0 and acc.Scalars("run/wall_s")[0].value == 4.0
+
+
+def test_tensorboard_scalars_of_a_real_run(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install janus-rl[tensorboard])")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from janus.harness.tensorboard import write_scalars
+
+    run = run_runtime(tiny("ppo"), timeout_s=120)
+    write_scalars(tmp_path, run)
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("episode/return")] == run["learning_curve"]["return"]
+    assert acc.Scalars("run/env_steps_per_s")[0].value == pytest.approx(run["actor_steps_per_s"])
+
+
+def test_cli_train_tensorboard_flag_writes_scalars(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install janus-rl[tensorboard])")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from janus.cli import main
+
+    argv = ["train", "--algo", "dqn", "--total_env_steps", "1200", "--out", str(tmp_path), "--tensorboard"]
+    assert main(argv) == 0
+    (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("episode/return")] == run["learning_curve"]["return"]
+    assert acc.Scalars("run/samples_per_s")[0].value == pytest.approx(run["samples_per_s"])
+
+
+def test_tensorboard_missing_is_a_clear_config_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import builtins
+
+    from janus.harness import tensorboard as tb
+
+    real_import = builtins.__import__
+
+    def no_tensorboard(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "tensorboard" or name.startswith(("tensorboard.", "torch.utils.tensorboard")):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    with pytest.raises(ConfigError, match=r"--tensorboard needs the tensorboard package: pip install janus-rl\[tensorboard\]"):
+        tb.write_scalars(tmp_path / "tb", {"wall_s": 1.0})
+    with pytest.raises(ConfigError, match="tensorboard"):
+        tb.check_tensorboard()
+    assert not (tmp_path / "tb").exists()
