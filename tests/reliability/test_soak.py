@@ -88,26 +88,30 @@ def test_on_policy_soak_consumes_each_transition_once_per_epoch(soak_seconds: fl
                       num_minibatches=minibatches)
     jb = JanusBuffer(cfg, rollout_size=rollout, num_epochs=epochs, seed=0)
     per_rollout = epochs * minibatches
-    consumed_batches = [0]
+    claimed = [0]  # minibatches claimed by consumers
     seen: dict[int, Counter] = {}
     cond = threading.Condition()
     stop = threading.Event()
     errors: list[BaseException] = []
-    rollouts_done = [0]
+    happens: dict[int, bool] = {}  # rollout -> whether it is produced: decided once, by whoever asks first
+
+    def decide(r: int) -> bool:  # call under cond
+        if r not in happens:
+            happens[r] = not stop.is_set()
+        return happens[r]
 
     def produce(p: int) -> None:
         try:
             r = 0
-            while not stop.is_set():
-                with cond:  # on-policy: rollout r starts once rollout r-1 has been consumed
-                    while consumed_batches[0] < r * per_rollout and not stop.is_set():
+            while True:
+                with cond:  # on-policy: rollout r starts once rollout r-1 has been claimed
+                    while claimed[0] < r * per_rollout and not stop.is_set():
                         cond.wait(0.1)
-                if stop.is_set():
-                    return
+                    if not decide(r):
+                        return
                 for half in range(2):
                     piece = _piece(p, r * 2 + half)
-                    piece = {k: v[: T // 2] for k, v in piece.items()}
-                    jb.put(piece, timeout=30)
+                    jb.put({k: v[: T // 2] for k, v in piece.items()}, timeout=30)
                 r += 1
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
@@ -116,16 +120,14 @@ def test_on_policy_soak_consumes_each_transition_once_per_epoch(soak_seconds: fl
         try:
             while True:
                 with cond:
-                    if stop.is_set() and consumed_batches[0] % per_rollout == 0:
+                    if not decide(claimed[0] // per_rollout):
                         return
-                    consumed_batches[0] += 1  # claimed: producers pace on claims, the buffer on selection
+                    claimed[0] += 1
+                    cond.notify_all()
                 batch = jb.get(timeout=30)
                 with cond:
                     for i in batch["id"].tolist():  # the id says which rollout it belongs to
                         seen.setdefault(int(i % 10**9) // (T * ENVS) // 2, Counter())[i] += 1
-                    if consumed_batches[0] % per_rollout == 0:
-                        rollouts_done[0] += 1
-                    cond.notify_all()
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 

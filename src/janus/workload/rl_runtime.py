@@ -69,7 +69,7 @@ def validate_rl(cfg: Any) -> None:
         if key in MAPPED:
             raise ConfigError(f"algorithm.{key} is set by the data-path config for {w.algo}: set {MAPPED[key]} instead")
         if key not in names:
-            raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {w.algo}: {', '.join(sorted(names - MAPPED))}")
+            raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {w.algo}: {', '.join(sorted(names - set(MAPPED)))}")
     wants_on_policy = w.algo == "ppo"
     if bool(j.is_on_policy) != wants_on_policy:
         raise invalid("is_on_policy", j.is_on_policy, f"{str(wants_on_policy).lower()} for --algo {w.algo}")

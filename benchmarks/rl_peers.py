@@ -1,0 +1,211 @@
+"""janus (runtime, local backend, its presets) vs Stable-Baselines3 DQN and PPO: speed and return.
+
+Both libraries train, one after the other in this process, on the same environment with the same
+env-step budget, the same networks and the hyperparameters matched wherever both have them (see
+``sb3_model`` and the "RL vs Stable-Baselines3" section of docs/benchmarks.md for what cannot be).
+Reported per run: env steps/s (env steps taken / training wall time), the mean return of the last
+20 training episodes, the mean return of 10 greedy evaluation episodes after training, wall time
+and process CPU time (all threads). The janus/SB3 speed ratio is the median over seeds of the
+ratios of back-to-back runs. One torch thread (the target machine is a shared 2-core box).
+
+    PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py                 # dqn 50k + ppo 100k, seed 0
+    PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py --quick         # smoke test, < 1 min
+    PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py --algos ppo --seeds 0 1 2 --json runs/rl_peers.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from janus.config import from_dict, resolve
+from janus.runtime.backends.local import LocalBackend
+from janus.runtime.run import run_runtime
+from janus.workload.rl_runtime import PRESETS, algorithm_config
+
+STEPS = {"dqn": 50_000, "ppo": 100_000}
+QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192}
+WINDOW, EVAL_EPISODES = 20, 10  # training episodes averaged; greedy episodes after training
+
+
+def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
+    """The run ``janus train --algo ALGO --env ENV --total_env_steps STEPS --seed SEED`` would do."""
+    return resolve(from_dict({"workload": {"total_env_steps": steps, "env": env}, "seed": seed}, base=from_dict(PRESETS[algo])))
+
+
+def evaluate(env_id: str, act: Callable[[np.ndarray], int], seed: int, episodes: int = EVAL_EPISODES) -> float:
+    """Mean return of ``episodes`` greedy episodes in a fresh env (same seeds for both libraries)."""
+    env, returns = gym.make(env_id), []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=10_000 + 100 * seed + i)
+        done, total = False, 0.0
+        while not done:
+            obs, reward, term, trunc, _ = env.step(act(obs))
+            total += float(reward)
+            done = term or trunc
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
+def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
+    cfg = janus_config(algo, env, steps, seed)
+    backend = LocalBackend()
+    cpu = time.process_time()
+    out = run_runtime(cfg, backend=backend)  # wall_s: StartMsg to finished, start-up excluded
+    cpu = time.process_time() - cpu  # all threads of the process
+    learner = backend.component("trainer").learner.learner  # type: ignore[attr-defined]
+    net = learner.q if algo == "dqn" else learner.agent.actor  # greedy: argmax Q / argmax logits
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> int:
+        return int(net(torch.as_tensor(obs, dtype=torch.float32)[None]).argmax(1).item())
+
+    env_steps = out["counts"]["transitions_produced"]
+    return {"env_steps": env_steps, "wall_s": out["wall_s"], "cpu_s": cpu, "steps_per_s": env_steps / out["wall_s"],
+            "final_return": out.get("final_mean_return", float("nan")), "episodes": out.get("episodes", 0),
+            "eval_return": evaluate(env, act, seed), "updates": out["counts"]["updates"]}
+
+
+def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
+    """The SB3 model with janus's settings (``algorithm_config`` of the same run) carried over."""
+    from stable_baselines3 import DQN, PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    a = algorithm_config(janus_config(algo, env, steps, seed))
+    venv = make_vec_env(env, n_envs=a.num_envs, seed=seed)  # DummyVecEnv of Monitor-wrapped envs
+    if algo == "dqn":
+        # janus: one update per train_frequency env steps, paced against pieces of rollout_steps x
+        # num_envs env steps; SB3: gradient_steps updates after every rollout_steps vector steps.
+        gradient_steps = round(a.rollout_steps * a.num_envs / a.train_frequency)
+        return DQN(
+            "MlpPolicy", venv, learning_rate=a.lr, buffer_size=a.buffer_size, learning_starts=a.learning_starts,
+            batch_size=a.batch_size, tau=a.tau, gamma=a.gamma, train_freq=(a.rollout_steps, "step"),
+            gradient_steps=gradient_steps, n_steps=a.n_step,
+            # janus counts the interval in updates, SB3 in env steps
+            target_update_interval=round(a.target_update_interval * a.train_frequency),
+            exploration_fraction=min(1.0, a.exploration_steps / steps), exploration_initial_eps=a.eps_start,
+            exploration_final_eps=a.eps_end, max_grad_norm=a.max_grad_norm,
+            policy_kwargs={"net_arch": list(a.hidden), "activation_fn": nn.ReLU},
+            stats_window_size=WINDOW, seed=seed, device="cpu", verbose=0,
+        )
+    lr = (lambda progress: a.lr * progress) if a.anneal_lr else a.lr  # progress: 1 -> 0
+    return PPO(
+        "MlpPolicy", venv, learning_rate=lr, n_steps=a.rollout_steps,
+        batch_size=a.rollout_steps * a.num_envs // a.num_minibatches, n_epochs=a.update_epochs, gamma=a.gamma,
+        gae_lambda=a.gae_lambda, clip_range=a.clip_coef, clip_range_vf=a.clip_coef if a.clip_vloss else None,
+        normalize_advantage=a.norm_adv, ent_coef=a.ent_coef,
+        vf_coef=a.vf_coef / 2,  # janus: vf_coef * 0.5 * MSE (CleanRL); SB3: vf_coef * MSE -> same loss
+        max_grad_norm=a.max_grad_norm,
+        policy_kwargs={"net_arch": {"pi": list(a.hidden), "vf": list(a.hidden)}, "activation_fn": nn.Tanh,
+                       "ortho_init": True},  # separate actor and critic, CleanRL init as in janus
+        stats_window_size=WINDOW, seed=seed, device="cpu", verbose=0,
+    )
+
+
+def run_sb3(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
+    model = sb3_model(algo, env, steps, seed)
+    start, cpu = time.perf_counter(), time.process_time()
+    model.learn(total_timesteps=steps)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    returns = [info["r"] for info in model.ep_info_buffer][-WINDOW:]
+
+    def act(obs: np.ndarray) -> int:
+        return int(model.predict(obs, deterministic=True)[0])
+
+    updates = model._n_updates  # gradient steps; PPO counts epochs, so times minibatches per epoch
+    if algo == "ppo":
+        updates *= model.n_steps * model.n_envs // model.batch_size
+    return {"env_steps": model.num_timesteps, "wall_s": wall, "cpu_s": cpu, "steps_per_s": model.num_timesteps / wall,
+            "final_return": float(np.mean(returns)) if returns else float("nan"), "episodes": model._episode_num,
+            "eval_return": evaluate(env, act, seed), "updates": updates}
+
+
+RUNNERS = {"janus": run_janus, "sb3": run_sb3}
+KEYS = ("steps_per_s", "final_return", "eval_return", "wall_s", "cpu_s", "cpu_us_per_step")
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = (f"{'algo':4s}  {'lib':5s}  {'seed':>4s}  {'env steps':>9s}  {'wall s':>7s}  {'cpu s':>6s}  {'steps/s':>8s}  "
+            f"{'final ret':>9s}  {'eval ret':>8s}  {'updates':>7s}")
+    print("\n" + head + "\n" + "-" * len(head))
+    for r in rows:
+        starved = r["cpu_s"] < 0.8 * r["wall_s"]
+        print(f"{r['algo']:4s}  {r['lib']:5s}  {r['seed']:4d}  {r['env_steps']:9,d}  {r['wall_s']:7.1f}  {r['cpu_s']:6.1f}  "
+              f"{r['steps_per_s']:8,.0f}  {r['final_return']:9.1f}  {r['eval_return']:8.1f}  {r['updates']:7,d}{'  *' if starved else ''}")
+    if any(r["cpu_s"] < 0.8 * r["wall_s"] for r in rows):
+        print("* cpu < 80% of wall: the process waited for a core (other load on the machine)")
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per algorithm: mean over seeds of each library's figures, janus/SB3 ratios, per-seed speed ratios."""
+    out: dict[str, Any] = {}
+    for algo in dict.fromkeys(r["algo"] for r in rows):
+        per = {lib: [r for r in rows if r["algo"] == algo and r["lib"] == lib] for lib in RUNNERS}
+        if not all(per.values()):
+            continue
+        mean = {lib: {k: statistics.fmean(r[k] for r in rs) for k in KEYS} for lib, rs in per.items()}
+        j, s = mean["janus"], mean["sb3"]
+        # same seed, back to back; the median resists a run slowed by other load on a shared machine
+        paired = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(per["janus"], per["sb3"])]
+        speedup = statistics.median(paired)
+        cpu = j["cpu_us_per_step"] / s["cpu_us_per_step"]  # CPU time (all threads) per env step
+        out[algo] = {"janus": j, "sb3": s, "speedup": speedup, "speedup_per_seed": paired, "cpu_ratio": cpu,
+                     "target_met": speedup >= 1.5 and j["final_return"] >= s["final_return"]}
+    print(f"\n{'algo':4s}  {'steps/s janus/sb3 (median)':>26s}  {'per seed':>17s}  {'cpu janus/sb3':>13s}  "
+          f"{'final ret janus / sb3':>21s}  {'eval ret janus / sb3':>20s}  target (>=1.5x, ret >=)")
+    for algo, o in out.items():
+        j, s, p = o["janus"], o["sb3"], o["speedup_per_seed"]
+        print(f"{algo:4s}  {o['speedup']:25.2f}x  {min(p):7.2f}x-{max(p):.2f}x  {o['cpu_ratio']:12.2f}x  "
+              f"{j['final_return']:9.1f} / {s['final_return']:9.1f}  {j['eval_return']:8.1f} / {s['eval_return']:9.1f}  "
+              f"{'met' if o['target_met'] else 'NOT met'}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", default="dqn,ppo", help="comma-separated: dqn, ppo")
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--steps", type=int, default=None, help=f"env-step budget (default {STEPS})")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--libs", default="janus,sb3", help="comma-separated: janus, sb3")
+    parser.add_argument("--quick", action="store_true", help=f"small budgets {QUICK_STEPS} (smoke test)")
+    parser.add_argument("--json", default=None, help="write rows and summary here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    # The first torch optimizer imports torch._dynamo (~1 s, once per process). janus builds its learner
+    # inside its timed window, SB3 before learn(): pay it here so neither timer includes it.
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+    import stable_baselines3
+
+    print(f"janus vs stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}, "
+          f"gymnasium {gym.__version__}, python {platform.python_version()}, env {args.env}")
+    rows = []
+    for algo in args.algos.split(","):
+        steps = args.steps or (QUICK_STEPS if args.quick else STEPS)[algo]
+        for seed in args.seeds:
+            for lib in args.libs.split(","):  # alternate libraries so load drift hits both
+                res = RUNNERS[lib](algo, args.env, steps, seed)
+                res["cpu_us_per_step"] = 1e6 * res["cpu_s"] / res["env_steps"]
+                rows.append({"algo": algo, "lib": lib, "seed": seed, "budget": steps, **res})
+                print(f"{algo} {lib:5s} seed {seed}: {res['steps_per_s']:,.0f} env steps/s, {res['wall_s']:.1f} s, "
+                      f"final return {res['final_return']:.1f}, eval {res['eval_return']:.1f}", flush=True)
+    print_table(rows)
+    summary = summarize(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            json.dump({"env": args.env, "date": date, "rows": rows, "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
