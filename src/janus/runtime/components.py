@@ -319,8 +319,7 @@ class TrajectoryManager(Component):
         return served
 
     def _send_batch(self, request_id: int, batch: dict) -> None:
-        payload = {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in batch.items()}
-        self.send(self.trainer, BatchTrainingDataMsg(request_id, payload))
+        self.send(self.trainer, BatchTrainingDataMsg(request_id, as_numpy(batch)))
         self.count("batches_sent")
 
     def on_StopMsg(self, msg: StopMsg) -> None:
@@ -455,6 +454,6 @@ class Checkpointer:
         return load_state(self.path, fmt=self.fmt)
 
 
-def numpy_piece(piece: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """A rollout piece as numpy arrays (zero-copy for CPU tensors)."""
-    return {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in piece.items()}
+def as_numpy(tensors: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Tensors as numpy arrays for a message payload (zero-copy for CPU tensors)."""
+    return {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in tensors.items()}

@@ -40,8 +40,6 @@ class Orchestrator(Component):
         self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
         self.trainer = next(n for n, r in roles.items() if r == "trainer")
         self.inserted = 0
-        self.requested = 0
-        self.trained = 0
         self.seq = 0
         self.last_ping = 0.0
         self.last_pong: dict[str, float] = {}
@@ -51,14 +49,14 @@ class Orchestrator(Component):
         self.finished = False
         self.stalls = 0  # health checks that found no progress since the previous one
         self.worker_steps: dict[str, int] = {}
-        self.curve: list[tuple[float, int, float]] = []  # (seconds, env steps, episode return)
         self.started_at = time.monotonic()
-        # a resumed run continues its counters, curve and clock
+        # a resumed run continues its counters, learning curve and clock
         initial = initial or {}
         self.requested = self.trained = int(initial.get("trained", 0))
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
-        self.curve = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
+        # (seconds, env steps, episode return) per finished episode
+        self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
         self._last_progress = (0, 0)
 
     def on_StartMsg(self, msg: StartMsg) -> None:

@@ -225,7 +225,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
-    transitions = sum(c.get("transitions", 0) for c in workers.values()) + status.get("lost_transitions", 0)
+    transitions = sum(c.get("transitions", 0) for c in workers.values())
     trained = int(trainer.get("msgs_in.BatchTrainingDataMsg", status.get("trained", 0)))
     return {
         "name": cfg.name,
