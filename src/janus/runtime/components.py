@@ -6,7 +6,6 @@ Trainer -> WorkerProxy (one fetch per node per version) -> Workers.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any, Callable, Mapping, Protocol
@@ -15,9 +14,10 @@ import numpy as np
 import torch
 
 from janus.errors import PipelineClosedError
+from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot,
+    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot,
     SampleBatchMsg, StartMsg, StopMsg, UpdatePriorityMsg,
 )
 
@@ -221,7 +221,7 @@ class TrajectoryManager(Component):
 
     def __init__(
         self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any],
-        checkpoint: "Checkpointer | None" = None, inline_serve: bool = False,
+        checkpoint: Checkpointer | None = None, inline_serve: bool = False,
     ) -> None:
         super().__init__(name)
         self.trainer = trainer
@@ -250,10 +250,15 @@ class TrajectoryManager(Component):
                 self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
                 self.serve_thread.start()
 
-    def save(self) -> None:
-        """Checkpoint the replay buffer and the insert count (off-policy)."""
+    def save(self, tag: int | str) -> None:
+        """Stage checkpoint ``tag``: the replay buffer with every transition inserted so far."""
         if self.checkpoint is not None and self.buffer is not None:
-            self.checkpoint.save({"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted})
+            self.buffer.flush()  # staged pieces first, so the buffer holds exactly `inserted`
+            self.checkpoint.stage({"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted}, tag)
+
+    def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
+        self.save(msg.tag)
+        self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"inserted": self.inserted}))
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
         self._raise_if_failed()
@@ -300,8 +305,6 @@ class TrajectoryManager(Component):
         self._raise_if_failed()
         served = self._serve_ready() if self.inline_serve and self.buffer is not None else False
         self._buffer_counters()
-        if self.checkpoint is not None and self.checkpoint.due():
-            self.save()
         return served
 
     def _serve_ready(self) -> bool:
@@ -326,7 +329,7 @@ class TrajectoryManager(Component):
         super().on_StopMsg(msg)
         if self.buffer is not None:
             self.buffer.close()  # writes every staged piece first (off-policy)
-        self.save()
+        self.save(FINAL)
 
     def _buffer_counters(self) -> None:
         if self.buffer is not None:
@@ -347,7 +350,7 @@ class Trainer(Component):
 
     def __init__(
         self, name: str, trajectory_manager: str, orchestrator: str, make_learner: Callable[[], LearnerSide],
-        publish_every: int, learner_device: str = "cpu", checkpoint: "Checkpointer | None" = None,
+        publish_every: int, learner_device: str = "cpu", checkpoint: Checkpointer | None = None,
     ) -> None:
         super().__init__(name)
         self.checkpoint = checkpoint
@@ -374,19 +377,18 @@ class Trainer(Component):
                 self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
             self.publish()
 
-    def save(self) -> None:
-        """Checkpoint the learner (policy, optimiser, its counters), the version and batches trained."""
+    def save(self, tag: int | str) -> None:
+        """Stage checkpoint ``tag``: the learner (policy, optimiser, its counters), version, batches trained."""
         if self.checkpoint is not None and self.learner is not None and hasattr(self.learner, "state_dict"):
-            self.checkpoint.save({"learner": self.learner.state_dict(), "version": self.version, "trained": self.trained})
+            self.checkpoint.stage({"learner": self.learner.state_dict(), "version": self.version, "trained": self.trained}, tag)
+
+    def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
+        self.save(msg.tag)
+        self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"trained": self.trained}))
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         super().on_StopMsg(msg)
-        self.save()
-
-    def step(self) -> bool:
-        if self.checkpoint is not None and self.checkpoint.due():
-            self.save()
-        return False
+        self.save(FINAL)
 
     def publish(self) -> None:
         assert self.learner is not None
@@ -424,34 +426,6 @@ class Trainer(Component):
         self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
         if self.trained % self.publish_every == 0:
             self.publish()
-
-
-class Checkpointer:
-    """Atomic, periodic checkpoints of one component's state in a checkpoint folder."""
-
-    def __init__(self, folder: str, name: str, interval_s: float, resume: bool) -> None:
-        self.path = os.path.join(folder, f"{name}.pt")
-        self.fmt = f"janus.{name}"
-        self.interval_s = interval_s
-        self.resume = resume
-        self.last = time.monotonic()
-
-    def due(self) -> bool:
-        return time.monotonic() - self.last >= self.interval_s
-
-    def save(self, state: dict[str, Any]) -> None:
-        from janus.buffer.checkpoint import save_atomic
-
-        save_atomic(state, self.path, fmt=self.fmt)
-        self.last = time.monotonic()
-
-    def restore(self) -> dict[str, Any] | None:
-        """The saved state when resuming (None when not resuming or nothing was saved)."""
-        if not self.resume or not os.path.exists(self.path):
-            return None
-        from janus.buffer.checkpoint import load_state
-
-        return load_state(self.path, fmt=self.fmt)
 
 
 def as_numpy(tensors: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:

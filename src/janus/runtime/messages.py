@@ -123,7 +123,17 @@ class CountsMsg:
     counters: Mapping[str, float]
 
 
+@dataclass(frozen=True)
+class CheckpointMsg:
+    """Orchestrator -> component: stage checkpoint ``tag``; the component answers with the same
+    message type, its ``sender`` name and the counters its staged file holds."""
+
+    tag: int
+    sender: str = ""
+    counters: Mapping[str, float] = field(default_factory=dict)
+
+
 MESSAGE_TYPES = (
     InsertTransitionMsg, SampleBatchMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
-    LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg,
+    LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
 )

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from janus.runtime.checkpoints import CheckpointSchedule
 from janus.runtime.component import Component
 from janus.runtime.limiter import RateLimiter
-from janus.runtime.messages import CountsMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg
+from janus.runtime.messages import CheckpointMsg, CountsMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg
 
 
 class Orchestrator(Component):
@@ -23,18 +24,20 @@ class Orchestrator(Component):
         limiter: the sampling rates.
         total_updates: stop once the Trainer has trained this many batches.
         restart: callback asking the backend to restart a worker (by name).
+        checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
     """
 
     def __init__(
         self, name: str, roles: dict[str, str], limiter: RateLimiter, total_updates: int,
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
-        initial: dict[str, Any] | None = None,
+        initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
     ) -> None:
         super().__init__(name)
         self.roles = roles
         self.limiter = limiter
         self.total_updates = total_updates
         self.restart = restart
+        self.checkpoints = checkpoints
         self.ping_interval_s = ping_interval_s
         self.pong_timeout_s = pong_timeout_s
         self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
@@ -81,6 +84,16 @@ class Orchestrator(Component):
             elapsed = self.elapsed_s
             self.curve.extend((elapsed, steps, float(r)) for r in msg.counters["episode_returns"])
 
+    def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
+        assert self.checkpoints is not None
+        if self.checkpoints.ack(msg.sender, msg.tag, dict(msg.counters)):
+            self.count("checkpoints_committed")
+
+    def run_state(self) -> dict[str, Any]:
+        """What ``--resume`` continues: counters, learning curve and clock of this instant."""
+        return {"trained": self.trained, "env_steps": self.env_steps, "curve": list(self.curve),
+                "wall_s": self.elapsed_s, "restarts": dict(self.restarts)}
+
     def on_PongMsg(self, msg: PongMsg) -> None:
         self.last_pong[msg.sender] = time.monotonic()
         self.component_counters[msg.sender] = dict(msg.counters)
@@ -98,6 +111,10 @@ class Orchestrator(Component):
         now = time.monotonic()
         if now - self.last_ping >= self.ping_interval_s:
             self._health(now)
+        if self.checkpoints is not None and self.checkpoints.due():
+            tag = self.checkpoints.begin(self.run_state())
+            for name in self.checkpoints.names:
+                self.send(name, CheckpointMsg(tag))
         return credits > 0
 
     def _health(self, now: float) -> None:

@@ -7,17 +7,17 @@ paces and watches. The returned run dict has the harness schema plus a ``runtime
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from pathlib import Path
 from functools import partial
 from typing import Any, Callable
 
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
 from janus.errors import JanusError
-from janus.runtime.components import Checkpointer, TrajectoryManager, Trainer, Worker, WorkerProxy
+from janus.runtime import checkpoints
+from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
+from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
 from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator
@@ -78,26 +78,25 @@ def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
                        max_delay_s=0.0 if serial(cfg) else 0.005)  # serial: flush every round, not by the clock
 
 
+def checkpointed(cfg: RunConfig) -> tuple[str, ...]:
+    """Components whose state is checkpointed (RL runs with a checkpoint folder; the replay
+    buffer only off-policy: an on-policy rollout is consumed every iteration)."""
+    if not cfg.runtime.checkpoint_dir or cfg.workload.algo == "synthetic":
+        return ()
+    return ("trainer",) if cfg.janus.is_on_policy else ("trainer", "trajectory_manager")
+
+
 def checkpointer(cfg: RunConfig, name: str) -> Checkpointer | None:
-    """Checkpoints for RL runs with a checkpoint folder (the replay buffer only off-policy)."""
-    r = cfg.runtime
-    if not r.checkpoint_dir or cfg.workload.algo == "synthetic":
+    if name not in checkpointed(cfg):
         return None
-    if name == "trajectory_manager" and cfg.janus.is_on_policy:
-        return None  # an on-policy rollout is consumed every iteration: nothing worth keeping
-    return Checkpointer(r.checkpoint_dir, name, r.checkpoint_interval_s, r.resume)
-
-
-def run_state_path(cfg: RunConfig) -> Path | None:
-    return Path(cfg.runtime.checkpoint_dir) / "run_state.json" if cfg.runtime.checkpoint_dir else None
+    return Checkpointer(str(cfg.runtime.checkpoint_dir), name, cfg.runtime.resume)
 
 
 def load_run_state(cfg: RunConfig) -> dict[str, Any]:
     """Counters and learning curve of the run being resumed ({} when not resuming)."""
-    path = run_state_path(cfg)
-    if not cfg.runtime.resume or path is None or not path.is_file():
+    if not cfg.runtime.resume or not cfg.runtime.checkpoint_dir:
         return {}
-    return json.loads(path.read_text())
+    return checkpoints.read_run_state(cfg.runtime.checkpoint_dir)
 
 
 def serial(cfg: RunConfig) -> bool:
@@ -122,8 +121,10 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
     min_inserts, samples_per_insert = rl.rates(cfg)
     limiter = RateLimiter(cfg.minibatch_size, min_inserts or cfg.minibatch_size, samples_per_insert, r.max_in_flight)
     total = rl.total_updates(cfg)
+    names = checkpointed(cfg)
+    schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
     return Orchestrator("orchestrator", roles, limiter, total, restart, r.ping_interval_s, r.pong_timeout_s,
-                        initial=load_run_state(cfg))
+                        initial=load_run_state(cfg), checkpoints=schedule)
 
 
 def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
@@ -174,6 +175,8 @@ def make_backend(cfg: RunConfig) -> Any:
 
 def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> dict[str, Any]:
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
+    if cfg.runtime.resume and checkpointed(cfg):
+        checkpoints.recover(str(cfg.runtime.checkpoint_dir))  # finish a commit a crash cut short
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = rl.total_updates(cfg)
@@ -200,24 +203,22 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     finally:
         alive = backend.shutdown()
         counters = backend.counters()
-        save_run_state(cfg, backend)
+        commit_final_checkpoint(cfg, backend)
     if alive:
         raise RunFailed(f"shutdown left components running: {alive}")
     return summarize(cfg, backend, status, counters, wall)
 
 
-def save_run_state(cfg: RunConfig, backend: Any) -> None:
-    """Counters and learning curve beside the checkpoints, so ``--resume`` continues them."""
-    path = run_state_path(cfg)
-    if path is None or cfg.workload.algo == "synthetic":
-        return
-    status = backend.orchestrator_status()
-    state = {"trained": status["trained"], "env_steps": status["env_steps"], "curve": status["curve"],
-             "wall_s": status["elapsed_s"], "restarts": status["restarts"]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state))
-    tmp.replace(path)
+def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
+    """Commit what every component staged on stop, if every one did (a component that crashed
+    did not: the run then resumes from the last periodic commit, whole and consistent)."""
+    names = checkpointed(cfg)
+    folder = str(cfg.runtime.checkpoint_dir)
+    if names and checkpoints.staged(folder, names, checkpoints.FINAL):
+        status = backend.orchestrator_status()
+        state = {"trained": status["trained"], "env_steps": status["env_steps"], "curve": status["curve"],
+                 "wall_s": status["elapsed_s"], "restarts": status["restarts"]}
+        checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
 def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> dict[str, Any]:
