@@ -197,6 +197,8 @@ class SelectionOp:
             pending = self.transfer(bundle)
         if self.schedule is not None:
             self.schedule.mark_selected(count)
+        if count == 1:
+            return [pending]
         sizes = [self.batch_size] * count
         parts = {k: t.split(sizes) for k, t in pending.tensors.items()}
         return [Pending({k: parts[k][i] for k in parts}, pending.event) for i in range(count)]

@@ -17,7 +17,7 @@ from janus.errors import PipelineClosedError
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot,
+    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, PingMsg,
     SampleBatchMsg, StartMsg, StopMsg, UpdatePriorityMsg,
 )
 
@@ -236,6 +236,7 @@ class TrajectoryManager(Component):
         self.serve_thread: threading.Thread | None = None
         self.serve_error: BaseException | None = None
         self.inserted = 0
+        self.reported = 0  # `inserted` as last told to the Orchestrator
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -244,7 +245,7 @@ class TrajectoryManager(Component):
             state = self.checkpoint.restore() if self.checkpoint is not None else None
             if state is not None:
                 self.buffer.experience.load_state_dict(state["buffer"])
-                self.inserted = int(state["inserted"])
+                self.inserted = self.reported = int(state["inserted"])
                 self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
             if not self.inline_serve:
                 self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
@@ -267,7 +268,6 @@ class TrajectoryManager(Component):
         self.count("insert_s", time.perf_counter() - t0)
         self.inserted += msg.count
         self.count("transitions_inserted", msg.count)
-        self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
 
     def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
         self._raise_if_failed()
@@ -304,8 +304,14 @@ class TrajectoryManager(Component):
     def step(self) -> bool:
         self._raise_if_failed()
         served = self._serve_ready() if self.inline_serve and self.buffer is not None else False
-        self._buffer_counters()
+        self._report_inserted()
         return served
+
+    def _report_inserted(self) -> None:
+        """One count for every insert drained since the last step, not one per insert."""
+        if self.inserted != self.reported:
+            self.reported = self.inserted
+            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
 
     def _serve_ready(self) -> bool:
         """Serve credits whose batches are ready now, without waiting (serial scheduler)."""
@@ -329,7 +335,12 @@ class TrajectoryManager(Component):
         super().on_StopMsg(msg)
         if self.buffer is not None:
             self.buffer.close()  # writes every staged piece first (off-policy)
+        self._report_inserted()
         self.save(FINAL)
+
+    def on_PingMsg(self, msg: PingMsg) -> None:
+        self._buffer_counters()  # refreshed for the Pong, not on every step (a dict per step adds up)
+        super().on_PingMsg(msg)
 
     def _buffer_counters(self) -> None:
         if self.buffer is not None:
@@ -364,6 +375,7 @@ class Trainer(Component):
         self.latest: LoadParamsMsg | None = None
         self.pending: list[FetchParamsMsg] = []
         self.trained = 0
+        self.reported = 0  # `trained` as last told to the Orchestrator
         self.metrics: dict[str, float] = {}
 
     def on_StartMsg(self, msg: StartMsg) -> None:
@@ -374,6 +386,7 @@ class Trainer(Component):
             if state is not None:
                 self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]
                 self.version, self.trained = int(state["version"]) - 1, int(state["trained"])
+                self.reported = self.trained
                 self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
             self.publish()
 
@@ -388,6 +401,7 @@ class Trainer(Component):
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         super().on_StopMsg(msg)
+        self.step()  # the last count, so the Orchestrator's total matches the checkpoint's
         self.save(FINAL)
 
     def publish(self) -> None:
@@ -414,7 +428,9 @@ class Trainer(Component):
 
     def on_BatchTrainingDataMsg(self, msg: BatchTrainingDataMsg) -> None:
         assert self.learner is not None
-        batch = {k: torch.as_tensor(v).to(self.device, non_blocking=True) for k, v in msg.batch.items()}
+        batch = {k: torch.as_tensor(v) for k, v in msg.batch.items()}
+        if self.device.type != "cpu":
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         t0 = time.perf_counter()
         result = self.learner.update(batch)
         self.count("update_s", time.perf_counter() - t0)
@@ -423,9 +439,15 @@ class Trainer(Component):
         priorities = getattr(result, "priorities", None)
         if priorities is not None:
             self.send(self.tm, UpdatePriorityMsg(np.asarray(msg.batch["index"]), priorities.detach().cpu().numpy()))
-        self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
         if self.trained % self.publish_every == 0:
             self.publish()
+
+    def step(self) -> bool:
+        """Report batches trained once per drained mailbox, not per batch (a message saved per update)."""
+        if self.trained != self.reported:
+            self.reported = self.trained
+            self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
+        return False
 
 
 def as_numpy(tensors: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:

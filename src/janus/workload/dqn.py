@@ -30,6 +30,7 @@ from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
 from janus.workload.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.workload.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.workload.optim import adam, clip_grad_norm
 
 
 @dataclass
@@ -189,7 +190,8 @@ class DQNLearner:
         self.target = q_network(cfg, obs_space, action_space)
         self.target.load_state_dict(self.q.state_dict())
         self.target.requires_grad_(False)
-        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.lr)
+        self._params = list(self.q.parameters())
+        self.opt = adam(self._params, lr=cfg.lr)
         self.updates = 0
 
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
@@ -205,13 +207,12 @@ class DQNLearner:
         loss = (loss * batch["weight"].float()).mean() if "weight" in batch else loss.mean()
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.q.parameters(), self.cfg.max_grad_norm)
+        grad_norm = clip_grad_norm(self._params, self.cfg.max_grad_norm)
         self.opt.step()
         self.updates += 1
         if self.updates % self.cfg.target_update_interval == 0:
             with torch.no_grad():
-                for p_t, p in zip(self.target.parameters(), self.q.parameters()):
-                    p_t.lerp_(p, self.cfg.tau)  # exactly p when tau == 1
+                torch._foreach_lerp_(list(self.target.parameters()), self._params, self.cfg.tau)  # exactly p when tau == 1
         metrics = {"loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": float(grad_norm)}
         priorities = td.detach().abs() if self.cfg.prioritized else None
         return UpdateResult(priorities, metrics)

@@ -28,6 +28,7 @@ from torch.distributions import Categorical, Distribution, Normal
 from janus.returns import gae
 from janus.workload.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.workload.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.workload.optim import adam, clip_grad_norm
 
 
 @dataclass
@@ -185,7 +186,8 @@ class PPOLearner:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.agent = PPOAgent(cfg, obs_space, action_space)
-        self.opt = torch.optim.Adam(self.agent.parameters(), lr=cfg.lr, eps=1e-5)
+        self._params = list(self.agent.parameters())
+        self.opt = adam(self._params, lr=cfg.lr, eps=1e-5)
         self.updates = 0
 
     def set_progress(self, fraction: float) -> None:
@@ -216,7 +218,7 @@ class PPOLearner:
         loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+        clip_grad_norm(self._params, cfg.max_grad_norm)
         self.opt.step()
         self.updates += 1
         with torch.no_grad():
