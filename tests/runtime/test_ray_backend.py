@@ -281,3 +281,20 @@ def test_two_node_cluster_runs_one_proxy_per_node(tmp_path: Path) -> None:
     assert all(0 < n <= rt["param_versions_published"] for n in fetches.values())
     assert run["counts"]["transitions_inserted"] == run["counts"]["transitions_produced"] > 0
     assert all(p.poll() is not None for p in procs)
+
+
+def test_cli_train_on_ray_owns_its_ray_and_reports_after_it_is_gone(tmp_path: Path) -> None:
+    """`janus train --backend ray` starts its own Ray, shuts it down, and still writes its results
+    and final checkpoint: nothing may ask Ray for status after shutdown (that call used to
+    auto-connect to whatever cluster /tmp/ray last recorded, and hang)."""
+    from janus.runtime.checkpoints import FINAL, read_run_state
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "2500", "--backend", "ray",
+            "--out", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    state = read_run_state(out / "checkpoint")
+    assert state["tag"] == FINAL and state["trained"] == run["counts"]["updates"] > 0
+    assert run["runtime"]["backend"] == "ray" and run["episodes"] > 0

@@ -334,7 +334,12 @@ class RayBackend:
         return self._fatal
 
     def orchestrator_status(self) -> dict[str, Any]:
-        """The Orchestrator's summary plus ``finished``; a dead Orchestrator reads as a failure."""
+        """The Orchestrator's summary plus ``finished``; a dead Orchestrator reads as a failure.
+
+        After :meth:`shutdown` this is the summary taken while shutting down (Ray may be gone).
+        """
+        if self._final is not None:
+            return self._status
         try:
             self._status = ray.get(self.handles["orchestrator"].status.remote(), timeout=30)
         except ray.exceptions.RayError as exc:
@@ -382,6 +387,11 @@ class RayBackend:
                 self.outbox.send(name, StopMsg("shutdown"))
             left = max(0.1, deadline - time.monotonic())
             _wait_all([handles[n].wait_done.remote(left) for n in group], left)
+        if "orchestrator" in handles:  # its summary after the drain, for orchestrator_status()
+            try:
+                self._status = ray.get(handles["orchestrator"].status.remote(), timeout=max(1.0, deadline - time.monotonic()))
+            except (ray.exceptions.RayError, TimeoutError):
+                pass
         self._final = self._gather(max(1.0, deadline - time.monotonic()))
         for f in self._final.values():
             self.stats.merge(f["stats"])
