@@ -17,8 +17,10 @@ the field, the value given and the accepted values. Placements that need CUDA ra
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+import sys
 from dataclasses import dataclass, field, fields, replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -202,7 +204,7 @@ _RUNTIME = {f.name for f in fields(RuntimeConfig)}
 
 
 def _check_keys(given: Mapping[str, Any], accepted: set[str], where: str) -> None:
-    unknown = sorted(set(given) - accepted)
+    unknown = sorted(set(given) - accepted, key=repr)  # YAML keys may be ints, None...
     if unknown:
         raise ConfigError(
             f"unknown key(s) {', '.join(map(repr, unknown))} in {where}; accepted keys: "
@@ -253,7 +255,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file not found: {str(path)!r}")
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of keys to values, not {type(data).__name__}")
@@ -270,21 +272,31 @@ def parse_granularity(name: str, value: Any) -> float:
     if isinstance(value, bool):
         raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
     if isinstance(value, str):
+        # k/M by hand: Fraction("1e999999999") would compute 10**999999999 (minutes of CPU).
+        ratio = re.fullmatch(r"\s*([+-]?\d{1,18})\s*/\s*(\d{1,18})\s*", value)
         try:
-            return float(Fraction(value.strip()))
+            return int(ratio[1]) / int(ratio[2]) if ratio else float(value.strip())
         except (ValueError, ZeroDivisionError):
             raise invalid(name, value, "a number, or a fraction written k/M such as 1/4") from None
-    if isinstance(value, (int, float)):
+    if _is_number(value):
         return float(value)
+    if isinstance(value, (int, float)):  # NaN, inf, an int beyond float range
+        raise invalid(name, value, "a finite number")
     raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
 
 
 def _int(name: str, value: Any, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+    if not _is_number(value) or int(value) != value:
         raise invalid(name, value, f"an integer >= {low}")
     if value < low:
         raise invalid(name, value, f"an integer >= {low}")
     return int(value)
+
+
+def _is_number(value: Any) -> bool:
+    """An int or float (not a bool) that is finite as a float (no OverflowError from huge ints)."""
+    big = sys.float_info.max
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and -big <= value <= big
 
 
 def _flag(name: str, value: Any) -> int:
@@ -295,7 +307,7 @@ def _flag(name: str, value: Any) -> int:
 
 def _check_granularity(name: str, g: float, j: JanusConfig) -> None:
     if not j.is_on_policy:
-        if g < 1 or g != int(g):
+        if not math.isfinite(g) or g < 1 or g != int(g):
             raise invalid(name, g, "an integer >= 1 off-policy (operations batched per invocation)")
         return
     m = j.num_minibatches
@@ -371,8 +383,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
         raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
-    if isinstance(w.env_step_ms, bool) or not isinstance(w.env_step_ms, (int, float)) or w.env_step_ms < 0:
-        raise invalid("workload.env_step_ms", w.env_step_ms, "a number >= 0 (milliseconds)")
+    if not _is_number(w.env_step_ms) or w.env_step_ms < 0:
+        raise invalid("workload.env_step_ms", w.env_step_ms, "a finite number >= 0 (milliseconds)")
     workload = replace(
         w,
         num_actors=_int("workload.num_actors", w.num_actors),
@@ -421,13 +433,17 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         raise invalid("backend", r.backend, one_of(BACKENDS))
     if r.address is not None and (not isinstance(r.address, str) or not r.address):
         raise invalid("address", r.address, "'auto' or HOST:PORT of a Ray cluster")
-    for name in ("ping_interval_s", "pong_timeout_s"):
+    for name in ("ping_interval_s", "pong_timeout_s", "checkpoint_interval_s"):
         value = getattr(r, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise invalid(name, value, "a number of seconds > 0")
+        if not _is_number(value) or value <= 0:
+            raise invalid(name, value, "a finite number of seconds > 0")
     spi = r.samples_per_insert
-    if isinstance(spi, bool) or not isinstance(spi, (int, float)) or spi < 0:
-        raise invalid("samples_per_insert", spi, "a number >= 0 (0: unlimited)")
+    if not _is_number(spi) or spi < 0:
+        raise invalid("samples_per_insert", spi, "a finite number >= 0 (0: unlimited)")
+    if r.checkpoint_dir is not None and (not isinstance(r.checkpoint_dir, str) or not r.checkpoint_dir):
+        raise invalid("checkpoint_dir", r.checkpoint_dir, "a folder path (string) or null")
+    if not isinstance(r.resume, bool):
+        raise invalid("resume", r.resume, "true or false")
     return replace(
         r,
         workers_per_node=_int("workers_per_node", r.workers_per_node, low=0),

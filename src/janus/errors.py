@@ -34,6 +34,10 @@ class BufferEmptyError(JanusError, RuntimeError):
     """A sample was requested before enough data was written."""
 
 
+class AllocationError(JanusError, MemoryError):
+    """Memory for a buffer's storage, trees or sampled batch cannot be allocated (too large)."""
+
+
 class CheckpointError(JanusError, ValueError):
     """A checkpoint file is missing, truncated or not a janus checkpoint."""
 

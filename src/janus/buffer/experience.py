@@ -17,8 +17,15 @@ import torch
 
 from janus.buffer import checkpoint, validation
 from janus.buffer.samplers import Sampler, UniformSampler, epoch_permutation, make_generator
-from janus.buffer.storage import RingStorage
-from janus.errors import BufferEmptyError, invalid, one_of
+from janus.buffer.storage import RingStorage, placement_device
+from janus.errors import (
+    AllocationError,
+    BufferEmptyError,
+    CheckpointError,
+    PlacementUnavailableError,
+    invalid,
+    one_of,
+)
 
 SAMPLERS = ("uniform", "prioritized")
 
@@ -46,13 +53,19 @@ class ExperienceBuffer:
         eps: float = 1e-6,
     ) -> None:
         validation.check_capacity(capacity)
+        validation.check_seed(seed)
         if sampler not in SAMPLERS:
             raise invalid("sampler", sampler, one_of(SAMPLERS))
         self._storage = RingStorage(int(capacity), placement)
         self._sampler_name = sampler
         self._sampler_kwargs = {"alpha": alpha, "beta": beta, "eps": eps} if sampler == "prioritized" else {}
         self.seed = seed
-        self._sampler: Sampler = self._make_sampler(seed)
+        try:
+            self._sampler: Sampler = self._make_sampler(seed)
+        except RuntimeError as exc:  # the prioritized trees may not fit in memory
+            if not validation.is_out_of_memory(exc):
+                raise
+            raise _allocation_error(f"priority trees for capacity={capacity}", exc) from None
         self._epoch_generator = make_generator(torch.device("cpu"), None if seed is None else seed + 1)
         self._lock = threading.RLock()
         self._written = 0  # total items ever written = next key
@@ -113,7 +126,13 @@ class ExperienceBuffer:
             batch, specs = validation.check_batch(data, self._storage.specs, self.capacity, self.device)
             n = next(iter(batch.values())).shape[0]
             if not self._storage.allocated:
-                self._storage.allocate(specs)
+                try:
+                    self._storage.allocate(specs)
+                except RuntimeError as exc:  # undo a partial allocation
+                    self._storage = RingStorage(self.capacity, self.placement)
+                    if not validation.is_out_of_memory(exc):
+                        raise
+                    raise _allocation_error(f"storage for capacity={self.capacity} items of {specs}", exc) from None
             start = self._written % self.capacity
             self._storage.write(start, batch)
             keys = torch.arange(self._written, self._written + n, dtype=torch.long)
@@ -131,12 +150,19 @@ class ExperienceBuffer:
         """Draw ``batch_size`` items: field -> tensor, plus ``"index"`` (keys) and, if prioritized,
         ``"weight"`` (importance weights)."""
         validation.check_batch_size(batch_size)
+        if sampler_kwargs:
+            validation.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
         with self._lock:
             size = len(self)
             if size == 0:
                 raise BufferEmptyError("cannot sample from an empty ExperienceBuffer: call extend() first")
-            slots, weights = self._sampler.sample(int(batch_size), size, **sampler_kwargs)
-            out = self._storage.gather(slots)
+            try:
+                slots, weights = self._sampler.sample(int(batch_size), size, **sampler_kwargs)
+                out = self._storage.gather(slots)
+            except (RuntimeError, MemoryError) as exc:
+                if not validation.is_out_of_memory(exc):
+                    raise
+                raise _allocation_error(f"a batch of batch_size={batch_size} items", exc) from None
             out["index"] = self._keys_of(slots)
         if weights is not None:
             out["weight"] = weights
@@ -150,11 +176,17 @@ class ExperienceBuffer:
             return out
 
     def epoch(self, batch_size: int, shuffle: bool = True) -> Iterator[dict[str, torch.Tensor]]:
-        """Iterate over every stored item exactly once, in minibatches of ``batch_size``."""
+        """Iterate over every stored item exactly once, in minibatches of ``batch_size``.
+
+        Bad arguments and an empty buffer raise here, not at the first ``next()``.
+        """
         validation.check_batch_size(batch_size)
-        size = len(self)
-        if size == 0:
+        if len(self) == 0:
             raise BufferEmptyError("cannot iterate an empty ExperienceBuffer: call extend() first")
+        return self._epoch(int(batch_size), shuffle)
+
+    def _epoch(self, batch_size: int, shuffle: bool) -> Iterator[dict[str, torch.Tensor]]:
+        size = len(self)
         if shuffle:
             order = epoch_permutation(size, size, self._epoch_generator, torch.device("cpu"))
         else:
@@ -210,19 +242,35 @@ class ExperienceBuffer:
             }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` output into this buffer (same capacity and sampler)."""
-        checkpoint.check_compatible(state, self.capacity, self._sampler_name)
+        """Restore :meth:`state_dict` output into this buffer (same capacity and sampler).
+
+        The state is restored into new storage, sampler and generator first: a malformed state
+        raises :class:`CheckpointError` and leaves this buffer as it was.
+        """
         with self._lock:
-            specs = checkpoint.specs_from_state(state)
-            self._storage = RingStorage(self.capacity, self.placement)
-            if specs:
-                self._storage.allocate(specs)
-                size = min(int(state["written"]), self.capacity)
-                for k, t in state["data"].items():
-                    self._storage.fields[k][:size].copy_(t)
-            self._written = int(state["written"])
-            self._sampler.load_state_dict(_to_device(state["sampler_state"], self.device))
-            self._epoch_generator.set_state(state["epoch_rng"])
+            try:
+                checkpoint.check_compatible(state, self.capacity, self._sampler_name)
+                written = checkpoint.written_from_state(state)
+                specs = checkpoint.specs_from_state(state)
+                storage = RingStorage(self.capacity, self.placement)
+                if specs:
+                    try:
+                        storage.allocate(specs)
+                    except RuntimeError as exc:
+                        if not validation.is_out_of_memory(exc):
+                            raise
+                        raise _allocation_error(f"storage for capacity={self.capacity} items of {specs}", exc) from None
+                    checkpoint.copy_data(state, storage.fields, min(written, self.capacity))
+                sampler = self._make_sampler(0)  # seeded: draws nothing from torch's global RNG
+                sampler.load_state_dict(_to_device(state["sampler_state"], self.device))
+                epoch_generator = make_generator(torch.device("cpu"), 0)
+                epoch_generator.set_state(state["epoch_rng"])
+            except (CheckpointError, AllocationError):
+                raise
+            except (LookupError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+                raise CheckpointError(f"malformed janus checkpoint state: {type(exc).__name__}: {exc}") from None
+            self._storage, self._written = storage, written
+            self._sampler, self._epoch_generator = sampler, epoch_generator
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (temporary file, then rename)."""
@@ -232,11 +280,24 @@ class ExperienceBuffer:
     def load(cls, path: str | Path, placement: str | None = None) -> "ExperienceBuffer":
         """Load a checkpoint written by :meth:`save` (no pickled code is executed)."""
         state = checkpoint.load_state(path)
-        buf = cls(
-            state["capacity"], placement or state["placement"], state["sampler"], state["seed"], **state["sampler_kwargs"]
-        )
+        if placement is not None:
+            placement_device(placement)  # a bad argument is the caller's error, not the file's
+        try:
+            buf = cls(state["capacity"], placement or state["placement"], state["sampler"], state["seed"],
+                      **state["sampler_kwargs"])
+        except PlacementUnavailableError:
+            raise
+        except (LookupError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"{str(path)!r} holds a malformed janus checkpoint: {type(exc).__name__}: {exc}"
+            ) from None
         buf.load_state_dict(state)
         return buf
+
+
+def _allocation_error(what: str, exc: BaseException) -> AllocationError:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return AllocationError(f"cannot allocate {what}: {first}")
 
 
 def _to_cpu(state: dict[str, Any]) -> dict[str, Any]:

@@ -9,18 +9,18 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from janus.buffer.samplers import make_generator
 from janus.buffer.sumtree import MinTree, SumTree
+from janus.buffer.validation import is_finite_number
 from janus.errors import BufferEmptyError, BufferInputError, invalid
 
 
 def _check_number(name: str, value: float, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise invalid(name, value, "a finite number")
     if value < 0 or (positive and value == 0):
         raise invalid(name, value, "a number > 0" if positive else "a number >= 0")
@@ -70,7 +70,7 @@ class PrioritizedSampler:
             raise BufferEmptyError(f"cannot sample from an empty buffer (size={size})")
         if batch_size < 1:
             raise invalid("batch_size", batch_size, "an int >= 1", BufferInputError)
-        beta = self.beta if beta is None else beta
+        beta = self.beta if beta is None else float(beta)  # a huge int would overflow pow_
         offsets = self._offsets.get(batch_size)
         if offsets is None:  # segment starts; the first is nudged above 0 so fractions are > 0
             offsets = torch.arange(batch_size, dtype=torch.float64, device=self.device) / batch_size

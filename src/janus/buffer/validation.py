@@ -6,6 +6,7 @@ Errors name the argument, what was given and what is accepted.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Mapping
 
 import numpy as np
@@ -14,21 +15,65 @@ import torch
 from janus.buffer.storage import FieldSpec
 from janus.errors import BufferInputError, BufferTypeError, invalid
 
+#: Largest capacity / batch size accepted: far beyond any memory, yet small enough that torch
+#: reports an allocation failure (not an integer overflow) when asked for that many items.
+MAX_ITEMS = 2**40
+
+
+def _is_count(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and 1 <= value <= MAX_ITEMS
+
 
 def check_capacity(capacity: Any) -> None:
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
-        raise invalid("capacity", capacity, "an integer >= 1", BufferInputError)
+    if not _is_count(capacity):
+        raise invalid("capacity", capacity, "an integer in [1, 2**40]", BufferInputError)
 
 
 def check_batch_size(batch_size: Any) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise invalid("batch_size", batch_size, "an integer >= 1", BufferInputError)
+    if not _is_count(batch_size):
+        raise invalid("batch_size", batch_size, "an integer in [1, 2**40]", BufferInputError)
+
+
+def is_finite_number(value: Any) -> bool:
+    """An int or float (not a bool) that is finite as a float (compared, not converted: a huge int
+    raises no OverflowError)."""
+    big = sys.float_info.max
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and -big <= value <= big
+
+
+def check_seed(seed: Any) -> None:
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -(2**63) <= seed < 2**63 - 1:
+        raise invalid("seed", seed, "None or an integer in [-2**63, 2**63 - 1)", BufferInputError)
+
+
+def check_sampler_kwargs(sampler: str, kwargs: Mapping[str, Any]) -> None:
+    """``sample(**kwargs)``: the prioritized sampler takes ``beta`` (a finite number >= 0), the uniform one nothing."""
+    accepted = {"beta"} if sampler == "prioritized" else set()
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise BufferTypeError(
+            f"sample() got unexpected keyword argument(s) {unknown} for sampler={sampler!r}; "
+            f"accepted: {sorted(accepted) or 'none'}"
+        )
+    if "beta" in kwargs and kwargs["beta"] is not None:
+        beta = kwargs["beta"]
+        if not is_finite_number(beta) or beta < 0:
+            raise invalid("beta", beta, "a finite number >= 0 (or None for the buffer's beta)", BufferInputError)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch (or Python) failing to allocate memory (host, pinned or GPU)."""
+    text = str(exc)
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or any(
+        s in text for s in ("can't allocate memory", "out of memory", "overflow")
+    )
 
 
 def check_prioritized_args(alpha: float, beta: float, eps: float) -> None:
     for name, value, low, strict in (("alpha", alpha, 0.0, False), ("beta", beta, 0.0, False), ("eps", eps, 0.0, True)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        ok = ok and (value > low if strict else value >= low)
+        ok = is_finite_number(value) and (value > low if strict else value >= low)
         if not ok:
             raise invalid(name, value, f"a finite number {'>' if strict else '>='} {low}", BufferInputError)
 
@@ -39,7 +84,12 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise BufferTypeError(f"field {name!r}: numpy arrays of dtype object cannot be stored")
-        return torch.from_numpy(np.ascontiguousarray(value))
+        try:
+            return torch.from_numpy(np.ascontiguousarray(value))
+        except TypeError:  # str, bytes, datetime, structured... dtypes torch has no equivalent for
+            raise invalid(
+                f"field {name!r} dtype", f"numpy {value.dtype}", "a numeric or bool dtype torch supports", BufferTypeError
+            ) from None
     raise BufferTypeError(
         f"field {name!r}: got {type(value).__name__}; accepted: a torch.Tensor or numpy.ndarray "
         "with a leading batch dimension"
@@ -120,7 +170,12 @@ def _vector(name: str, value: Any, dtype: torch.dtype) -> torch.Tensor:
     # An empty list has numpy's default dtype (float64): nothing to reject then.
     if dtype == torch.long and t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
         raise invalid(f"{name} dtype", t.dtype, "integer keys as returned in batch['index']", BufferInputError)
-    return t.to("cpu", dtype)
+    if dtype != torch.long and t.is_complex():
+        raise invalid(f"{name} dtype", t.dtype, "real numbers", BufferInputError)
+    try:
+        return t.to("cpu", dtype)
+    except RuntimeError:  # e.g. a meta tensor: no data to read
+        raise invalid(f"{name} device", str(t.device), "'cpu' or the buffer's device", BufferInputError) from None
 
 
 def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -39,7 +39,7 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None) -> 
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
-    if env_id not in gym.registry:
+    if not isinstance(env_id, str) or env_id not in gym.registry:
         close = difflib.get_close_matches(str(env_id), list(gym.registry), n=3)
         examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -49,7 +49,7 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None) -> 
             [lambda: gym.make(env_id) for _ in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-    except gym.error.Error as exc:  # e.g. DependencyNotInstalled for box2d/mujoco environments
+    except (gym.error.Error, ImportError) as exc:  # e.g. box2d/mujoco/jax/shimmy not installed
         raise ConfigError(f"invalid --env: got {env_id!r}, which could not be created: {exc}") from exc
     space = envs.single_observation_space
     if not isinstance(space, spaces.Box):
