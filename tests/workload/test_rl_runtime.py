@@ -296,3 +296,23 @@ def test_tensorboard_missing_is_a_clear_config_error(monkeypatch: pytest.MonkeyP
     with pytest.raises(ConfigError, match="tensorboard"):
         tb.check_tensorboard()
     assert not (tmp_path / "tb").exists()
+
+
+@pytest.mark.parametrize("algo, key, value, accepted", [
+    ("dqn", "n_step", "x", "integer >= 1"),
+    ("dqn", "n_step", 0, "integer >= 1"),
+    ("dqn", "prioritized", "yes", "true or false"),
+    ("dqn", "gamma", 1.5, "[0, 1]"),
+    ("dqn", "lr", 0, "> 0"),
+    ("dqn", "train_frequency", float("nan"), "finite"),
+    ("ppo", "hidden", [64, 0], "layer widths"),
+    ("ppo", "ent_coef", -0.1, ">= 0"),
+])
+def test_bad_algorithm_values_are_config_errors(monkeypatch: pytest.MonkeyPatch, algo: str, key: str, value: Any, accepted: str) -> None:
+    """YAML ``algorithm:`` values get the same clear errors as flags (was: a raw TypeError)."""
+    import re
+
+    no_run(monkeypatch)
+    with pytest.raises(ConfigError, match=rf"algorithm\.{key}.*{re.escape(accepted)}"):
+        rl_cfg(algo, 1000, algorithm={key: value})
+    rl_cfg(algo, 1000, algorithm={"init_log_std": -0.5} if algo == "ppo" else {"learning_starts": 0})  # in range

@@ -70,6 +70,7 @@ def validate_rl(cfg: Any) -> None:
             raise ConfigError(f"algorithm.{key} is set by the data-path config for {w.algo}: set {MAPPED[key]} instead")
         if key not in names:
             raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {w.algo}: {', '.join(sorted(names - set(MAPPED)))}")
+        _check_algorithm_value(key, cfg.algorithm[key], getattr(_config_class(w.algo)(), key))
     wants_on_policy = w.algo == "ppo"
     if bool(j.is_on_policy) != wants_on_policy:
         raise invalid("is_on_policy", j.is_on_policy, f"{str(wants_on_policy).lower()} for --algo {w.algo}")
@@ -83,6 +84,36 @@ def validate_rl(cfg: Any) -> None:
         raise ConfigError(f"--env {w.env!r}: {exc}{hint}") from None
     if w.algo == "dqn" and w.rollout_length < algorithm_config(cfg).n_step:
         raise invalid("workload.rollout_length", w.rollout_length, "at least algorithm.n_step for dqn")
+
+
+UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "tau"}
+ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
+POSITIVE = {"lr", "train_frequency"}  # numbers that must be > 0
+SIGNED = {"init_log_std"}  # any finite number
+
+
+def _check_algorithm_value(key: str, value: Any, default: Any) -> None:
+    """``algorithm.<key>`` has the default's type and a sensible range: see the sets above."""
+    name = f"algorithm.{key}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise invalid(name, value, "true or false")
+    elif isinstance(default, tuple):
+        if not isinstance(value, (list, tuple)) or not value or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+            raise invalid(name, value, "a non-empty list of layer widths (integers >= 1)")
+    elif isinstance(default, int):
+        low = 0 if key in ZERO_OK else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise invalid(name, value, f"an integer >= {low}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise invalid(name, value, "a finite number")
+        if key in UNIT_INTERVAL and not 0 <= value <= 1:
+            raise invalid(name, value, "a number in [0, 1]")
+        if key in POSITIVE and value <= 0:
+            raise invalid(name, value, "a number > 0")
+        if key not in SIGNED and value < 0:
+            raise invalid(name, value, "a number >= 0")
 
 
 def total_updates(cfg: Any) -> int:
