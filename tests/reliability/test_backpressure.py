@@ -21,9 +21,12 @@ def test_fast_producers_stay_bounded_and_blocked_time_is_reported() -> None:
     process = psutil.Process()
 
     def produce(p: int) -> None:
+        # no env cost and no generation cost: a put is instant, far faster than the 4 MiB copy
+        # that collects it (generating fresh data could be slower than that copy, then nothing blocks)
+        piece = {"x": torch.full((64, 16, 1024), float(p))}
         while not stop.is_set():
             try:
-                jb.put({"x": torch.rand(64, 16, 1024)}, timeout=1)  # no env cost: as fast as possible
+                jb.put(piece, timeout=1)
                 produced[p] += 1
             except TimeoutError:
                 continue
