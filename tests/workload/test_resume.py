@@ -16,7 +16,7 @@ def _train(out: Path, *extra: str) -> None:
     assert main(["train", "--algo", "dqn", "--total_env_steps", "3000", "--seed", "1", "--out", str(out), *extra]) == 0
 
 
-def test_resume_restores_policy_optimiser_counters_and_replay(tmp_path: Path) -> None:
+def test_resume_restores_policy_optimiser_counters_and_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     _train(run)
     ckpt = run / "checkpoint"
@@ -27,7 +27,11 @@ def test_resume_restores_policy_optimiser_counters_and_replay(tmp_path: Path) ->
     assert state["trained"] == trainer["trained"] > 0 and state["env_steps"] > 0
 
     # resuming with the budget already spent trains nothing: everything restored must be unchanged
+    capsys.readouterr()
     assert main(["train", "--resume", str(run), "--total_env_steps", "3000"]) == 0
+    said = capsys.readouterr().out
+    assert f"resuming from the end of the last run: {state['trained']:,} updates, {state['env_steps']:,} env steps" in said
+    assert f"{replay['inserted']:,} transitions in replay" in said
     trainer2 = load_state(ckpt / "trainer.pt", fmt="janus.trainer")
     assert trainer2["trained"] == trainer["trained"] and trainer2["version"] == trainer["version"]
     for part in ("q", "target"):

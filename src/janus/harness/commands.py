@@ -58,12 +58,28 @@ def run_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_resume_point(folder: str) -> None:
+    """Say which checkpoint a resumed run starts from (finishing a commit a crash cut short)."""
+    from janus.runtime import checkpoints
+
+    checkpoints.recover(folder)
+    state = checkpoints.read_run_state(folder)
+    if not state:
+        print(f"resuming: no committed checkpoint in {folder}; starting from scratch", flush=True)
+        return
+    which = "the end of the last run" if state.get("tag") == checkpoints.FINAL else f"periodic checkpoint {state.get('tag')}"
+    replay = f", {state['inserted']:,} transitions in replay" if "inserted" in state else ""
+    print(f"resuming from {which}: {state['trained']:,} updates, {state['env_steps']:,} env steps{replay}", flush=True)
+
+
 def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> RunConfig:
     """Checkpoints for RL runs go to OUT/checkpoint; the resolved config is saved as OUT/config.yaml."""
     resume = getattr(args, "resume", None) is not None
     if cfg.workload.algo != "synthetic":
         runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume)
         cfg = replace(cfg, runtime=runtime)
+        if resume:
+            _print_resume_point(str(runtime.checkpoint_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
     saved = cfg.to_dict()
     saved["runtime"] = {**saved["runtime"], "checkpoint_dir": None, "resume": False}  # set per invocation

@@ -216,8 +216,8 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
     folder = str(cfg.runtime.checkpoint_dir)
     if names and checkpoints.staged(folder, names, checkpoints.FINAL):
         status = backend.orchestrator_status()
-        state = {"trained": status["trained"], "env_steps": status["env_steps"], "curve": status["curve"],
-                 "wall_s": status["elapsed_s"], "restarts": status["restarts"]}
+        state = {"trained": status["trained"], "env_steps": status["env_steps"], "inserted": status["inserted"],
+                 "curve": status["curve"], "wall_s": status["elapsed_s"], "restarts": status["restarts"]}
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
