@@ -281,3 +281,13 @@ def test_shape_mismatch_raises_buffer_input_error(name, call):
 def test_bad_hyperparameters_raise_config_error(call):
     with pytest.raises(ConfigError):
         call()
+
+
+def test_gae_numpy_scan_matches_the_torch_loop_exactly() -> None:
+    """CPU tensors take a numpy scan; tensors that need grad (and CUDA ones) the torch loop."""
+    g = torch.Generator().manual_seed(0)
+    reward, value, next_value = (torch.randn(64, 8, generator=g) for _ in range(3))
+    term, trunc = torch.rand(64, 8, generator=g) < 0.05, torch.rand(64, 8, generator=g) < 0.05
+    fast = gae(reward, value, next_value, term, trunc, 0.99, 0.95)
+    loop = gae(reward.clone().requires_grad_(), value, next_value, term, trunc, 0.99, 0.95)
+    assert torch.equal(fast[0], loop[0].detach()) and torch.equal(fast[1], loop[1].detach())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from janus.errors import BufferInputError, BufferTypeError, ConfigError, invalid
@@ -174,9 +175,24 @@ def gae(
     zero = torch.zeros_like(reward)
     delta = reward + gamma * torch.where(term, zero, next_value) - value
     cont = ~(term | trunc)
+    if delta.device.type == "cpu" and not delta.requires_grad:
+        adv = torch.from_numpy(_gae_scan(delta.numpy(), cont.numpy(), gamma * lam))
+        return adv, adv + value
     adv = torch.empty_like(reward)
     a = reward.new_zeros(shape[1])
     for t in range(shape[0] - 1, -1, -1):
         a = delta[t] + gamma * lam * torch.where(cont[t], a, zero[t])
         adv[t] = a
     return adv, adv + value
+
+
+def _gae_scan(delta: np.ndarray, cont: np.ndarray, decay: float) -> np.ndarray:
+    """``A[t] = delta[t] + decay * cont[t] * A[t+1]`` backwards in time, on numpy arrays: the same
+    float32 arithmetic as the torch loop, at a fraction of its per-op cost for small batches."""
+    factor = cont.astype(delta.dtype) * delta.dtype.type(decay)
+    adv = np.empty_like(delta)
+    a = np.zeros(delta.shape[1:], dtype=delta.dtype)
+    for t in range(delta.shape[0] - 1, -1, -1):
+        a = delta[t] + factor[t] * a
+        adv[t] = a
+    return adv

@@ -236,3 +236,29 @@ def test_dqn_learns_cartpole_quickly():
 # PPO 25k steps: 147-376 in 4-6 s; DQN 12k steps: 198-246 in 8-16 s.
 PPO_STEPS, PPO_FAST, PPO_MIN = 25_000, PPOConfig(lr=1e-3), 100.0
 DQN_STEPS, DQN_FAST, DQN_MIN = 12_000, DQNConfig(exploration_steps=5_000, learning_starts=500), 100.0
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_fused_policy_value_matches_the_agent(env_id: str) -> None:
+    """The acting fast path computes what the agent's modules and torch.distributions compute."""
+    from torch.distributions import Categorical
+
+    from janus.workload.ppo import FusedPolicyValue
+
+    actor = PPOActor(PPOConfig(init_log_std=-0.3), env_id, seed=0, num_envs=2)
+    obs = torch.randn(4096, actor.envs.single_observation_space.shape[0])
+    action, logprob, value = FusedPolicyValue(actor.agent)(obs, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        dist = actor.agent.dist(obs)
+        assert torch.allclose(value, actor.agent.value(obs), atol=1e-5)
+        assert torch.allclose(logprob, actor.agent.log_prob(dist, action), atol=1e-5)
+        learner_logprob, entropy = actor.agent.logprob_entropy(obs, action)
+        assert torch.allclose(learner_logprob, logprob, atol=1e-5)
+        assert torch.allclose(entropy, actor.agent.entropy(dist), atol=1e-5)
+    if env_id == "CartPole-v1":  # sampled actions follow the policy: frequencies vs probabilities
+        probs = Categorical(logits=torch.tensor([0.3, -0.4])).probs
+        fused = FusedPolicyValue(actor.agent)
+        fused.layers = [(torch.zeros(obs.shape[1], 3), torch.tensor([0.3, -0.4, 0.0]))]  # logits straight from the bias
+        sampled, _, _ = fused(torch.zeros(20_000, obs.shape[1]), torch.Generator().manual_seed(1))
+        freq = torch.bincount(sampled, minlength=2).float() / 20_000
+        assert torch.allclose(freq, probs, atol=0.015), (freq, probs)
