@@ -59,10 +59,9 @@ def run_rollout(args: argparse.Namespace) -> int:
 
 
 def _print_resume_point(folder: str) -> None:
-    """Say which checkpoint a resumed run starts from (finishing a commit a crash cut short)."""
+    """Say which checkpoint a resumed run starts from (run_state.json names the committed one)."""
     from janus.runtime import checkpoints
 
-    checkpoints.recover(folder)
     state = checkpoints.read_run_state(folder)
     if not state:
         print(f"resuming: no committed checkpoint in {folder}; starting from scratch", flush=True)

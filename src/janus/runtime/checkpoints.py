@@ -107,16 +107,15 @@ def _promote(folder: str | Path, tag: str, drop_others: bool) -> None:
 class CheckpointSchedule:
     """The Orchestrator's side: when to ask for a checkpoint and when one is complete."""
 
-    def __init__(self, folder: str, names: tuple[str, ...], interval_s: float, seq: int = 0) -> None:
+    def __init__(self, folder: str, names: tuple[str, ...], interval_s: float) -> None:
         self.folder = folder
         self.names = names
         self.interval_s = interval_s
-        self.seq = seq
+        self.seq = 0  # the tag of the latest checkpoint begun
         self.last = time.monotonic()
         self.waiting: set[str] = set()
         self.acks: dict[str, dict[str, float]] = {}
         self.run_state: dict[str, Any] = {}
-        self.committed = 0
 
     def due(self) -> bool:
         return not self.waiting and time.monotonic() - self.last >= self.interval_s
@@ -142,6 +141,5 @@ class CheckpointSchedule:
         for counters_of in self.acks.values():  # the components' own counters win (same instant as their files)
             state.update(counters_of)
         commit(self.folder, self.names, self.seq, state)
-        self.committed += 1
         self.last = time.monotonic()
         return True

@@ -16,6 +16,12 @@ from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import CheckpointMsg, CountsMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg
 
 
+def run_state(summary: dict[str, Any]) -> dict[str, Any]:
+    """The part of an Orchestrator :meth:`~Orchestrator.summary` that ``--resume`` continues."""
+    return {"trained": summary["trained"], "env_steps": summary["env_steps"], "curve": summary["curve"],
+            "wall_s": summary["elapsed_s"], "restarts": summary["restarts"]}
+
+
 class Orchestrator(Component):
     """Starts everyone, paces sampling, watches health, restarts workers, stops at the goal.
 
@@ -91,8 +97,7 @@ class Orchestrator(Component):
 
     def run_state(self) -> dict[str, Any]:
         """What ``--resume`` continues: counters, learning curve and clock of this instant."""
-        return {"trained": self.trained, "env_steps": self.env_steps, "curve": list(self.curve),
-                "wall_s": self.elapsed_s, "restarts": dict(self.restarts)}
+        return run_state(self.summary())
 
     def on_PongMsg(self, msg: PongMsg) -> None:
         self.last_pong[msg.sender] = time.monotonic()

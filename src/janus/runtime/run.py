@@ -20,7 +20,7 @@ from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
 from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import StartMsg
-from janus.runtime.orchestrator import Orchestrator
+from janus.runtime.orchestrator import Orchestrator, run_state
 from janus.workload import rl_runtime as rl
 
 Progress = Callable[[int, int, str], None]
@@ -216,8 +216,9 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
     folder = str(cfg.runtime.checkpoint_dir)
     if names and checkpoints.staged(folder, names, checkpoints.FINAL):
         status = backend.orchestrator_status()
-        state = {"trained": status["trained"], "env_steps": status["env_steps"], "inserted": status["inserted"],
-                 "curve": status["curve"], "wall_s": status["elapsed_s"], "restarts": status["restarts"]}
+        state = run_state(status)
+        if "trajectory_manager" in names:  # the replay buffer's count, as periodic commits record it
+            state["inserted"] = status["inserted"]
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 

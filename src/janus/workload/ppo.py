@@ -120,12 +120,6 @@ class PPOAgent(nn.Module):
         logp = torch.log_softmax(self.actor(obs.flatten(1)), -1)
         return logp.gather(1, action.long().unsqueeze(1)).squeeze(1), -(logp.exp() * logp).sum(-1)
 
-    def sample(self, dist: Distribution, generator: torch.Generator) -> torch.Tensor:
-        """Draw from ``dist`` with an explicit generator (reproducible, global RNG untouched)."""
-        if self.continuous:
-            return dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=generator)
-        return torch.multinomial(dist.probs, 1, generator=generator).squeeze(1)
-
 
 class FusedPolicyValue:
     """Policy and value heads of a :class:`PPOAgent` evaluated in one pass, for acting.
