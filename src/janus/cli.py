@@ -9,7 +9,9 @@ table and writes ``results.json``, ``results.csv`` and ``chart.png`` into the ou
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
@@ -145,8 +147,19 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return from_dict(overrides, base=cfg) if overrides else cfg
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C (clean shutdown, final checkpoint), then exit."""
+
+
+def _stop_on_signal(signum: int, frame: object) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _stop_on_signal)
     try:
         from janus.harness.commands import run_command, run_rollout
 
@@ -159,9 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JanusError as exc:
         print(f"janus {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"janus {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        why = f" by {exc.args[0]}" if isinstance(exc, Terminated) and exc.args else ""
+        print(f"janus {args.command}: interrupted{why}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ class WorkloadConfig:
     """On-policy epochs over each rollout."""
 
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "process", "ray")
 
 
 @dataclass

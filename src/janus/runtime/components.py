@@ -328,7 +328,9 @@ class TrajectoryManager(Component):
         return served
 
     def _send_batch(self, request_id: int, batch: dict) -> None:
-        self.send(self.trainer, BatchTrainingDataMsg(request_id, as_numpy(batch)))
+        # Tensors as the LearnerBuffer holds them (on the learner device): a Trainer in this process
+        # takes them by reference; a transport that crosses processes converts them (see Ray's outbox).
+        self.send(self.trainer, BatchTrainingDataMsg(request_id, batch))
         self.count("batches_sent")
 
     def on_StopMsg(self, msg: StopMsg) -> None:
@@ -428,9 +430,12 @@ class Trainer(Component):
 
     def on_BatchTrainingDataMsg(self, msg: BatchTrainingDataMsg) -> None:
         assert self.learner is not None
+        # Local and process backends: already on the learner device (SelectionOp put it there, from
+        # pinned staging on CUDA). Ray: numpy from another process, moved here.
         batch = {k: torch.as_tensor(v) for k, v in msg.batch.items()}
-        if self.device.type != "cpu":
+        if any(v.device != self.device for v in batch.values()):
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+            self.count("batches_moved_to_device")
         t0 = time.perf_counter()
         result = self.learner.update(batch)
         self.count("update_s", time.perf_counter() - t0)
@@ -438,7 +443,9 @@ class Trainer(Component):
         self.metrics = dict(getattr(result, "metrics", {}) or {})
         priorities = getattr(result, "priorities", None)
         if priorities is not None:
-            self.send(self.tm, UpdatePriorityMsg(np.asarray(msg.batch["index"]), priorities.detach().cpu().numpy()))
+            keys = msg.batch["index"]
+            keys = keys.cpu().numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+            self.send(self.tm, UpdatePriorityMsg(keys, priorities.detach().cpu().numpy()))
         if self.trained % self.publish_every == 0:
             self.publish()
 
@@ -448,8 +455,3 @@ class Trainer(Component):
             self.reported = self.trained
             self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
         return False
-
-
-def as_numpy(tensors: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """Tensors as numpy arrays for a message payload (zero-copy for CPU tensors)."""
-    return {k: (v.numpy() if v.device.type == "cpu" else v.cpu().numpy()) for k, v in tensors.items()}

@@ -40,9 +40,15 @@ def make_buffer(cfg: RunConfig) -> JanusBuffer:
         if a.prioritized:
             sampler, kwargs = "prioritized", {"alpha": a.per_alpha, "beta": a.per_beta}
     return JanusBuffer(
-        j.__class__(**{**vars(j), "learner_device": "cpu"}),  # the Trainer moves batches to its device
+        j.__class__(**{**vars(j), "learner_device": learner_end_device(cfg)}),
         rollout_size=rollout, num_epochs=cfg.workload.num_epochs, seed=cfg.seed, sampler=sampler, **kwargs,
     )
+
+
+def learner_end_device(cfg: RunConfig) -> str:
+    """Where SelectionOp puts batches: the learner's device where the Trainer shares the buffer's
+    process (local, process backends; pinned staging and async copies on CUDA), else the host."""
+    return "cpu" if cfg.runtime.backend == "ray" else cfg.janus.learner_device
 
 
 def make_actor(cfg: RunConfig, index: int) -> Any:
@@ -168,6 +174,10 @@ def make_backend(cfg: RunConfig) -> Any:
         from janus.runtime.backends.ray import RayBackend
 
         return RayBackend(cfg.runtime.address, cfg.runtime.max_calls_in_flight)
+    if cfg.runtime.backend == "process":
+        from janus.runtime.backends.process import ProcessBackend
+
+        return ProcessBackend(cfg)
     from janus.runtime.backends.local import LocalBackend
 
     return LocalBackend(serial=serial(cfg))

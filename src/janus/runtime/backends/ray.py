@@ -22,7 +22,7 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -97,6 +97,7 @@ class RayOutbox:
         self._lock = threading.RLock()  # a Host thread and a serve thread may send at once
 
     def send(self, dest: str, msg: Any) -> None:
+        msg = to_wire(msg)
         self.stats.record(msg)
         with self._lock:
             route = self._routes.get(dest)
@@ -141,6 +142,23 @@ class RayOutbox:
                 while len(self._resolved) > 3:
                     self._resolved.popitem(last=False)
             return self._resolved[key]
+
+
+def to_wire(msg: Any) -> Any:
+    """``msg`` with torch tensors in its mapping payloads as numpy arrays (Ray moves numpy ~5x faster
+    than tensors, and a CUDA tensor must leave the device before it leaves the process)."""
+    import dataclasses
+
+    import torch
+
+    if not dataclasses.is_dataclass(msg):
+        return msg
+    changes = {}
+    for f in dataclasses.fields(msg):
+        value = getattr(msg, f.name)
+        if isinstance(value, Mapping) and any(isinstance(v, torch.Tensor) for v in value.values()):
+            changes[f.name] = {k: (v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in value.items()}
+    return dataclasses.replace(msg, **changes) if changes else msg
 
 
 class ComponentActor:

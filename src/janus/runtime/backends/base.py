@@ -1,0 +1,49 @@
+"""The interface every backend provides to ``runtime/run.py`` (local, process and ray)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from janus.runtime.component import Component
+from janus.runtime.stats import MessageStats
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Hosts components, delivers messages between them, restarts workers, reports failures.
+
+    Lifecycle: :meth:`add` every component, :meth:`start`, :meth:`deliver` the StartMsg, poll
+    :meth:`orchestrator_status` and :attr:`fatal`, then :meth:`shutdown` (always, also on error);
+    :meth:`counters` is valid after shutdown.
+    """
+
+    name: str
+    stats: MessageStats
+
+    def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
+        """Register a component; ``factory`` must be picklable where the backend crosses processes."""
+
+    def start(self) -> None:
+        """Create every component (and its process); return once all are up."""
+
+    def deliver(self, dest: str, msg: Any) -> None:
+        """Send ``msg`` to component ``dest`` from outside (the driver)."""
+
+    def restart(self, name: str) -> None:
+        """Replace worker ``name`` by a fresh instance (the Orchestrator calls this)."""
+
+    def kill(self, name: str) -> None:
+        """Make component ``name`` die as if its process crashed (fault tests)."""
+
+    @property
+    def fatal(self) -> tuple[str, str] | None:
+        """``(component, traceback)`` once a non-worker component failed, else None."""
+
+    def orchestrator_status(self) -> dict[str, Any]:
+        """The Orchestrator's summary plus ``finished``."""
+
+    def shutdown(self, timeout: float = 10.0) -> list[str]:
+        """Stop everything in data-flow order without dropping data; names of what is still alive."""
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        """Every component's counters (workers' as last reported)."""

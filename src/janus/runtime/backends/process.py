@@ -1,0 +1,440 @@
+"""The ``process`` backend: workers in OS processes of this node, rollouts through shared memory.
+
+Every Worker runs in a spawned process of its own (one torch thread). The other components —
+WorkerProxy, TrajectoryManager, Trainer, Orchestrator — are threads of this, the learner process,
+hosted exactly as on the ``local`` backend, so the Trainer consumes batches from the LearnerBuffer
+on the learner device with no serialisation.
+
+Between a worker process and the learner process:
+
+* **rollouts** go through the worker's :class:`~janus.runtime.shm.SlotRing` (pre-allocated slots in
+  shared memory); the pipe carries only the slot index and counts. The learner copies the slot out
+  and frees it; a full ring blocks the worker (backpressure);
+* **parameters** are published once per version into a :class:`~janus.runtime.shm.ParamStore`;
+  a worker answers its own parameter fetches by watching the store's version counter;
+* **control messages** (start/stop, ping/pong, counts, credits) are pickled over a duplex pipe, one
+  per worker, read by one receiver thread here that also watches the processes' sentinels.
+
+A worker process ignores SIGINT (the learner stops it cleanly, draining what it produced) and exits
+when the learner process's end of its pipe closes, so a killed learner leaves no orphan; the learner
+unlinks every segment at shutdown.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable
+
+from janus.runtime.backends.local import LocalBackend
+from janus.runtime.component import Component, Host
+from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg
+from janus.runtime.shm import Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name, unlink_segment
+
+SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class WorkerStartError(RuntimeError):
+    """A worker process did not come up."""
+
+
+# ---- the worker process -------------------------------------------------------------------------
+class WorkerOutbox:
+    """A worker's outbox inside its process: pieces into the ring, the rest over the pipe."""
+
+    def __init__(self, name: str, conn: Connection, slots: int, ring_name: str) -> None:
+        self.name = name
+        self.conn = conn
+        self.slots = slots
+        self.ring_name = ring_name
+        self.ring: SlotRing | None = None
+        self.store: ParamStore | None = None
+        self.wanted: int | None = None  # min version of a pending parameter fetch
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()  # the host thread and the receiver thread both send
+        self.stats = {"pieces_via_ring": 0, "pieces_pickled": 0}
+
+    def _send(self, item: tuple) -> None:
+        with self.lock:
+            self.conn.send(item)
+
+    def send(self, dest: str, msg: Any) -> None:
+        if isinstance(msg, InsertTransitionMsg):
+            self._send_piece(dest, msg)
+        elif isinstance(msg, FetchParamsMsg):
+            self.wanted = msg.min_version if self.wanted is None else min(self.wanted, msg.min_version)
+        else:
+            self._send(("msg", dest, msg))
+
+    def _send_piece(self, dest: str, msg: InsertTransitionMsg) -> None:
+        arrays = msg.transitions
+        if self.ring is None:
+            self.ring = SlotRing.create(Layout.of(arrays), self.slots, self.ring_name)
+        if not self.ring.layout.fits(arrays):  # a piece of another shape: correct, but pickled
+            self.stats["pieces_pickled"] += 1
+            self._send(("msg", dest, msg))
+            return
+        try:
+            slot = self.ring.write(arrays, wait=lambda: not self.stopping.is_set())
+        except RingClosed:
+            return  # stopping while the learner no longer reads: the piece would be dropped anyway
+        self.stats["pieces_via_ring"] += 1
+        self._send(("piece", dest, self.ring.name, self.ring.layout, self.ring.slots, slot,
+                    msg.source, msg.count, msg.params_version, msg.pieces))
+
+    def share(self, snapshot: Any) -> Any:
+        raise RuntimeError("a worker does not publish parameters")
+
+    def resolve(self, handle: Any) -> Any:
+        return handle  # LoadParamsMsg built here carries the snapshot itself
+
+    def poll_params(self) -> LoadParamsMsg | None:
+        """A LoadParamsMsg once the store holds the version a pending fetch waits for."""
+        if self.wanted is None or self.store is None or self.store.version < self.wanted:
+            return None
+        version, arrays = self.store.read()
+        self.wanted = None
+        return LoadParamsMsg(version, ParamsSnapshot.freeze(version, arrays))
+
+
+def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
+    """Worker-process thread: feed the host's inbox from the pipe; watch the parameter store."""
+    while not host.done.is_set():
+        try:
+            ready = conn.poll(0.001 if outbox.wanted is not None else 0.02)
+            item = conn.recv() if ready else None
+        except (EOFError, OSError):  # the learner process is gone: nobody to work for
+            os._exit(3)
+        if item is not None:
+            kind = item[0]
+            if kind == "msg":
+                if isinstance(item[1], StopMsg):
+                    outbox.stopping.set()
+                host.post(item[1])
+            elif kind == "store":
+                if outbox.store is not None:
+                    outbox.store.close()
+                outbox.store = ParamStore.attach(item[1], item[2])
+        loaded = outbox.poll_params()
+        if loaded is not None:
+            host.post(loaded)
+
+
+def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str) -> None:
+    """Entry point of a worker process: host the component until it stops, then report."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the learner, which stops us cleanly
+    import torch
+
+    torch.set_num_threads(1)
+    outbox = WorkerOutbox(name, conn, slots, ring_name)
+    try:
+        component = factory()
+        component.bind(outbox)
+    except BaseException as exc:  # noqa: BLE001 - reported to the learner
+        conn.send(("failed", name, "".join(traceback.format_exception(exc))))
+        return
+    host = Host(component)
+    conn.send(("ready", name, os.getpid()))
+    receiver = threading.Thread(target=_receive, args=(host, outbox, conn), name=f"{name}-receive", daemon=True)
+    receiver.start()
+    host.loop()  # in this thread until StopMsg or an error
+    receiver.join(1.0)
+    try:
+        outbox._send(("done", name, dict(component.counters), host.error_text, outbox.stats))
+    except (BrokenPipeError, OSError):
+        pass
+    for segment in (outbox.ring, outbox.store):  # the learner unlinks them
+        if segment is not None:
+            segment.close()
+
+
+# ---- the learner process's side -----------------------------------------------------------------
+@dataclass
+class WorkerProcess:
+    """The learner's handle on one worker process."""
+
+    name: str
+    process: Any
+    conn: Connection
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    closed: bool = False  # its pipe reached EOF (process exited or died)
+    ring_name: str = ""
+    pid: int = 0
+    final: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+class ProcessOutbox:
+    """The outbox of a learner-process component: local delivery, parameters into shared memory."""
+
+    def __init__(self, backend: "ProcessBackend", sender: str) -> None:
+        self.backend = backend
+        self.sender = sender
+
+    def send(self, dest: str, msg: Any) -> None:
+        self.backend.deliver(dest, msg)
+
+    def share(self, snapshot: ParamsSnapshot) -> Any:
+        return self.backend.publish(snapshot)
+
+    def resolve(self, handle: Any) -> Any:
+        return handle.snapshot if isinstance(handle, SharedSnapshot) else handle
+
+
+@dataclass(frozen=True)
+class SharedSnapshot:
+    """In the learner process: the snapshot itself plus its shared-memory handle."""
+
+    snapshot: ParamsSnapshot
+    shm: ShmParams
+
+    @property
+    def version(self) -> int:
+        return self.snapshot.version
+
+
+class ProcessBackend(LocalBackend):
+    """Workers in spawned processes over shared memory; every other component a local thread."""
+
+    name = "process"
+
+    def __init__(self, cfg: Any = None, slots_per_worker: int = SLOTS_PER_WORKER, start_timeout_s: float = 120.0) -> None:
+        super().__init__(serial=False)
+        self.slots = slots_per_worker
+        self.start_timeout_s = start_timeout_s
+        self.ctx = mp.get_context("spawn")
+        self.workers: dict[str, WorkerProcess] = {}
+        self.retired_workers: list[WorkerProcess] = []
+        self.rings: dict[str, SlotRing] = {}  # ring name -> attached ring (learner side)
+        self.ring_owner: dict[str, str] = {}  # ring name -> worker name
+        self.store: ParamStore | None = None
+        self.store_lock = threading.Lock()
+        self.worker_counters: dict[str, dict[str, float]] = {}
+        self._receiver: threading.Thread | None = None
+        self._stop_receiving = threading.Event()
+        self._wlock = threading.RLock()
+
+    # -- registration and start-up --
+    def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
+        if role != "worker":
+            super().add(name, role, factory, node)
+            return
+        self.factories[name], self.roles[name], self.nodes[name] = factory, role, node
+
+    def _host(self, name: str) -> Host:
+        component = self.factories[name]()
+        component.bind(ProcessOutbox(self, name))
+        return Host(component)
+
+    def _spawn(self, name: str) -> WorkerProcess:
+        mine, theirs = self.ctx.Pipe(duplex=True)
+        ring_name = new_segment_name("ring")
+        saved = {k: os.environ.get(k) for k in WORKER_ENV}
+        os.environ.update(WORKER_ENV)  # the child's torch/BLAS read these at import
+        try:
+            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name),
+                                    name=f"janus-{name}", daemon=True)
+            proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        theirs.close()
+        wp = WorkerProcess(name, proc, mine, ring_name=ring_name)
+        with self._wlock:
+            self.workers[name] = wp
+        if self.store is not None:
+            self._to_worker(wp, ("store", self.store.name, self.store.layout))
+        return wp
+
+    def start(self) -> None:
+        """Spawn every worker, wait until each has built its component, then start the threads."""
+        for name, role in self.roles.items():
+            if role == "worker":
+                self._spawn(name)
+        self._receiver = threading.Thread(target=self._receive_loop, name="process-receive", daemon=True)
+        self._receiver.start()
+        deadline = time.monotonic() + self.start_timeout_s
+        for wp in list(self.workers.values()):
+            while not wp.ready.wait(0.05):
+                if wp.error or wp.closed or time.monotonic() > deadline:
+                    why = wp.error or ("its process exited" if wp.closed else f"not ready within {self.start_timeout_s:.0f}s")
+                    self.shutdown(timeout=5.0)
+                    raise WorkerStartError(f"worker {wp.name!r} could not start: {why}")
+        super().start()
+
+    # -- delivery --
+    def deliver(self, dest: str, msg: Any) -> None:
+        wp = self.workers.get(dest)
+        if wp is None:
+            super().deliver(dest, msg)
+            return
+        self.stats.record(msg)
+        if not self._to_worker(wp, ("msg", msg)):
+            self.stats.dropped += 1
+
+    def _to_worker(self, wp: WorkerProcess, item: tuple) -> bool:
+        if wp.closed:
+            return False
+        try:
+            with wp.send_lock:
+                wp.conn.send(item)
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def publish(self, snapshot: ParamsSnapshot) -> SharedSnapshot:
+        """Write a parameter version into the store (created at the first version) once."""
+        with self.store_lock:
+            fresh = self.store is None
+            if fresh:
+                self.store = ParamStore.create(snapshot.arrays)
+            handle = self.store.publish(snapshot.version, snapshot.arrays)
+        if fresh:
+            with self._wlock:
+                targets = list(self.workers.values())
+            for wp in targets:
+                self._to_worker(wp, ("store", handle.store, handle.layout))
+        return SharedSnapshot(snapshot, handle)
+
+    # -- the receiver thread --
+    def _receive_loop(self) -> None:
+        while not self._stop_receiving.is_set():
+            with self._wlock:
+                live = {wp.conn: wp for wp in [*self.workers.values(), *self.retired_workers] if not wp.closed}
+            if not live:
+                time.sleep(0.01)
+                continue
+            for conn in wait(list(live), timeout=0.05):
+                wp = live[conn]
+                try:
+                    while not wp.closed and conn.poll():
+                        self._handle(wp, conn.recv())
+                except (EOFError, OSError):
+                    wp.closed = True
+                    wp.done.set()
+                except BaseException as exc:  # noqa: BLE001 - a bad piece fails the run, visibly
+                    self.fatal = self.fatal or ("process-receive", "".join(traceback.format_exception(exc)))
+
+    def _handle(self, wp: WorkerProcess, item: tuple) -> None:
+        kind = item[0]
+        if kind == "piece":
+            _, dest, ring_name, layout, slots, slot, source, count, version, pieces = item
+            ring = self.rings.get(ring_name)
+            if ring is None:
+                ring = self.rings[ring_name] = SlotRing.attach(ring_name, layout, slots)
+                self.ring_owner[ring_name] = wp.name
+            self.deliver(dest, InsertTransitionMsg(source, ring.read(slot), count, version, pieces))
+        elif kind == "msg":
+            self.deliver(item[1], item[2])
+        elif kind == "ready":
+            wp.pid = item[2]
+            wp.ready.set()
+        elif kind == "done":
+            _, _, counters, error, stats = item
+            wp.final = {"counters": counters, "stats": stats}
+            wp.error = error
+            self.worker_counters[wp.name] = {**counters, **{f"ipc.{k}": v for k, v in stats.items()}}
+            wp.done.set()
+        elif kind == "failed":
+            wp.error = item[2]
+
+    # -- faults and restarts --
+    def restart(self, name: str) -> None:
+        """Kill worker ``name`` (if still alive) and spawn a fresh one in its place."""
+        with self._wlock:
+            old = self.workers.get(name)
+            if old is not None:
+                self.retired_workers.append(old)
+        if old is not None:
+            if old.process.is_alive():
+                old.process.kill()
+            old.process.join(5.0)
+        self._spawn(name)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a worker's process, or crash a learner-process component (fault tests)."""
+        wp = self.workers.get(name)
+        if wp is None:
+            super().kill(name)
+        elif wp.process.is_alive():
+            os.kill(wp.process.pid, signal.SIGKILL)
+
+    def worker_pids(self) -> dict[str, int]:
+        return {n: wp.process.pid for n, wp in self.workers.items()}
+
+    # -- shutdown --
+    def shutdown(self, timeout: float = 10.0) -> list[str]:
+        """Stop the workers first (each drains its pieces into the pipe), then the local threads
+        in data-flow order; unlink every shared-memory segment. Returns what is still alive."""
+        deadline = time.monotonic() + timeout
+        with self._wlock:
+            workers = list(self.workers.values())
+        for wp in workers:
+            self._to_worker(wp, ("msg", StopMsg("shutdown")))
+        for wp in workers:  # "done" arrives after every piece the worker sent
+            while not wp.done.wait(0.02):
+                if not wp.process.is_alive() and not wp.conn.poll():
+                    break
+                if time.monotonic() > deadline or self._receiver is None or not self._receiver.is_alive():
+                    break
+        alive = []
+        for wp in [*workers, *self.retired_workers]:
+            wp.process.join(max(0.0, min(2.0, deadline - time.monotonic())))
+            if wp.process.is_alive():
+                wp.process.kill()
+                wp.process.join(2.0)
+            if wp.process.is_alive():
+                alive.append(f"process {wp.process.name} (pid {wp.process.pid})")
+        time.sleep(0)  # let the receiver take the last pipe contents
+        self._drain_pipes()
+        alive += super().shutdown(max(1.0, deadline - time.monotonic()))
+        self._stop_receiving.set()
+        if self._receiver is not None:
+            self._receiver.join(2.0)
+        self._release()
+        return alive
+
+    def _drain_pipes(self) -> None:
+        """Read what exited workers left in their pipes (the receiver may have stopped)."""
+        if self._receiver is not None and self._receiver.is_alive():
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline and any(
+                    not wp.closed and wp.conn.poll() for wp in [*self.workers.values(), *self.retired_workers]):
+                time.sleep(0.005)
+
+    def _release(self) -> None:
+        for wp in [*self.workers.values(), *self.retired_workers]:
+            wp.conn.close()
+        for ring in self.rings.values():
+            ring.close()
+            ring.unlink()
+        for wp in [*self.workers.values(), *self.retired_workers]:  # rings no piece was read from
+            if wp.ring_name not in self.rings:
+                unlink_segment(wp.ring_name)
+        self.rings.clear()
+        if self.store is not None:
+            self.store.close()
+            self.store.unlink()
+            self.store = None
+
+    def segments(self) -> list[str]:
+        """Names of the shared-memory segments this backend holds now (for tests)."""
+        return [*self.rings, *([self.store.name] if self.store is not None else [])]
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        out = super().counters()
+        for name in self.workers:
+            out[name] = dict(self.worker_counters.get(name, {}))
+        return out

@@ -1,0 +1,243 @@
+"""Shared-memory transport between processes of one node: a slot ring and a parameter store.
+
+:class:`SlotRing` is the actor-side staging of the ``process`` backend: a worker writes each rollout
+piece into the next free slot of a pre-allocated ring (one segment, fixed-size slots) and sends only
+the slot index; the learner process copies the slot out and marks it consumed. One producer and one
+consumer per ring, so two counters suffice: ``produced`` (the producer's own) and ``consumed``
+(written only by the consumer, read by the producer), and a full ring is backpressure.
+
+:class:`ParamStore` holds the latest parameter snapshot: the Trainer writes each version once; any
+process attaches by name and reads it under a sequence lock (an odd sequence number means a write is
+in progress; a reader retries until it saw the same even number before and after copying). Workers
+poll the version counter instead of asking for parameters by message.
+
+Both rely on aligned 8-byte stores being atomic and stores not being reordered with each other,
+which holds on x86-64 (TSO); other architectures would need explicit fences.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Callable, Mapping
+
+import numpy as np
+
+ALIGN = 64  # bytes: fields and slots start on cache-line boundaries
+HEADER = 64  # bytes reserved for counters at the start of a segment
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each field of a fixed-shape record lives: ``(name, dtype, shape, offset)``."""
+
+    fields: tuple[tuple[str, str, tuple[int, ...], int], ...]
+    nbytes: int
+
+    @staticmethod
+    def of(arrays: Mapping[str, np.ndarray]) -> "Layout":
+        fields, offset = [], 0
+        for name, a in arrays.items():
+            a = np.asarray(a)
+            fields.append((name, a.dtype.str, tuple(a.shape), offset))
+            offset += _aligned(a.nbytes)
+        return Layout(tuple(fields), max(offset, ALIGN))
+
+    def fits(self, arrays: Mapping[str, np.ndarray]) -> bool:
+        """Whether ``arrays`` have exactly this layout's names, dtypes and shapes."""
+        if len(arrays) != len(self.fields):
+            return False
+        for name, dtype, shape, _ in self.fields:
+            a = arrays.get(name)
+            if a is None or np.asarray(a).dtype.str != dtype or tuple(np.shape(a)) != shape:
+                return False
+        return True
+
+    def views(self, buf: memoryview, base: int) -> dict[str, np.ndarray]:
+        """Numpy views of one record that starts at byte ``base`` of ``buf``."""
+        out = {}
+        for name, dtype, shape, offset in self.fields:
+            dt = np.dtype(dtype)
+            count = int(np.prod(shape, dtype=np.int64))
+            out[name] = np.frombuffer(buf, dtype=dt, count=count, offset=base + offset).reshape(shape)
+        return out
+
+
+def new_segment_name(prefix: str) -> str:
+    """A fresh segment name (``/dev/shm/janus-<prefix>-<random>`` on Linux)."""
+    return f"janus-{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class SlotRing:
+    """A ring of fixed-size slots in one shared-memory segment (one producer, one consumer).
+
+    The producer creates it (:meth:`create`) from the layout of its first record; the consumer
+    attaches by name (:meth:`attach`). ``unlink`` removes the segment; the consumer's process owns
+    that, so a ring outlives a producer that was killed.
+    """
+
+    def __init__(self, shm: shared_memory.SharedMemory, layout: Layout, slots: int) -> None:
+        self.shm = shm
+        self.layout = layout
+        self.slots = slots
+        self.slot_bytes = _aligned(layout.nbytes)
+        self._counters = np.frombuffer(shm.buf, dtype=np.int64, count=2)  # [consumed, unused]
+        self.produced = 0  # producer side only
+
+    @property
+    def name(self) -> str:
+        return self.shm.name
+
+    @classmethod
+    def create(cls, layout: Layout, slots: int, name: str | None = None) -> "SlotRing":
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        size = HEADER + slots * _aligned(layout.nbytes)
+        shm = shared_memory.SharedMemory(name=name or new_segment_name("ring"), create=True, size=size)
+        ring = cls(shm, layout, slots)
+        ring._counters[:] = 0
+        return ring
+
+    @classmethod
+    def attach(cls, name: str, layout: Layout, slots: int) -> "SlotRing":
+        return cls(shared_memory.SharedMemory(name=name), layout, slots)
+
+    @property
+    def consumed(self) -> int:
+        return int(self._counters[0])
+
+    def free_slots(self) -> int:
+        return self.slots - (self.produced - self.consumed)
+
+    def write(self, arrays: Mapping[str, np.ndarray], wait: Callable[[], bool], poll_s: float = 0.0002) -> int:
+        """Copy one record into the next slot; returns the slot index.
+
+        While the ring is full, calls ``wait()`` between polls; it returns False to give up
+        (the run is stopping), and then ``write`` raises :class:`RingClosed`.
+        """
+        while self.free_slots() <= 0:
+            if not wait():
+                raise RingClosed(f"ring {self.name} is full and its consumer is gone")
+            time.sleep(poll_s)
+        slot = self.produced % self.slots
+        for name, view in self.layout.views(self.shm.buf, HEADER + slot * self.slot_bytes).items():
+            np.copyto(view, arrays[name], casting="no")
+        self.produced += 1
+        return slot
+
+    def read(self, slot: int) -> dict[str, np.ndarray]:
+        """Copy the record in ``slot`` out of the ring and mark it consumed (consumer side)."""
+        out = {k: v.copy() for k, v in self.layout.views(self.shm.buf, HEADER + slot * self.slot_bytes).items()}
+        self._counters[0] += 1
+        return out
+
+    def close(self) -> None:
+        """Unmap (idempotent); the views into the mapping are dropped first."""
+        if self._counters is not None:
+            self._counters = None  # type: ignore[assignment]
+            self.shm.close()
+
+    def unlink(self) -> None:
+        try:
+            self.shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class RingClosed(RuntimeError):
+    """A producer gave up waiting for a free slot."""
+
+
+@dataclass(frozen=True)
+class ShmParams:
+    """A picklable handle to a parameter version in a :class:`ParamStore`."""
+
+    version: int
+    store: str
+    layout: Layout
+
+
+class ParamStore:
+    """The latest parameter snapshot in shared memory, published once per version.
+
+    Header: ``[seq, version]`` (int64). The writer makes ``seq`` odd, copies, sets ``version``,
+    makes ``seq`` even again. Readers copy under that sequence lock.
+    """
+
+    def __init__(self, shm: shared_memory.SharedMemory, layout: Layout) -> None:
+        self.shm = shm
+        self.layout = layout
+        self._header = np.frombuffer(shm.buf, dtype=np.int64, count=2)
+
+    @property
+    def name(self) -> str:
+        return self.shm.name
+
+    @classmethod
+    def create(cls, arrays: Mapping[str, np.ndarray]) -> "ParamStore":
+        layout = Layout.of(arrays)
+        shm = shared_memory.SharedMemory(name=new_segment_name("params"), create=True, size=HEADER + layout.nbytes)
+        store = cls(shm, layout)
+        store._header[:] = (0, -1)
+        return store
+
+    @classmethod
+    def attach(cls, name: str, layout: Layout) -> "ParamStore":
+        return cls(shared_memory.SharedMemory(name=name), layout)
+
+    @property
+    def version(self) -> int:
+        """The version last published (-1: none yet)."""
+        return int(self._header[1])
+
+    def publish(self, version: int, arrays: Mapping[str, np.ndarray]) -> ShmParams:
+        """Write ``arrays`` as ``version`` (one writer only)."""
+        if not self.layout.fits(arrays):
+            raise ValueError("parameter shapes changed between versions; the store holds one layout")
+        self._header[0] += 1  # odd: writing
+        for name, view in self.layout.views(self.shm.buf, HEADER).items():
+            np.copyto(view, arrays[name], casting="no")
+        self._header[1] = version
+        self._header[0] += 1  # even: consistent
+        return ShmParams(version, self.name, self.layout)
+
+    def read(self) -> tuple[int, dict[str, np.ndarray]]:
+        """A consistent copy of the latest version: ``(version, arrays)``."""
+        while True:
+            before = int(self._header[0])
+            if before % 2:
+                time.sleep(0)
+                continue
+            arrays = {k: v.copy() for k, v in self.layout.views(self.shm.buf, HEADER).items()}
+            version = int(self._header[1])
+            if int(self._header[0]) == before:
+                return version, arrays
+
+    def close(self) -> None:
+        """Unmap (idempotent); the views into the mapping are dropped first."""
+        if self._header is not None:
+            self._header = None  # type: ignore[assignment]
+            self.shm.close()
+
+    def unlink(self) -> None:
+        try:
+            self.shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def unlink_segment(name: str) -> bool:
+    """Remove the segment ``name`` if it exists (one a killed producer may have left); True if it did."""
+    try:
+        shm = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return False
+    shm.close()
+    shm.unlink()
+    return True

@@ -1,0 +1,255 @@
+"""The ``process`` backend: workers as OS processes, rollouts through shared memory.
+
+Real spawned processes throughout: conservation of every transition through the slot rings, worker
+SIGKILL -> restart, learner failure -> clear error, interrupts and signals leave no process and no
+shared-memory segment behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.runtime import run as runmod
+from janus.runtime.backends.base import Backend
+from janus.runtime.backends.process import ProcessBackend
+from janus.runtime.component import Component
+from janus.runtime.components import Worker, WorkerProxy
+from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, StartMsg
+from janus.runtime.run import RunFailed, run_runtime
+
+SHM = Path("/dev/shm")
+T, ENVS = 4, 3  # steps and environments per piece of the tagged actor
+
+
+def segments() -> set[str]:
+    return {p.name for p in SHM.glob("janus-*")} if SHM.is_dir() else set()
+
+
+def worker_processes() -> list[psutil.Process]:
+    """Live spawned children of this process (not multiprocessing's resource tracker)."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+class TaggedActor:
+    """An ActorSide whose every transition carries a unique id: worker index, piece, step, env."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.pieces = index, 0
+
+    def rollout(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        base = (self.index * 1_000_000 + self.pieces * T * ENVS)
+        ids = base + np.arange(T * ENVS, dtype=np.int64).reshape(T, ENVS)
+        self.pieces += 1
+        return {"id": ids, "obs": np.repeat(ids[..., None], 5, axis=2).astype(np.float32)}, {}
+
+    def load_params(self, snapshot: Any) -> None:
+        pass
+
+
+class Sink(Component):
+    """Learner-process end of the test pipeline: records every id it is given (slowly)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.ids: list[int] = []
+        self.lock = threading.Lock()
+
+    def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
+        assert np.array_equal(msg.transitions["obs"][..., 0], msg.transitions["id"]), "fields of one piece mixed up"
+        time.sleep(0.002)  # slower than the producers: rings fill and workers block
+        with self.lock:
+            self.ids.extend(msg.transitions["id"].reshape(-1).tolist())
+
+
+def expected_ids(workers: int, pieces: int) -> list[int]:
+    return sorted(i * 1_000_000 + k for i in range(workers) for k in range(pieces * T * ENVS))
+
+
+def test_every_transition_arrives_exactly_once_through_the_rings() -> None:
+    before = segments()
+    workers, pieces = 4, 30
+    backend = ProcessBackend(slots_per_worker=2)  # tiny rings: wrap-around and backpressure constantly
+    assert isinstance(backend, Backend)
+    sink = Sink("trajectory_manager")
+    backend.add("trajectory_manager", "trajectory_manager", lambda: sink)
+    backend.add("proxy-0", "proxy", partial(WorkerProxy, "proxy-0", "trajectory_manager", "trainer", 2 * T * ENVS))
+    for i in range(workers):
+        backend.add(f"worker-{i}", "worker", partial(Worker, f"worker-{i}", "proxy-0", partial(TaggedActor, i),
+                                                    lockstep=False, max_rollouts=pieces))
+    backend.publish(ParamsSnapshot.freeze(0, {"w": np.zeros(3, np.float32)}))
+    backend.start()
+    try:
+        assert len(worker_processes()) >= workers
+        for name in backend.roles:
+            backend.deliver(name, StartMsg())
+        deadline = time.monotonic() + 60
+        while len(sink.ids) < workers * pieces * T * ENVS and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        alive = backend.shutdown()
+    assert alive == []
+    assert sorted(sink.ids) == expected_ids(workers, pieces), "a transition was lost or duplicated"
+    counters = backend.counters()
+    assert sum(c["ipc.pieces_via_ring"] for n, c in counters.items() if n.startswith("worker-")) == workers * pieces
+    assert all(c.get("ipc.pieces_pickled", 0) == 0 for n, c in counters.items() if n.startswith("worker-"))
+    assert segments() == before, "shared-memory segments left behind"
+    assert not worker_processes()
+
+
+def tiny(on_policy: bool, **runtime: Any) -> RunConfig:
+    g = 0.5 if on_policy else 2
+    return resolve(RunConfig(
+        janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
+                          batch_size=64, buffer_capacity=5000),
+        workload=WorkloadConfig(num_actors=4, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
+                                iterations=10, updates_per_iteration=2, env_step_ms=0.2),
+        runtime=RuntimeConfig(**{"backend": "process", "ping_interval_s": 0.1, "pong_timeout_s": 2.0, **runtime}),
+    ))
+
+
+@pytest.mark.parametrize("on_policy", [True, False])
+def test_synthetic_run_conserves_transitions_with_four_worker_processes(on_policy: bool) -> None:
+    before = segments()
+    rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
+    cfg = tiny(on_policy, **rates)
+    backend = runmod.make_backend(cfg)
+    assert isinstance(backend, ProcessBackend)
+    run = run_runtime(cfg, backend=backend, timeout_s=120)
+    counts = run["counts"]
+    assert run["runtime"]["backend"] == "process"
+    assert counts["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
+    assert counts["transitions_produced"] == counts["transitions_inserted"] == counts["transitions_collected"] > 0
+    if on_policy:  # every rollout transition used exactly num_epochs times, none twice in an epoch
+        w = cfg.workload
+        assert counts["transitions_produced"] == w.iterations * w.num_actors * w.envs_per_actor * w.rollout_length
+        assert counts["batches_selected"] * cfg.minibatch_size == counts["transitions_collected"] * w.num_epochs
+    trainer = backend.counters()["trainer"]
+    assert trainer.get("batches_moved_to_device", 0) == 0, "batches reached the Trainer on its device"
+    workers = {n: c for n, c in backend.counters().items() if n.startswith("worker-")}
+    assert len(workers) == 4 and all(c["params_loaded"] >= 1 and c["ipc.pieces_via_ring"] > 0 for c in workers.values())
+    assert segments() == before and not worker_processes()
+
+
+def test_killed_worker_process_is_restarted_with_the_latest_parameters() -> None:
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256, pong_timeout_s=1.0)
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=60, env_step_ms=8.0))
+    backend = ProcessBackend(cfg)
+    killed: list[int] = []
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        if done >= 4 and not killed:
+            killed.append(backend.worker_pids()["worker-1"])
+            backend.kill("worker-1")
+
+    run = run_runtime(cfg, progress=progress, backend=backend, timeout_s=180)
+    assert killed and not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
+    restarts = run["runtime"]["worker_restarts"]
+    assert set(restarts) == {"worker-1"} and restarts["worker-1"] >= 1
+    fresh = backend.counters()["worker-1"]
+    assert fresh.get("params_loaded", 0) >= 1 and fresh.get("rollouts", 0) > 0, "the new worker loaded params and worked"
+    assert backend.worker_pids()["worker-1"] != killed[0]
+    assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
+    assert not worker_processes()
+
+
+def test_learner_failure_stops_the_run_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Exploding:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.n = inner, 0
+
+        def update(self, batch: Any) -> Any:
+            self.n += 1
+            if self.n == 3:
+                raise RuntimeError("learner exploded on purpose")
+            return self.inner.update(batch)
+
+        def params(self) -> Any:
+            return self.inner.params()
+
+    before = segments()
+    real = runmod.make_learner
+    monkeypatch.setattr(runmod, "make_learner", lambda cfg: Exploding(real(cfg)))  # the learner is in this process
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match="learner exploded on purpose"):
+        run_runtime(tiny(False), timeout_s=60)
+    assert time.monotonic() - start < 45
+    assert segments() == before and not worker_processes()
+
+
+def test_interrupt_stops_every_worker_process() -> None:
+    before = segments()
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        if done >= 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_runtime(tiny(True), progress=progress, timeout_s=60)
+    assert segments() == before and not worker_processes()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cli_signal_exits_cleanly_without_orphans_or_segments(tmp_path: Path, sig: int) -> None:
+    before = segments()
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
+           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    chunks: list[bytes] = []  # progress redraws one line with \r: read raw bytes, not lines
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 150
+        while len(children) < 2 or b"backend=process" not in b"".join(chunks):  # the run is set up
+            assert proc.poll() is None, b"".join(chunks).decode(errors="replace")
+            assert time.monotonic() < deadline, "no worker processes within 150 s"
+            time.sleep(0.2)
+            children = [c.pid for c in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+        time.sleep(3.0)  # workers built and rolling out (progress prints only every 25% off a terminal)
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), out
+    assert "interrupted" in out
+    gone = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert gone == [], f"orphan processes {gone}"
+    assert segments() == before, "shared-memory segments left behind"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the learner end on the device)")
+@pytest.mark.parametrize("placement", ["cpu_pinned", "cuda"])
+def test_learner_end_delivers_batches_on_the_gpu(placement: str) -> None:
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
+    cfg = dataclasses.replace(cfg, janus=dataclasses.replace(cfg.janus, placement=placement, learner_device="cuda"))
+    backend = ProcessBackend(cfg)
+    run = run_runtime(cfg, backend=backend, timeout_s=120)
+    assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
+    trainer = backend.counters()["trainer"]
+    assert trainer.get("batches_moved_to_device", 0) == 0, "SelectionOp put every batch on the GPU"
