@@ -22,14 +22,6 @@ from janus.runtime.run import run_runtime  # noqa: E402
 RANDOM = dict(eps_start=1.0, eps_end=1.0)  # DQN actor that always acts at random
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def record_steps(envs) -> list[tuple]:
     """Wrap ``envs.step`` to record (action sent, step outputs) for every call."""
     calls: list[tuple] = []

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from janus.config import RunConfig, available_placements, from_dict, resolve
 from janus.errors import ConfigError
@@ -36,14 +35,6 @@ def _runtime_conftest() -> Any:
 
 # One local Ray per session: reused if tests/runtime started it already (then it is left alone).
 ray_session = _runtime_conftest().ray_session
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def rl_cfg(algo: str, steps: int, seed: int = 0, **overrides: Any) -> RunConfig:
