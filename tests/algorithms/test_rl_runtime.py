@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from janus.algorithms.base import algorithm
+from janus.algorithms.gym_algorithm import MAPPED
 from janus.config import RunConfig, available_placements, from_dict, resolve
 from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
-from janus.algorithms.base import algorithm
-from janus.algorithms.gym_algorithm import MAPPED
 
 ROOT = Path(__file__).resolve().parents[2]
 RANDOM_RETURN = 22  # mean CartPole-v1 return of a uniformly random policy

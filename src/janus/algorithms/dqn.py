@@ -26,13 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from janus.errors import ConfigError, invalid
-from janus.returns import nstep_returns
+from janus.algorithms.base import BufferSpec, Budget, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
-from janus.algorithms.optim import adam, clip_grad_norm
-from janus.algorithms.base import BufferSpec, Budget, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.optim import adam, clip_grad_norm
+from janus.errors import ConfigError, invalid
+from janus.returns import nstep_returns
 
 
 @dataclass

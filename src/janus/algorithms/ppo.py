@@ -26,12 +26,12 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from janus.returns import gae
+from janus.algorithms.base import Budget, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
-from janus.algorithms.optim import adam, clip_grad_norm
-from janus.algorithms.base import Budget, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.optim import adam, clip_grad_norm
+from janus.returns import gae
 
 
 @dataclass
