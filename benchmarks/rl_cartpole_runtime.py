@@ -26,7 +26,7 @@ import torch
 
 from janus.config import from_dict, resolve
 from janus.runtime.run import run_runtime
-from janus.workload.rl_runtime import PRESETS
+from janus.algorithms.base import algorithm
 
 
 def time_to_target(curve: dict[str, list], target: float, window: int) -> tuple[float | None, int | None]:
@@ -46,7 +46,7 @@ def one_run(algo: str, seed: int, steps: int | None, overrides: dict[str, Any], 
     data: dict[str, Any] = {**overrides, "seed": seed, "name": f"{algo}-seed{seed}"}
     if steps is not None:
         data["workload"] = {**overrides.get("workload", {}), "total_env_steps": steps}
-    cfg = resolve(from_dict(data, base=from_dict(PRESETS[algo])))
+    cfg = resolve(from_dict(data, base=from_dict(algorithm(algo).preset)))
     last = [time.perf_counter()]
 
     def progress(done: int, total: int, note: str) -> None:

@@ -30,7 +30,7 @@ from torch import nn
 from janus.config import from_dict, resolve
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.run import run_runtime
-from janus.workload.rl_runtime import PRESETS, algorithm_config
+from janus.algorithms.base import algorithm
 
 STEPS = {"dqn": 50_000, "ppo": 100_000}
 QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192}
@@ -39,7 +39,7 @@ WINDOW, EVAL_EPISODES = 20, 10  # training episodes averaged; greedy episodes af
 
 def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
     """The run ``janus train --algo ALGO --env ENV --total_env_steps STEPS --seed SEED`` would do."""
-    return resolve(from_dict({"workload": {"total_env_steps": steps, "env": env}, "seed": seed}, base=from_dict(PRESETS[algo])))
+    return resolve(from_dict({"workload": {"total_env_steps": steps, "env": env}, "seed": seed}, base=from_dict(algorithm(algo).preset)))
 
 
 def evaluate(env_id: str, act: Callable[[np.ndarray], int], seed: int, episodes: int = EVAL_EPISODES) -> float:
@@ -77,11 +77,11 @@ def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
 
 
 def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
-    """The SB3 model with janus's settings (``algorithm_config`` of the same run) carried over."""
+    """The SB3 model with janus's settings (the registered algorithm's config of the same run) carried over."""
     from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    a = algorithm_config(janus_config(algo, env, steps, seed))
+    a = algorithm(algo).config(janus_config(algo, env, steps, seed))
     venv = make_vec_env(env, n_envs=a.num_envs, seed=seed)  # DummyVecEnv of Monitor-wrapped envs
     if algo == "dqn":
         # janus: one update per train_frequency env steps, paced against pieces of rollout_steps x

@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
+from janus.config import BACKENDS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -64,7 +64,10 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         if f.name in PER_INVOCATION:
             continue
         kind = str if f.type in ("str", "str | None") else _number
-        rgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=_doc(RuntimeConfig, f.name))
+        text = _doc(RuntimeConfig, f.name)
+        if f.name == "backend":
+            text = f"{'|'.join(BACKENDS)}: threads in this process, worker processes, or Ray actors {text}"
+        rgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=text)
     parser.add_argument("--seed", type=int, default=None, help="random seed (default from the config, else 0)")
 
 
@@ -93,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write TensorBoard scalars to OUT/tensorboard (needs the tensorboard package)")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                        help="continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay)")
-    train.epilog = "train runs through the actor-model runtime (--backend local by default, or ray)."
+    train.epilog = "every command runs through the actor-model runtime (--backend local|process|ray; local by default)."
     ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return")
     ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file")
     ro.add_argument("--episodes", type=int, default=10)
@@ -110,7 +113,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     Without ``--config``, ``configs/default.yaml`` is the base of the synthetic workload; ``--algo
     dqn|ppo`` starts from that algorithm's preset instead.
     """
-    from janus.workload.rl_runtime import PRESETS
+    from janus.algorithms.base import algorithm
 
     path = args.config
     raw: dict[str, Any] = {}
@@ -121,10 +124,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raw = read_yaml(Path(resume) / "config.yaml")
     elif path is not None:
         raw = read_yaml(path)
-    elif args.algo is None or args.algo == "synthetic":
+    elif args.algo is None or not algorithm(args.algo).preset:
         raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
-    algo = args.algo or (raw.get("workload") or {}).get("algo", "synthetic")
-    base = from_dict(PRESETS[algo]) if algo in PRESETS else RunConfig()
+    name = args.algo or (raw.get("workload") or {}).get("algo", "synthetic")
+    preset = algorithm(name).preset if isinstance(name, str) else {}
+    base = from_dict(preset) if preset else RunConfig()
     cfg = from_dict(raw, base=base) if raw else base
     janus_names = {f.name for f in fields(JanusConfig)}
     workload_names = {f.name for f in fields(WorkloadConfig)}
@@ -140,10 +144,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         overrides["runtime"] = runtime
     if args.seed is not None:
         overrides["seed"] = args.seed
-    algorithm = {k: getattr(args, k, None) for k in ("prioritized", "n_step")}
-    algorithm = {k: v for k, v in algorithm.items() if v is not None}
-    if algorithm:
-        overrides["algorithm"] = algorithm
+    flags = {k: getattr(args, k, None) for k in ("prioritized", "n_step")}
+    flags = {k: v for k, v in flags.items() if v is not None}
+    if flags:
+        overrides["algorithm"] = flags
     return from_dict(overrides, base=cfg) if overrides else cfg
 
 

@@ -32,7 +32,6 @@ from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
 DEVICES = ("cpu", "cuda")
 OBS_DTYPES = ("float32", "uint8")
-ALGOS = ("synthetic", "dqn", "ppo")
 
 
 def cuda_available() -> bool:
@@ -124,7 +123,8 @@ class RuntimeConfig:
     """
 
     backend: str = "local"
-    """``local`` (threads in this process) or ``ray`` (one process per component)."""
+    """``local`` (threads in this process), ``process`` (worker OS processes over shared memory)
+    or ``ray`` (one process per component)."""
     workers_per_node: int = 0
     """Workers per node, one WorkerProxy each (0: all workers on one node). Local: simulated nodes."""
     address: str | None = None
@@ -373,12 +373,9 @@ def resolve_janus(j: JanusConfig) -> JanusConfig:
 def validate(cfg: RunConfig) -> RunConfig:
     """Check every field of a run; return a copy with normalised types. Raises ConfigError."""
     janus, w = validate_janus(cfg.janus), cfg.workload
-    if w.algo not in ALGOS:
-        raise invalid("workload.algo", w.algo, one_of(ALGOS))
-    if w.algo != "synthetic":
-        from janus.workload.rl_runtime import validate_rl
+    from janus.algorithms.base import algorithm  # the registry: imports the algorithm's module by name
 
-        validate_rl(cfg)
+    algorithm(w.algo).validate(cfg)  # unknown names: an error listing the registered ones
     if w.obs_dtype not in OBS_DTYPES:
         raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):

@@ -54,3 +54,7 @@ def invalid(field: str, given: Any, accepted: str, cls: type[JanusError] = Confi
 def one_of(values: Iterable[Any]) -> str:
     """Render a list of accepted values for an error message."""
     return "one of " + ", ".join(repr(v) for v in values)
+
+
+class RunFailed(JanusError, RuntimeError):
+    """A Trainer, TrajectoryManager or Orchestrator failed (or a backend could not start); the run was stopped."""

@@ -35,7 +35,7 @@ from janus.buffer import checkpoint
 from janus.buffer.experience import ExperienceBuffer
 from janus.cli import main
 from janus.errors import AllocationError, BufferEmptyError, ConfigError, JanusError, PlacementUnavailableError
-from janus.workload.envs import EXAMPLE_ENVS, make_vector_env
+from janus.algorithms.envs import EXAMPLE_ENVS, make_vector_env
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore")]

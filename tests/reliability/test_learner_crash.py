@@ -133,7 +133,7 @@ def test_sigkill_of_a_training_process_resumes_from_the_last_commit(tmp_path: Pa
 def test_trainer_exception_commits_nothing_after_it_and_resume_is_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Trainer raises mid-run: the run fails with a clear error, the parts other components
     wrote on stop are not committed, and --resume starts from the last periodic commit."""
-    from janus.workload.rl_runtime import RLLearnerSide
+    from janus.algorithms.gym_algorithm import GymLearnerSide as RLLearnerSide
 
     run = tmp_path / "run"
     update = RLLearnerSide.update

@@ -16,7 +16,6 @@ from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, 
 from janus.runtime import run as runmod
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.components import Trainer, TrajectoryManager, WorkerProxy
-from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import (
     BatchTrainingDataMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, SampleBatchMsg,
     StartMsg,
@@ -68,16 +67,6 @@ def test_messages_are_frozen_and_snapshots_immutable() -> None:
     assert snap.arrays["w"].tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(ValueError):
         snap.arrays["w"][0] = 5
-
-
-def test_rate_limiter_credits() -> None:
-    lim = RateLimiter(batch_size=10, min_inserts=100, samples_per_insert=0.5, max_in_flight=4)
-    assert lim.credits(inserted=99, requested=0, trained=0) == 0  # before min_inserts
-    assert lim.credits(inserted=100, requested=0, trained=0) == 4  # 0.5*100/10 = 5 allowed, 4 in flight
-    assert lim.credits(inserted=100, requested=4, trained=4) == 1  # ratio caps at 5 requested
-    assert lim.credits(inserted=200, requested=5, trained=1) == 0  # 4 in flight already
-    unlimited = RateLimiter(batch_size=10, max_in_flight=2)
-    assert unlimited.credits(inserted=1, requested=50, trained=49) == 1
 
 
 def test_proxy_forwards_one_fetch_per_version_and_fans_out() -> None:
@@ -170,8 +159,11 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
         # every rollout needs the next version on every node: exactly one fetch per node per rollout
         assert all(n == cfg.workload.iterations for n in rt["param_fetches_per_node"].values())
     else:
-        spi, batch = cfg.runtime.samples_per_insert, cfg.minibatch_size
-        assert msgs["SampleBatchMsg"]["messages"] * batch <= spi * counts["transitions_inserted"] + batch
+        p = rt["pacing"]  # the two-sided ratio: sampled within the error buffer of its target
+        spi, batch, eb = p["samples_per_insert"], p["sample_batch"], p["error_buffer"]
+        target = spi * (counts["transitions_inserted"] - p["min_size_to_sample"])
+        assert msgs["SampleBatchMsg"]["messages"] * batch <= target + eb
+        assert msgs["InsertCreditMsg"]["messages"] > 0 and p["pieces_granted"] * 4 * 16 >= counts["transitions_inserted"]
     assert not host_threads(), "every component thread joined"
 
 

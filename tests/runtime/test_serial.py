@@ -8,12 +8,12 @@ import pytest
 
 from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, resolve
 from janus.runtime.run import run_runtime, serial
-from janus.workload.rl_runtime import PRESETS
+from janus.algorithms.base import algorithm
 
 
 def rl_cfg(algo: str, seed: int, steps: int) -> RunConfig:
     overrides = {"overlap_collect": 0, "overlap_select": 0, "seed": seed, "workload": {"total_env_steps": steps}}
-    return resolve(from_dict(overrides, base=from_dict(PRESETS[algo])))
+    return resolve(from_dict(overrides, base=from_dict(algorithm(algo).preset)))
 
 
 @pytest.mark.parametrize("algo,steps", [("dqn", 3000), ("ppo", 6000)])

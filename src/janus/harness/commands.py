@@ -14,7 +14,6 @@ from janus.config import RunConfig
 from janus.harness.experiments import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, default_out_dir, format_table, write_learning_curve, write_results
-from janus.harness.runner import run_synthetic
 from janus.runtime.run import run_runtime
 
 
@@ -74,7 +73,9 @@ def _print_resume_point(folder: str) -> None:
 def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> RunConfig:
     """Checkpoints for RL runs go to OUT/checkpoint; the resolved config is saved as OUT/config.yaml."""
     resume = getattr(args, "resume", None) is not None
-    if cfg.workload.algo != "synthetic":
+    from janus.algorithms.base import algorithm
+
+    if algorithm(cfg.workload.algo).has_policy:
         runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume)
         cfg = replace(cfg, runtime=runtime)
         if resume:
@@ -113,12 +114,9 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
             flush=True,
         )
         progress = ProgressLine(f"  {c.name}")
-        if args.command == "train":
-            print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
-                  f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
-            run = run_runtime(c, progress)
-        else:
-            run = run_synthetic(c, progress)
+        print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
+              f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
+        run = run_runtime(c, progress)
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
         runs.append(run)
     annotated = annotate(runs, baseline=baseline)

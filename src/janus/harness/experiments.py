@@ -17,13 +17,14 @@ from janus.errors import ConfigError, JanusError, invalid, one_of
 SWEEPS = ("placement", "granularity", "overlap")
 GRANULARITIES = (1, 2, 4, 8, 16)
 QUICK_ITERATIONS = 6
-QUICK_ENV_STEPS = {"dqn": 2048, "ppo": 4096}
 
 
 def quick(cfg: RunConfig) -> RunConfig:
     """A version of ``cfg`` that finishes in seconds (smoke tests, the quick SLURM script)."""
+    from janus.algorithms.base import algorithm
+
     w = cfg.workload
-    steps = min(w.total_env_steps, QUICK_ENV_STEPS.get(w.algo, w.total_env_steps))
+    steps = min(w.total_env_steps, algorithm(w.algo).quick_env_steps or w.total_env_steps)
     return replace(cfg, workload=replace(w, iterations=min(w.iterations, QUICK_ITERATIONS), total_env_steps=steps))
 
 

@@ -1,6 +1,7 @@
 """Reporting: turn measured runs into a table, ``results.json``, ``results.csv`` and ``chart.png``.
 
-A *run* is the dict the runner produces::
+A *run* is a :class:`~janus.result.RunResult` (fresh from the runtime) or its dict (loaded from
+``results.json``, as :meth:`~janus.result.RunResult.to_dict` wrote it)::
 
     {"name": str, "config": {...}, "samples_per_s": float, "actor_steps_per_s": float,
      "wall_s": float, "stage_s": {"rollout", "collect", "select", "update",
@@ -21,6 +22,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
+
+from janus.result import RunResult, as_dict
 
 WORK_STAGES = ("rollout", "collect", "select", "update")
 """Stages that do work; with perfect overlap only the slowest of them remains."""
@@ -78,13 +81,13 @@ def ideal_bound(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def annotate(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> list[dict[str, Any]]:
+def annotate(runs: Iterable[RunResult | dict[str, Any]], baseline: str = "baseline") -> list[dict[str, Any]]:
     """Copies of ``runs`` with ``ideal`` (see :func:`ideal_bound`) and ``speedup_vs_baseline``.
 
     ``speedup_vs_baseline = samples_per_s / samples_per_s of the run named `baseline```; ``None``
     when no run has that name (or its throughput is zero).
     """
-    out = [copy.deepcopy(run) for run in runs]
+    out = [copy.deepcopy(as_dict(run)) for run in runs]
     base = next((r for r in out if r.get("name") == baseline), None)
     base_sps = _f(base.get("samples_per_s")) if base else 0.0
     for run in out:

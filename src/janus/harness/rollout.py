@@ -28,13 +28,16 @@ def locate(checkpoint: str | Path) -> tuple[Path, Path]:
 def load_policy(checkpoint: str | Path) -> tuple[RunConfig, Any]:
     """The run's config and its learner with the saved weights."""
     from janus.buffer.checkpoint import load_state
-    from janus.workload.rl_runtime import RLLearnerSide
+    from janus.algorithms.base import algorithm, names
 
     run_dir, ckpt = locate(checkpoint)
     cfg = resolve(from_dict(read_yaml(run_dir / "config.yaml")))
-    if cfg.workload.algo == "synthetic":
-        raise ConfigError("janus rollout needs a --algo dqn or ppo run; the synthetic workload has no policy")
-    side = RLLearnerSide(cfg)
+    algo = algorithm(cfg.workload.algo)
+    if not algo.has_policy:
+        with_policy = [n for n in names() if algorithm(n).has_policy]
+        raise ConfigError(f"janus rollout needs a run of --algo {' or '.join(with_policy)}; "
+                          f"the {algo.name} workload has no policy")
+    side = algo.learner(cfg)
     side.load_state_dict(load_state(ckpt, fmt="janus.trainer")["learner"])
     return cfg, side.learner
 
@@ -52,7 +55,7 @@ def greedy_action(learner: Any, obs: np.ndarray) -> np.ndarray:
 
 def rollout(checkpoint: str | Path, episodes: int, seed: int = 0) -> tuple[RunConfig, list[float]]:
     """Returns of ``episodes`` greedy episodes of the saved policy."""
-    from janus.workload.envs import make_vector_env
+    from janus.algorithms.envs import make_vector_env
 
     if episodes < 1:
         raise ConfigError(f"invalid --episodes: got {episodes}; accepted: an integer >= 1")

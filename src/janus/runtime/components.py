@@ -13,22 +13,14 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 import torch
 
+from janus.algorithms.base import ActorSide, LearnerSide
 from janus.errors import PipelineClosedError
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, PingMsg,
+    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, FlushMsg, InsertCreditMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, PingMsg,
     SampleBatchMsg, StartMsg, StopMsg, UpdatePriorityMsg,
 )
-
-
-class ActorSide(Protocol):
-    """What a Worker runs: rolls out with the parameters it was given."""
-
-    def rollout(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """One piece ``[T, envs, ...]`` of numpy arrays, and episode info (e.g. finished returns)."""
-
-    def load_params(self, snapshot: ParamsSnapshot) -> None: ...
 
 
 class UpdateResult(Protocol):
@@ -36,29 +28,22 @@ class UpdateResult(Protocol):
     metrics: dict[str, float]
 
 
-class LearnerSide(Protocol):
-    """What the Trainer runs."""
-
-    def update(self, batch: dict[str, torch.Tensor]) -> Any:
-        """One update; returns an object with ``priorities`` (or None) and ``metrics``."""
-
-    def params(self) -> dict[str, np.ndarray]: ...
-
-
 class Worker(Component):
     """Rolls out in the background and sends its transitions to its node's WorkerProxy.
 
-    Pacing by parameter versions: piece ``p`` may start only with a loaded version >=
-    ``(p - free_pieces) // pieces_per_version - version_lag``. On-policy (``lockstep``) that is one
-    version per rollout with no lag: rollout ``i`` uses the parameters trained on rollout ``i-1``.
-    Off-policy with ``pieces_per_version`` > 0 it holds the replay ratio (workers cannot outrun
-    the learner by more than ``version_lag`` versions); 0 lets workers run freely.
+    Two rules say when the next piece may start:
+
+    * ``paced``: only with an insert credit, granted by the Orchestrator's
+      :class:`~janus.runtime.pacing.SampleToInsertRatio` (:class:`InsertCreditMsg`); a restarted
+      worker starts with none and is granted credit again.
+    * ``lockstep`` (on-policy, correctness rather than a rate): rollout ``i`` acts with parameters
+      of version ``>= base + i``, i.e. trained on rollout ``i-1``. Off-policy, a worker asks for a
+      newer version after each piece but never waits for it.
     """
 
     def __init__(
         self, name: str, proxy: str, make_actor: Callable[[], ActorSide], lockstep: bool,
-        max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None,
-        pieces_per_version: int = 0, free_pieces: int = 0, version_lag: int = 0,
+        max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None, paced: bool = False,
     ) -> None:
         super().__init__(name)
         self.proxy = proxy
@@ -66,27 +51,30 @@ class Worker(Component):
         self.make_actor = make_actor
         self.lockstep = lockstep
         self.max_rollouts = max_rollouts  # pieces to produce; 0: unlimited
-        self.pieces_per_version = pieces_per_rollout if lockstep else pieces_per_version
-        self.free_pieces = 0 if lockstep else free_pieces
-        self.version_lag = 0 if lockstep else version_lag
+        self.pieces_per_rollout = pieces_per_rollout
+        self.paced = paced
+        self.insert_credit = 0  # pieces the worker may still send (paced)
         self.actor: ActorSide | None = None
         self.version = -1
-        self.base_version = 0  # first version loaded: pacing counts from there (resume, restart)
+        self.base_version = 0  # first version loaded: lockstep counts from there (resume, restart)
         self.fetch_pending = False
         self.rollouts = 0
 
     def required_version(self) -> int:
-        """The parameter version the next piece needs."""
-        if not self.pieces_per_version:
+        """The parameter version the next piece needs (lockstep only; else any loaded version)."""
+        if not self.lockstep:
             return 0
-        ahead = (self.rollouts - self.free_pieces) // self.pieces_per_version - self.version_lag
-        return self.base_version + max(0, ahead)
+        return self.base_version + self.rollouts // self.pieces_per_rollout
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
         if self.actor is None:
             self.actor = self.make_actor()
         self._fetch(0)
+
+    def on_InsertCreditMsg(self, msg: InsertCreditMsg) -> None:
+        self.insert_credit += msg.pieces
+        self.count("insert_credit", msg.pieces)
 
     def _fetch(self, min_version: int) -> None:
         if not self.fetch_pending:
@@ -106,6 +94,8 @@ class Worker(Component):
     def step(self) -> bool:
         if self.actor is None or (self.max_rollouts and self.rollouts >= self.max_rollouts):
             return False
+        if self.paced and self.insert_credit <= 0:
+            return False
         needed = self.required_version()
         if self.version < needed:
             self._fetch(needed)
@@ -116,6 +106,7 @@ class Worker(Component):
         count = int(np.prod(next(iter(piece.values())).shape[:2]))
         self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
         self.rollouts += 1
+        self.insert_credit -= self.paced
         self.count("transitions", count)
         self.count("rollouts")
         self.count("env_steps", info.get("env_steps", count))
@@ -236,6 +227,7 @@ class TrajectoryManager(Component):
         self.serve_thread: threading.Thread | None = None
         self.serve_error: BaseException | None = None
         self.inserted = 0
+        self.pieces = 0  # worker pieces inserted by this process (the Orchestrator's insert credits)
         self.reported = 0  # `inserted` as last told to the Orchestrator
 
     def on_StartMsg(self, msg: StartMsg) -> None:
@@ -267,7 +259,11 @@ class TrajectoryManager(Component):
         self.buffer.put({k: torch.from_numpy(np.asarray(v)) for k, v in msg.transitions.items()})
         self.count("insert_s", time.perf_counter() - t0)
         self.inserted += msg.count
+        self.pieces += msg.pieces
         self.count("transitions_inserted", msg.count)
+
+    def on_FlushMsg(self, msg: FlushMsg) -> None:
+        self.buffer.flush()
 
     def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
         self._raise_if_failed()
@@ -311,7 +307,7 @@ class TrajectoryManager(Component):
         """One count for every insert drained since the last step, not one per insert."""
         if self.inserted != self.reported:
             self.reported = self.inserted
-            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
+            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces}))
 
     def _serve_ready(self) -> bool:
         """Serve credits whose batches are ready now, without waiting (serial scheduler)."""
@@ -379,6 +375,7 @@ class Trainer(Component):
         self.trained = 0
         self.reported = 0  # `trained` as last told to the Orchestrator
         self.metrics: dict[str, float] = {}
+        self.idle_since = 0.0  # end of the last update (or start): waiting for a batch since then
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -391,6 +388,7 @@ class Trainer(Component):
                 self.reported = self.trained
                 self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
             self.publish()
+        self.idle_since = time.perf_counter()
 
     def save(self, tag: int | str) -> None:
         """Stage checkpoint ``tag``: the learner (policy, optimiser, its counters), version, batches trained."""
@@ -437,8 +435,10 @@ class Trainer(Component):
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             self.count("batches_moved_to_device")
         t0 = time.perf_counter()
+        self.count("wait_s", t0 - self.idle_since)  # waiting for this batch (and handling other messages)
         result = self.learner.update(batch)
-        self.count("update_s", time.perf_counter() - t0)
+        self.idle_since = time.perf_counter()
+        self.count("update_s", self.idle_since - t0)
         self.trained += 1
         self.metrics = dict(getattr(result, "metrics", {}) or {})
         priorities = getattr(result, "priorities", None)

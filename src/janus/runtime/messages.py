@@ -53,6 +53,19 @@ class SampleBatchMsg:
 
 
 @dataclass(frozen=True)
+class InsertCreditMsg:
+    """Orchestrator -> Worker: the worker may roll out and send ``pieces`` more pieces."""
+
+    pieces: int
+
+
+@dataclass(frozen=True)
+class FlushMsg:
+    """Orchestrator -> TrajectoryManager: every worker has sent its last piece; write what is
+    staged below the collection granularity (off-policy), or the learner would wait for it forever."""
+
+
+@dataclass(frozen=True)
 class BatchTrainingDataMsg:
     """TrajectoryManager -> Trainer: one batch (fields + ``index`` keys, ``weight`` if prioritized)."""
 
@@ -134,6 +147,6 @@ class CheckpointMsg:
 
 
 MESSAGE_TYPES = (
-    InsertTransitionMsg, SampleBatchMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
+    InsertTransitionMsg, SampleBatchMsg, InsertCreditMsg, FlushMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
     LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
 )

@@ -1,8 +1,10 @@
 """The Orchestrator: start/stop, health (ping/pong with timeouts), rates as credits.
 
-It sees counts only — transitions inserted (from the TrajectoryManager) and batches trained (from
-the Trainer) — and turns them into :class:`~janus.runtime.messages.SampleBatchMsg` credits under
-the :class:`~janus.runtime.limiter.RateLimiter`. Bulk data never passes through it.
+It sees counts only — transitions and pieces inserted (from the TrajectoryManager) and batches
+trained (from the Trainer) — and turns them into credits under one
+:class:`~janus.runtime.pacing.SampleToInsertRatio`: :class:`~janus.runtime.messages.SampleBatchMsg`
+to the TrajectoryManager (one batch each) and :class:`~janus.runtime.messages.InsertCreditMsg` to
+the Workers (pieces they may send). Bulk data never passes through it.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from typing import Any, Callable
 
 from janus.runtime.checkpoints import CheckpointSchedule
 from janus.runtime.component import Component
-from janus.runtime.limiter import RateLimiter
-from janus.runtime.messages import CheckpointMsg, CountsMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg
+from janus.runtime.pacing import SampleToInsertRatio
+from janus.runtime.messages import (
+    CheckpointMsg, CountsMsg, FlushMsg, InsertCreditMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg,
+)
 
 
 def run_state(summary: dict[str, Any]) -> dict[str, Any]:
@@ -27,16 +31,20 @@ class Orchestrator(Component):
 
     Args:
         roles: component name -> role (``trainer``, ``trajectory_manager``, ``proxy``, ``worker``).
-        limiter: the sampling rates.
+        limiter: the sample/insert ratio (sample credits to the TrajectoryManager, insert credits
+            to the Workers when it limits inserts).
         total_updates: stop once the Trainer has trained this many batches.
         restart: callback asking the backend to restart a worker (by name).
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
+        total_pieces: pieces all workers send in all (0: until stopped); once every one is
+            inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
     """
 
     def __init__(
-        self, name: str, roles: dict[str, str], limiter: RateLimiter, total_updates: int,
+        self, name: str, roles: dict[str, str], limiter: SampleToInsertRatio, total_updates: int,
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
+        total_pieces: int = 0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -48,7 +56,7 @@ class Orchestrator(Component):
         self.pong_timeout_s = pong_timeout_s
         self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
         self.trainer = next(n for n, r in roles.items() if r == "trainer")
-        self.inserted = 0
+        self.workers = [n for n, r in roles.items() if r == "worker"]
         self.seq = 0
         self.last_ping = 0.0
         self.last_pong: dict[str, float] = {}
@@ -62,6 +70,14 @@ class Orchestrator(Component):
         # a resumed run continues its counters, learning curve and clock
         initial = initial or {}
         self.requested = self.trained = int(initial.get("trained", 0))
+        self.inserted = int(initial.get("inserted", 0))  # the TrajectoryManager confirms it on restore
+        # insert credits (pieces; counted from 0 by this process and its TrajectoryManager)
+        self.granted: dict[str, int] = {n: 0 for n in self.workers}  # to each live worker instance
+        self.granted_total = 0  # to every instance, minus what dead instances left unused
+        self.pieces_inserted = 0
+        self.next_worker = 0
+        self.total_pieces = total_pieces
+        self.flushed = False
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
         # (seconds, env steps, episode return) per finished episode
@@ -82,6 +98,7 @@ class Orchestrator(Component):
     def on_CountsMsg(self, msg: CountsMsg) -> None:
         if msg.sender == self.tm:
             self.inserted = int(msg.counters.get("inserted", self.inserted))
+            self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
         elif "episode_returns" in msg.counters:  # a worker finished episodes: the learning curve
@@ -109,10 +126,14 @@ class Orchestrator(Component):
         if self.trained >= self.total_updates:
             self.stop_all("goal reached")
             return False
-        credits = self.limiter.credits(self.inserted, self.requested, self.trained)
+        credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained)
         for _ in range(credits):
             self.send(self.tm, SampleBatchMsg(self.requested))
             self.requested += 1
+        credits += self._grant_inserts()
+        if self.total_pieces and not self.flushed and self.pieces_inserted >= self.total_pieces:
+            self.flushed = True
+            self.send(self.tm, FlushMsg())
         now = time.monotonic()
         if now - self.last_ping >= self.ping_interval_s:
             self._health(now)
@@ -121,6 +142,37 @@ class Orchestrator(Component):
             for name in self.checkpoints.names:
                 self.send(name, CheckpointMsg(tag))
         return credits > 0
+
+    @property
+    def pieces_in_flight(self) -> int:
+        """Pieces granted but not yet inserted (so the ratio holds with messages in flight)."""
+        return max(self.granted_total - self.pieces_inserted, 0)
+
+    def _grant_inserts(self) -> int:
+        """Insert credits the ratio allows now, round-robin over the workers, one message each."""
+        if not self.workers or not self.limiter.limits_inserts:
+            return 0
+        issued = self.inserted + self.pieces_in_flight * self.limiter.insert_piece
+        pieces = self.limiter.insert_credits(issued, self.requested) or 0
+        grants: dict[str, int] = {}
+        for _ in range(pieces):
+            worker = self.workers[self.next_worker % len(self.workers)]
+            self.next_worker += 1
+            grants[worker] = grants.get(worker, 0) + 1
+        for worker, n in grants.items():
+            self.send(worker, InsertCreditMsg(n))
+            self.granted[worker] += n
+        self.granted_total += pieces
+        return pieces
+
+    def _forget_credit(self, worker: str) -> None:
+        """A restarted worker starts without credit: drop what its dead instance had not used
+        (by its last reported piece count; a piece it sent after that report counts as inserted
+        when it arrives, so the ratio errs by at most those pieces)."""
+        produced = int(self.component_counters.get(worker, {}).get("rollouts", 0))
+        self.granted_total -= max(self.granted[worker] - produced, 0)
+        self.granted[worker] = 0
+        self.component_counters.pop(worker, None)
 
     def _health(self, now: float) -> None:
         self.last_ping = now
@@ -134,6 +186,7 @@ class Orchestrator(Component):
                     self.restarts[name] = self.restarts.get(name, 0) + 1
                     self.last_pong[name] = now + self.pong_timeout_s  # grace period for the new one
                     self.restart(name)
+                    self._forget_credit(name)
                     self.send(name, StartMsg())
                 else:
                     self.failure = f"{role} {name!r} did not answer a ping within {self.pong_timeout_s}s"
@@ -161,6 +214,7 @@ class Orchestrator(Component):
     def summary(self) -> dict[str, Any]:
         return {
             "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
+            "pieces_granted": self.granted_total, "pieces_inserted": self.pieces_inserted,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
         }

@@ -1,81 +1,86 @@
-"""One function wires every component of a training run, on either backend, and runs it.
+"""One function wires every component of a run, on any backend, and runs it: :func:`run_runtime`.
 
 Workers ``worker-i`` live on node ``i // workers_per_node``, each node has one ``proxy-<node>``;
 one ``trajectory_manager`` hosts the JanusBuffer, one ``trainer`` learns, one ``orchestrator``
-paces and watches. The returned run dict has the harness schema plus a ``runtime`` section.
+paces (one :class:`~janus.runtime.pacing.SampleToInsertRatio`) and watches. What runs in the
+workers and the Trainer, the buffer, the budget and the rates come from the run's registered
+algorithm (:mod:`janus.algorithms.base`); this module names none. Returns a :class:`RunResult`.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
+from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
-from janus.errors import JanusError
+from janus.errors import RunFailed
+from janus.result import RunResult
 from janus.runtime import checkpoints
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
-from janus.runtime.limiter import RateLimiter
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator, run_state
-from janus.workload import rl_runtime as rl
+from janus.runtime.pacing import SampleToInsertRatio
 
 Progress = Callable[[int, int, str], None]
+__all__ = ["RunFailed", "run_runtime", "make_backend", "build", "learner_end_device"]
 
 
-class RunFailed(JanusError, RuntimeError):
-    """A Trainer, TrajectoryManager or Orchestrator failed; the run was stopped."""
-
-
-# ---- factories (top-level functions + partial: picklable for Ray) ---------------------------------
-def make_buffer(cfg: RunConfig) -> JanusBuffer:
-    j = cfg.janus
-    rollout = cfg.rollout_transitions if j.is_on_policy else None
-    sampler, kwargs = "uniform", {}
-    if cfg.workload.algo == "dqn":
-        a = rl.algorithm_config(cfg)
-        if a.prioritized:
-            sampler, kwargs = "prioritized", {"alpha": a.per_alpha, "beta": a.per_beta}
-    return JanusBuffer(
-        j.__class__(**{**vars(j), "learner_device": learner_end_device(cfg)}),
-        rollout_size=rollout, num_epochs=cfg.workload.num_epochs, seed=cfg.seed, sampler=sampler, **kwargs,
-    )
+def algo_of(cfg: RunConfig) -> Algorithm:
+    """The registered algorithm of a run (its module is imported on first use)."""
+    return algorithm(cfg.workload.algo)
 
 
 def learner_end_device(cfg: RunConfig) -> str:
-    """Where SelectionOp puts batches: the learner's device where the Trainer shares the buffer's
-    process (local, process backends; pinned staging and async copies on CUDA), else the host."""
+    """Where the JanusBuffer delivers batches: the learner device when the Trainer shares the
+    TrajectoryManager's process (local, process backends), else ``cpu`` (ray: batches travel as numpy)."""
     return "cpu" if cfg.runtime.backend == "ray" else cfg.janus.learner_device
 
 
-def make_actor(cfg: RunConfig, index: int) -> Any:
-    j, w = cfg.janus, cfg.workload
-    piece_steps, _, _ = rl.worker_pieces(cfg)
-    if w.algo != "synthetic":
-        restored = load_run_state(cfg).get("env_steps", 0) // w.num_actors  # epsilon continues
-        return rl.RLActorSide(cfg, index, piece_steps, initial_env_steps=restored)
-    from janus.workload.synthetic import SyntheticActorSide
+# ---- factories (top-level functions + partial: picklable for Ray and worker processes) -----------
+def make_buffer(cfg: RunConfig) -> JanusBuffer:
+    spec = algo_of(cfg).buffer_spec(cfg)
+    j = cfg.janus
+    return JanusBuffer(
+        replace(j, learner_device=learner_end_device(cfg)),
+        rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
+        seed=cfg.seed, sampler=spec.sampler, **spec.sampler_kwargs,
+    )
 
-    return SyntheticActorSide(w, j.actor_device, cfg.seed * 1000 + index, not j.is_on_policy, piece_steps)
+
+def _built(thing: Any) -> Any:
+    """A factory of an object built ahead (so its cost falls before the run's clock)."""
+    return thing
+
+
+def make_actor(cfg: RunConfig, index: int) -> Any:
+    restored = load_run_state(cfg).get("env_steps", 0) // cfg.workload.num_actors  # epsilon continues
+    return algo_of(cfg).actor(cfg, index, initial_env_steps=restored)
 
 
 def make_learner(cfg: RunConfig) -> Any:
-    if cfg.workload.algo != "synthetic":
-        return rl.RLLearnerSide(cfg)
-    from janus.workload.synthetic import SyntheticLearnerSide
+    return algo_of(cfg).learner(cfg)
 
-    return SyntheticLearnerSide(cfg.workload, cfg.janus.learner_device, cfg.seed)
+
+def make_limiter(cfg: RunConfig) -> SampleToInsertRatio:
+    """The run's one pacing object, from its algorithm's pacing."""
+    p = algo_of(cfg).pacing(cfg)
+    return SampleToInsertRatio(
+        p.samples_per_insert, p.min_size_to_sample, p.error_buffer, insert_piece=p.piece_steps * cfg.workload.envs_per_actor,
+        sample_batch=cfg.minibatch_size, max_in_flight=cfg.runtime.max_in_flight,
+    )
 
 
 def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
-    _, pieces, max_pieces = rl.worker_pieces(cfg)
-    per_version, free, lag = rl.pacing(cfg)
-    return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=cfg.janus.is_on_policy,
-                  max_rollouts=max_pieces, pieces_per_rollout=pieces, orchestrator="orchestrator",
-                  pieces_per_version=per_version, free_pieces=free, version_lag=lag)
+    p = algo_of(cfg).pacing(cfg)
+    return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=p.lockstep,
+                  max_rollouts=p.max_pieces, pieces_per_rollout=p.pieces_per_rollout, orchestrator="orchestrator",
+                  paced=make_limiter(cfg).limits_inserts)
 
 
 def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
@@ -85,11 +90,12 @@ def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
 
 
 def checkpointed(cfg: RunConfig) -> tuple[str, ...]:
-    """Components whose state is checkpointed (RL runs with a checkpoint folder; the replay
-    buffer only off-policy: an on-policy rollout is consumed every iteration)."""
-    if not cfg.runtime.checkpoint_dir or cfg.workload.algo == "synthetic":
+    """Components whose state is checkpointed (runs with a checkpoint folder, as the algorithm's
+    buffer spec says: the learner when it has a policy, the replay buffer off-policy)."""
+    if not cfg.runtime.checkpoint_dir:
         return ()
-    return ("trainer",) if cfg.janus.is_on_policy else ("trainer", "trajectory_manager")
+    spec = algo_of(cfg).buffer_spec(cfg)
+    return ("trainer",) * spec.checkpoint_learner + ("trajectory_manager",) * spec.checkpoint_replay
 
 
 def checkpointer(cfg: RunConfig, name: str) -> Checkpointer | None:
@@ -112,25 +118,34 @@ def serial(cfg: RunConfig) -> bool:
 
 
 def new_trajectory_manager(cfg: RunConfig) -> TrajectoryManager:
-    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(make_buffer, cfg),
+    """The buffer is allocated here, when the backend builds its components, so that its
+    allocation (hundreds of MB for image-like observations) is not counted in the run's wall time."""
+    buffer = make_buffer(cfg)
+    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(_built, buffer),
                              checkpointer(cfg, "trajectory_manager"), inline_serve=serial(cfg))
 
 
 def new_trainer(cfg: RunConfig) -> Trainer:
-    publish = rl.publish_every(cfg)
-    return Trainer("trainer", "trajectory_manager", "orchestrator", partial(make_learner, cfg), publish,
+    """The learner is built here, before the run's clock starts (a first torch optimiser can take
+    seconds to import its machinery), and handed to the Trainer when it starts."""
+    publish = algo_of(cfg).pacing(cfg).publish_every
+    return Trainer("trainer", "trajectory_manager", "orchestrator", partial(_built, make_learner(cfg)), publish,
                    cfg.janus.learner_device, checkpointer(cfg, "trainer"))
 
 
 def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
     r = cfg.runtime
-    min_inserts, samples_per_insert = rl.rates(cfg)
-    limiter = RateLimiter(cfg.minibatch_size, min_inserts or cfg.minibatch_size, samples_per_insert, r.max_in_flight)
-    total = rl.total_updates(cfg)
+    total = algo_of(cfg).budget(cfg).total_updates
     names = checkpointed(cfg)
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
-    return Orchestrator("orchestrator", roles, limiter, total, restart, r.ping_interval_s, r.pong_timeout_s,
-                        initial=load_run_state(cfg), checkpoints=schedule)
+    return Orchestrator("orchestrator", roles, make_limiter(cfg), total, restart, r.ping_interval_s, r.pong_timeout_s,
+                        initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg))
+
+
+def pieces_in_all(cfg: RunConfig) -> int:
+    """Off-policy pieces every worker sends in all (0: until stopped; on-policy rollouts are whole)."""
+    p = algo_of(cfg).pacing(cfg)
+    return 0 if p.lockstep else p.max_pieces * cfg.workload.num_actors
 
 
 def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
@@ -170,6 +185,11 @@ def build(cfg: RunConfig, backend: Any) -> dict[str, tuple[str, str]]:
 
 
 def make_backend(cfg: RunConfig) -> Any:
+    """The one place that picks a backend (``runtime.backend``)."""
+    if cfg.runtime.backend == "process":
+        from janus.runtime.backends.process import ProcessBackend
+
+        return ProcessBackend(cfg)
     if cfg.runtime.backend == "ray":
         from janus.runtime.backends.ray import RayBackend
 
@@ -183,13 +203,13 @@ def make_backend(cfg: RunConfig) -> Any:
     return LocalBackend(serial=serial(cfg))
 
 
-def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> dict[str, Any]:
+def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> RunResult:
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
     if cfg.runtime.resume and checkpointed(cfg):
         checkpoints.recover(str(cfg.runtime.checkpoint_dir))  # finish a commit a crash cut short
     backend = backend or make_backend(cfg)
     build(cfg, backend)
-    total = rl.total_updates(cfg)
+    total = algo_of(cfg).budget(cfg).total_updates
     backend.start()  # ray: returns once every actor is up, so wall_s excludes process start-up
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
@@ -232,37 +252,48 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
-def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> dict[str, Any]:
-    """The harness run dict (samples/s, stage times) plus the runtime figures."""
+def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> RunResult:
+    """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures."""
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
     transitions = sum(c.get("transitions", 0) for c in workers.values())
     trained = int(trainer.get("msgs_in.BatchTrainingDataMsg", status.get("trained", 0)))
-    return {
-        "name": cfg.name,
-        "config": cfg.to_dict(),
-        "samples_per_s": trained * cfg.minibatch_size / wall,
-        "actor_steps_per_s": transitions / wall,
-        "wall_s": wall,
-        "stage_s": {
+    update_s = trainer.get("update_s", 0.0)
+    limiter = make_limiter(cfg)
+    inserted = int(tm.get("transitions_inserted", 0))
+    curve = learning_curve(status.get("curve", []))
+    return RunResult(
+        name=cfg.name,
+        config=cfg.to_dict(),
+        samples_per_s=trained * cfg.minibatch_size / wall,
+        actor_steps_per_s=transitions / wall,
+        wall_s=wall,
+        stage_s={
             "rollout": sum(c.get("rollout_s", 0.0) for c in workers.values()) / max(len(workers), 1),
             "collect": tm.get("buffer.collect_s", 0.0),
             "select": tm.get("buffer.select_s", 0.0),
-            "update": trainer.get("update_s", 0.0),
+            "update": update_s,
             "learner_wait": tm.get("buffer.learner_wait_s", 0.0),
             "actor_blocked": tm.get("buffer.actor_blocked_s", 0.0),
         },
-        "counts": {
+        counts={
             "updates": trained, "transitions_produced": int(transitions),
-            "transitions_inserted": int(tm.get("transitions_inserted", 0)),
+            "transitions_inserted": inserted,
             "transitions_collected": int(tm.get("buffer.transitions_collected", 0)),
             "collect_calls": int(tm.get("buffer.collect_calls", 0)),
             "select_calls": int(tm.get("buffer.select_calls", 0)),
             "batches_selected": int(tm.get("buffer.batches_selected", 0)),
         },
-        "runtime": {
+        runtime={
             "backend": cfg.runtime.backend,
+            "learner_utilization": update_s / wall if wall > 0 else 0.0,
+            "learner_wait_s": trainer.get("wait_s", 0.0),
+            "pacing": {
+                "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,
+                "error_buffer": limiter.error_buffer, "insert_piece": limiter.insert_piece,
+                "sample_batch": limiter.sample_batch, "pieces_granted": int(status.get("pieces_granted", 0)),
+            },
             "messages": backend.stats.as_dict(),
             "param_versions_published": int(trainer.get("versions_published", 0)),
             "param_fetches_per_node": {n: int(c.get("param_fetches", 0)) for n, c in proxies.items()},
@@ -271,8 +302,8 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "priorities_dropped": int(tm.get("priorities_dropped", 0)),
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
-        **learning_curve(status.get("curve", [])),
-    }
+        **curve,
+    )
 
 
 def rl_note(curve: list[tuple[float, int, float]], elapsed: float, window: int = 20) -> str:

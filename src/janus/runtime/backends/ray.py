@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from janus.errors import RunFailed
 from janus.runtime.backends.local import SHUTDOWN_ORDER
 from janus.runtime.component import Component, Host
 from janus.runtime.stats import MessageStats, payload_bytes
@@ -316,8 +317,6 @@ class RayBackend:
         except BaseException as exc:  # Ctrl-C included: leave no actor behind
             self.shutdown()
             if isinstance(exc, (ray.exceptions.RayError, TimeoutError)):
-                from janus.runtime.run import RunFailed
-
                 raise RunFailed(f"the ray backend could not start its components: {exc}") from exc
             raise
 

@@ -10,22 +10,16 @@ import torch
 
 gym = pytest.importorskip("gymnasium")
 
+from janus.algorithms.base import algorithm  # noqa: E402
+from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner  # noqa: E402
+from janus.algorithms.envs import check_action_space, env_spaces, make_vector_env  # noqa: E402
+from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner  # noqa: E402
+from janus.config import from_dict, resolve  # noqa: E402
 from janus.errors import ConfigError  # noqa: E402
 from janus.returns import nstep_returns  # noqa: E402
-from janus.workload.dqn import DQNActor, DQNConfig, DQNLearner  # noqa: E402
-from janus.workload.envs import check_action_space, env_spaces, make_vector_env  # noqa: E402
-from janus.workload.ppo import PPOActor, PPOConfig, PPOLearner  # noqa: E402
-from janus.workload.rl_loop import flatten, train_local  # noqa: E402
+from janus.runtime.run import run_runtime  # noqa: E402
 
 RANDOM = dict(eps_start=1.0, eps_end=1.0)  # DQN actor that always acts at random
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def record_steps(envs) -> list[tuple]:
@@ -68,8 +62,8 @@ def test_action_space_checks():
         check_action_space("sac", act_space)
     with pytest.raises(ConfigError, match="num_envs"):
         make_vector_env("CartPole-v1", 0)
-    with pytest.raises(ConfigError, match="--algo"):
-        train_local("a2c", "CartPole-v1", 100)
+    with pytest.raises(ConfigError, match="workload.algo.*a2c.*dqn"):
+        algorithm("a2c")
 
 
 # ------------------------------------------------------------------------------ autoreset handling
@@ -144,11 +138,23 @@ def test_ppo_continuous_clips_actions_sent_but_stores_unclipped():
     np.testing.assert_allclose(logp.numpy(), piece["logprob"].reshape(-1), rtol=1e-5, atol=1e-5)
 
 
+def flatten(piece: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Merge the ``[T, num_envs]`` leading dims of a piece into one batch dim."""
+    return {k: v.reshape(-1, *v.shape[2:]) for k, v in piece.items()}
+
+
+def serial_run(algo: str, steps: int, seed: int = 0, **overrides):
+    """``algo``'s preset through the runtime's serial scheduler (both overlaps off: reproducible)."""
+    workload = {"total_env_steps": steps, **overrides.pop("workload", {})}
+    data = {"overlap_collect": 0, "overlap_select": 0, "seed": seed, "workload": workload, **overrides}
+    return run_runtime(resolve(from_dict(data, base=from_dict(algorithm(algo).preset))), timeout_s=300)
+
+
 def test_ppo_continuous_trains_on_pendulum():
-    cfg = PPOConfig(num_envs=2, rollout_steps=128, num_minibatches=4, update_epochs=2)
-    out = train_local("ppo", "Pendulum-v1", total_steps=1024, seed=0, config=cfg)
-    assert out["env_steps"] == 1024 and out["updates"] == 4 * 4 * 2
-    assert all(np.isfinite(v) for v in out["metrics"].values())
+    run = serial_run("ppo", 1024, num_minibatches=4,
+                     workload={"env": "Pendulum-v1", "envs_per_actor": 2, "rollout_length": 128, "num_epochs": 2})
+    assert run.counts["transitions_inserted"] == 1024 and run.counts["updates"] == 4 * 4 * 2
+    assert run.episodes and all(np.isfinite(r) for r in run.learning_curve["return"])
 
 
 # ---------------------------------------------------------------------------- snapshots and resume
@@ -211,31 +217,20 @@ def test_state_dict_resume_continues_identically(algo):
 
 
 # ------------------------------------------------------------------------ determinism and learning
-@pytest.mark.parametrize("algo", ["dqn", "ppo"])
-def test_same_seed_same_returns(algo):
-    cfg = DQNConfig(learning_starts=500, exploration_steps=2000) if algo == "dqn" else PPOConfig(rollout_steps=64)
-    runs = [train_local(algo, "CartPole-v1", 3000, seed=7, config=cfg) for _ in range(2)]
-    other = train_local(algo, "CartPole-v1", 3000, seed=8, config=cfg)
-    assert runs[0]["episode_returns"] == runs[1]["episode_returns"] and len(runs[0]["episode_returns"]) > 20
-    assert runs[0]["episode_returns"] != other["episode_returns"]
-    for (k, va), vb in zip(runs[0]["learner"].params().items(), runs[1]["learner"].params().values()):
-        np.testing.assert_array_equal(va, vb, err_msg=k)
-
-
 def test_ppo_learns_cartpole_quickly():
-    out = train_local("ppo", "CartPole-v1", total_steps=PPO_STEPS, seed=0, config=PPO_FAST)
-    assert out["mean_return_last"] > PPO_MIN, out["mean_return_last"]
+    run = serial_run("ppo", PPO_STEPS, algorithm=PPO_FAST)
+    assert run.final_mean_return > PPO_MIN, run.final_mean_return
 
 
 def test_dqn_learns_cartpole_quickly():
-    out = train_local("dqn", "CartPole-v1", total_steps=DQN_STEPS, seed=0, config=DQN_FAST)
-    assert out["mean_return_last"] > DQN_MIN, out["mean_return_last"]
+    run = serial_run("dqn", DQN_STEPS, algorithm=DQN_FAST)
+    assert run.final_mean_return > DQN_MIN, run.final_mean_return
 
 
 # Calibrated over seeds 0-4 (mean return of the last 20 episodes; random play scores ~22):
 # PPO 25k steps: 147-376 in 4-6 s; DQN 12k steps: 198-246 in 8-16 s.
-PPO_STEPS, PPO_FAST, PPO_MIN = 25_000, PPOConfig(lr=1e-3), 100.0
-DQN_STEPS, DQN_FAST, DQN_MIN = 12_000, DQNConfig(exploration_steps=5_000, learning_starts=500), 100.0
+PPO_STEPS, PPO_FAST, PPO_MIN = 25_000, {"lr": 1e-3}, 100.0
+DQN_STEPS, DQN_FAST, DQN_MIN = 12_000, {"exploration_steps": 5_000, "learning_starts": 500}, 100.0
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
@@ -243,7 +238,7 @@ def test_fused_policy_value_matches_the_agent(env_id: str) -> None:
     """The acting fast path computes what the agent's modules and torch.distributions compute."""
     from torch.distributions import Categorical
 
-    from janus.workload.ppo import FusedPolicyValue
+    from janus.algorithms.ppo import FusedPolicyValue
 
     actor = PPOActor(PPOConfig(init_log_std=-0.3), env_id, seed=0, num_envs=2)
     obs = torch.randn(4096, actor.envs.single_observation_space.shape[0])

@@ -4,7 +4,7 @@
   time-major piece ``[T, num_envs, ...]``: ``obs, action, logprob, value, reward, terminated,
   truncated, advantage, return``. Advantages come from :func:`janus.returns.gae` over the piece,
   bootstrapping from ``V(next_obs[t])``: after a truncation ``next_obs`` is the final observation
-  (SAME_STEP autoreset, see :mod:`janus.workload.envs`), and the end of the piece bootstraps
+  (SAME_STEP autoreset, see :mod:`janus.algorithms.envs`), and the end of the piece bootstraps
   from the value of the last ``next_obs``.
 * :class:`PPOLearner` (runs in the Trainer) does one clipped-objective gradient step per
   minibatch; the caller iterates each rollout in ``num_minibatches`` minibatches for
@@ -26,10 +26,12 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
+from janus.algorithms.base import Budget, register
+from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
+from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.optim import adam, clip_grad_norm
 from janus.returns import gae
-from janus.workload.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.workload.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
-from janus.workload.optim import adam, clip_grad_norm
 
 
 @dataclass
@@ -294,3 +296,40 @@ class PPOLearner:
         self.agent.load_state_dict(state["agent"])
         self.opt.load_state_dict(state["opt"])
         self.updates = int(state["updates"])
+
+
+# ---- the runtime's view of PPO (see janus.algorithms.base) ----------------------------------------
+class PPO(GymAlgorithm):
+    """On-policy: each rollout is trained ``num_epochs`` x ``num_minibatches`` times, in lockstep."""
+
+    name = "ppo"
+    on_policy = True
+    config_class = PPOConfig
+    action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
+    quick_env_steps = 4096
+    # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
+    preset = {
+        "is_on_policy": True, "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
+        "overlap_select": 1, "g_collect": 1, "g_select": 0.25,
+        "workload": {"algo": "ppo", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,
+                     "total_env_steps": 300_000},
+    }
+
+    def mapped(self, cfg: Any) -> dict[str, Any]:
+        return {**super().mapped(cfg), "num_minibatches": cfg.janus.num_minibatches, "update_epochs": cfg.workload.num_epochs}
+
+    def budget(self, cfg: Any) -> Budget:
+        """``total_env_steps`` in whole rollouts of every worker."""
+        iterations = max(1, cfg.workload.total_env_steps // cfg.rollout_transitions)
+        return Budget(iterations * cfg.updates_per_iteration, iterations)
+
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GymActorSide:
+        w = cfg.workload
+        actor = PPOActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        return GymActorSide(actor, self.pacing(cfg).piece_steps, initial_env_steps)
+
+    def make_learner(self, config: PPOConfig, obs_space: Any, action_space: Any, seed: int) -> PPOLearner:
+        return PPOLearner(config, obs_space, action_space, seed)
+
+
+register(PPO())

@@ -17,7 +17,7 @@ an actor is therefore ``n_step - 1`` steps shorter than ``num_steps``; later pie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -26,11 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from janus.algorithms.base import BufferSpec, Budget, register
+from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
+from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.optim import adam, clip_grad_norm
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
-from janus.workload.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.workload.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
-from janus.workload.optim import adam, clip_grad_norm
 
 
 @dataclass
@@ -229,3 +231,71 @@ class DQNLearner:
         self.target.load_state_dict(state["target"])
         self.opt.load_state_dict(state["opt"])
         self.updates = int(state["updates"])
+
+
+# ---- the runtime's view of DQN (see janus.algorithms.base) ----------------------------------------
+class DQNActorSide(GymActorSide):
+    """Epsilon follows the (estimated) global step count: this worker's steps times the workers."""
+
+    def __init__(self, actor: DQNActor, piece_steps: int, num_workers: int, initial_env_steps: int = 0) -> None:
+        super().__init__(actor, piece_steps, initial_env_steps)
+        self.num_workers = num_workers
+
+    def act(self) -> tuple[dict, Episodes]:
+        return self.actor.rollout(self.piece_steps, global_step=self.actor.env_steps * self.num_workers)
+
+
+class DQN(GymAlgorithm):
+    """Off-policy replay with the ratio ``batch_size / train_frequency`` after ``learning_starts``."""
+
+    name = "dqn"
+    on_policy = False
+    config_class = DQNConfig
+    action_spaces = (gym.spaces.Discrete,)
+    action_space_hint = "; use --algo ppo for continuous actions"
+    quick_env_steps = 2048
+    # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
+    preset = {
+        "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
+        "overlap_select": 1, "g_collect": 1, "g_select": 1,
+        "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000},
+    }
+
+    def mapped(self, cfg: Any) -> dict[str, Any]:
+        return {**super().mapped(cfg), "batch_size": cfg.janus.batch_size, "buffer_size": cfg.janus.buffer_capacity}
+
+    def validate(self, cfg: Any) -> None:
+        super().validate(cfg)
+        if cfg.workload.rollout_length < self.config(cfg).n_step:
+            raise invalid("workload.rollout_length", cfg.workload.rollout_length, "at least algorithm.n_step for dqn")
+
+    def buffer_spec(self, cfg: Any) -> BufferSpec:
+        a = self.config(cfg)
+        if not a.prioritized:
+            return super().buffer_spec(cfg)
+        return replace(super().buffer_spec(cfg), sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
+
+    def budget(self, cfg: Any) -> Budget:
+        a = self.config(cfg)
+        return Budget(max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency)), 0)
+
+    def rates(self, cfg: Any) -> tuple[int, float]:
+        """``learning_starts`` and the replay ratio, unless the runtime section sets them."""
+        a, r = self.config(cfg), cfg.runtime
+        return r.min_inserts or a.learning_starts or cfg.minibatch_size, r.samples_per_insert or a.batch_size / a.train_frequency
+
+    def publish_every(self, cfg: Any) -> int:
+        """One version per round of one piece from every worker (the updates the ratio allots it)."""
+        w = cfg.workload
+        return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
+
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
+        w = cfg.workload
+        actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
+
+    def make_learner(self, config: DQNConfig, obs_space: Any, action_space: Any, seed: int) -> DQNLearner:
+        return DQNLearner(config, obs_space, action_space, seed)
+
+
+register(DQN())

@@ -24,7 +24,6 @@ from torch import nn
 
 from janus.errors import ConfigError, invalid, one_of
 
-ALGOS = ("dqn", "ppo")
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
 EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1")
 
@@ -72,11 +71,17 @@ def env_spaces(env_id: str) -> tuple[spaces.Box, gym.Space]:
         envs.close()
 
 
-def check_action_space(algo: str, space: gym.Space) -> None:
-    """Raise :class:`ConfigError` unless ``algo`` supports ``space`` (DQN: Discrete; PPO: Discrete or Box)."""
-    if algo not in ALGOS:
-        raise invalid("--algo", algo, one_of(ALGOS))
-    accepted = (spaces.Discrete,) if algo == "dqn" else (spaces.Discrete, spaces.Box)
+ACTION_SPACES: dict[str, tuple[type, ...]] = {"dqn": (spaces.Discrete,), "ppo": (spaces.Discrete, spaces.Box)}
+"""Action spaces each Gymnasium algorithm supports."""
+
+
+def check_action_space(algo: str, space: gym.Space, accepted: tuple[type, ...] | None = None) -> None:
+    """Raise :class:`ConfigError` unless ``space`` is one of ``accepted`` (default: ``algo``'s entry
+    in :data:`ACTION_SPACES`; DQN: Discrete; PPO: Discrete or Box)."""
+    if accepted is None:
+        if algo not in ACTION_SPACES:
+            raise invalid("--algo", algo, one_of(tuple(ACTION_SPACES)))
+        accepted = ACTION_SPACES[algo]
     names = " or ".join(a.__name__ for a in accepted)
     if not isinstance(space, accepted):
         raise invalid(f"--env action space for --algo {algo}", str(space), f"a {names} action space")

@@ -13,11 +13,12 @@ Both run on the configured devices, so overlap has real work to hide behind.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
 
+from janus.algorithms.base import Algorithm, register
 from janus.config import WorkloadConfig
 
 DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
@@ -140,3 +141,24 @@ class SyntheticLearnerSide:
 
     def params(self) -> dict:
         return {k: v.detach().cpu().numpy().copy() for k, v in self.learner.net.state_dict().items()}
+
+
+class Synthetic(Algorithm):
+    """Simulated actors and a real torch learner: ``iterations`` rollouts per worker, a fixed amount
+    of learner work (the runtime's rates, off-policy ``updates_per_iteration`` per iteration)."""
+
+    name = "synthetic"
+
+    def is_on_policy(self, cfg: Any) -> bool:
+        return bool(cfg.janus.is_on_policy)
+
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> SyntheticActorSide:
+        j = cfg.janus
+        piece_steps = self.pacing(cfg).piece_steps
+        return SyntheticActorSide(cfg.workload, j.actor_device, cfg.seed * 1000 + index, not j.is_on_policy, piece_steps)
+
+    def learner(self, cfg: Any) -> SyntheticLearnerSide:
+        return SyntheticLearnerSide(cfg.workload, cfg.janus.learner_device, cfg.seed)
+
+
+register(Synthetic())

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
+from janus.algorithms.base import algorithm
+from janus.algorithms.gym_algorithm import MAPPED
 from janus.config import RunConfig, available_placements, from_dict, resolve
 from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
-from janus.workload import rl_runtime as rl
-from janus.workload.rl_runtime import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 RANDOM_RETURN = 22  # mean CartPole-v1 return of a uniformly random policy
@@ -38,18 +37,10 @@ def _runtime_conftest() -> Any:
 ray_session = _runtime_conftest().ray_session
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def rl_cfg(algo: str, steps: int, seed: int = 0, **overrides: Any) -> RunConfig:
     """The algorithm's preset with ``steps`` env steps and ``overrides`` (config keys), resolved."""
     workload = {"total_env_steps": steps, **overrides.pop("workload", {})}
-    return resolve(from_dict({"workload": workload, "seed": seed, **overrides}, base=from_dict(PRESETS[algo])))
+    return resolve(from_dict({"workload": workload, "seed": seed, **overrides}, base=from_dict(algorithm(algo).preset)))
 
 
 def tiny(algo: str, **overrides: Any) -> RunConfig:
@@ -70,22 +61,23 @@ def assert_curve(run: dict[str, Any], cfg: RunConfig) -> None:
     assert steps[-1] > steps[0] > 0
     assert all(1 <= r <= 500 for r in returns), "CartPole-v1 returns lie in [1, 500]"
     assert run["final_mean_return"] == pytest.approx(sum(returns[-20:]) / len(returns[-20:]))
-    # DQN workers roll until stopped, a little past the budget
-    slack = cfg.rollout_transitions * (2 + rl.VERSION_LAG) if cfg.workload.algo == "dqn" else 0
+    # DQN workers roll until stopped, a little past the budget: at most the insert credit in hand
+    pacing = algorithm(cfg.workload.algo).pacing(cfg)
+    slack = int(pacing.error_buffer / pacing.samples_per_insert) + 2 * cfg.rollout_transitions if pacing.samples_per_insert else 0
     assert steps[-1] <= cfg.workload.total_env_steps + slack
 
 
 def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:
     """Every transition produced was inserted and collected; the learner did its updates."""
     counts = run["counts"]
-    assert counts["updates"] >= rl.total_updates(cfg)
+    assert counts["updates"] >= algorithm(cfg.workload.algo).budget(cfg).total_updates
     assert counts["transitions_inserted"] == counts["transitions_produced"] == counts["transitions_collected"] > 0
     assert counts["batches_selected"] >= counts["updates"]
     if cfg.workload.algo == "ppo":  # exactly the rollouts of the budget
-        assert counts["transitions_produced"] == rl.iterations(cfg) * cfg.rollout_transitions
-        assert counts["updates"] == rl.total_updates(cfg)
+        assert counts["transitions_produced"] == algorithm(cfg.workload.algo).budget(cfg).iterations * cfg.rollout_transitions
+        assert counts["updates"] == algorithm(cfg.workload.algo).budget(cfg).total_updates
     else:
-        assert counts["transitions_produced"] >= rl.algorithm_config(cfg).learning_starts
+        assert counts["transitions_produced"] >= algorithm(cfg.workload.algo).config(cfg).learning_starts
     assert run["actor_steps_per_s"] > 0 and run["samples_per_s"] > 0
 
 
@@ -114,7 +106,7 @@ def test_ray_backend_two_workers(ray_session: Any, algo: str, steps: int) -> Non
     assert_curve(run, cfg)
     assert_counts(run, cfg)
     if algo == "ppo":  # both workers' rollouts, in lockstep
-        assert run["counts"]["transitions_produced"] == rl.iterations(cfg) * 2 * 4 * 128
+        assert run["counts"]["transitions_produced"] == algorithm(cfg.workload.algo).budget(cfg).iterations * 2 * 4 * 128
 
 
 # ------------------------------------------------------------------------- data-path settings
@@ -191,8 +183,6 @@ def test_data_path_keys_in_algorithm_point_to_the_config(monkeypatch: pytest.Mon
     no_run(monkeypatch)
     with pytest.raises(ConfigError, match=f"algorithm.{key} is set by the data-path config") as err:
         rl_cfg(algo, 1000, algorithm={key: 64})
-    from janus.workload.rl_runtime import MAPPED
-
     assert f"set {MAPPED[key]} instead" in str(err.value), "the message names the one place to set it"
 
 

@@ -1,0 +1,163 @@
+"""What DQN and PPO share as runtime algorithms: the ``algorithm:`` section, its checks, the adapters.
+
+The data-path knobs stay the source of truth for what they name: ``batch_size`` and
+``buffer_capacity`` (DQN), ``num_minibatches`` (PPO), ``workload.envs_per_actor`` (envs per worker),
+``workload.rollout_length`` (steps per rollout), ``workload.num_epochs`` (PPO epochs). Everything
+else is a field of the algorithm's config dataclass, set in the ``algorithm:`` section.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, replace
+from typing import Any
+
+from janus.algorithms.base import Algorithm, BufferSpec
+from janus.errors import ConfigError, invalid
+
+MAPPED = {  # algorithm field -> where the data-path config sets it
+    "num_envs": "workload.envs_per_actor", "rollout_steps": "workload.rollout_length",
+    "batch_size": "batch_size (top level)", "buffer_size": "buffer_capacity (top level)",
+    "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
+}
+UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "tau"}
+ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
+POSITIVE = {"lr", "train_frequency"}  # numbers that must be > 0
+SIGNED = {"init_log_std"}  # any finite number
+
+
+class GymAlgorithm(Algorithm):
+    """An algorithm acting in Gymnasium environments, configured by a dataclass (``config_class``)."""
+
+    config_class: type = object
+    """The algorithm's hyperparameter dataclass (the ``algorithm:`` section's field names)."""
+    action_spaces: tuple[type, ...] = ()
+    """Gymnasium action spaces it supports."""
+    action_space_hint = ""
+    """Appended to the error for an unsupported action space (what to use instead)."""
+    has_policy = True
+
+    def mapped(self, cfg: Any) -> dict[str, Any]:
+        """The config fields the data-path config sets (see the module doc)."""
+        w = cfg.workload
+        return {"num_envs": w.envs_per_actor, "rollout_steps": w.rollout_length}
+
+    def config(self, cfg: Any) -> Any:
+        """The algorithm's config dataclass of a run: ``algorithm:`` overrides + the mapped knobs."""
+        overrides = dict(cfg.algorithm)
+        if "hidden" in overrides and isinstance(overrides["hidden"], list):
+            overrides["hidden"] = tuple(overrides["hidden"])
+        return replace(self.config_class(**overrides), **self.mapped(cfg))
+
+    def buffer_spec(self, cfg: Any) -> BufferSpec:
+        return BufferSpec(on_policy=self.on_policy, checkpoint_replay=not self.on_policy, checkpoint_learner=True)
+
+    def validate(self, cfg: Any) -> None:
+        """Clear errors for the ``algorithm:`` keys, on/off-policy and the environment's spaces."""
+        from janus.algorithms.envs import check_action_space, env_spaces
+
+        names = {f.name for f in fields(self.config_class)}
+        defaults = self.config_class()
+        for key in cfg.algorithm:
+            if key in MAPPED:
+                raise ConfigError(f"algorithm.{key} is set by the data-path config for {self.name}: set {MAPPED[key]} instead")
+            if key not in names:
+                raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {self.name}: "
+                                  f"{', '.join(sorted(names - set(MAPPED)))}")
+            check_value(key, cfg.algorithm[key], getattr(defaults, key))
+        if bool(cfg.janus.is_on_policy) != self.on_policy:
+            raise invalid("is_on_policy", cfg.janus.is_on_policy, f"{str(self.on_policy).lower()} for --algo {self.name}")
+        _, action_space = env_spaces(cfg.workload.env)
+        try:
+            check_action_space(self.name, action_space, self.action_spaces)
+        except ConfigError as exc:
+            raise ConfigError(f"--env {cfg.workload.env!r}: {exc}{self.action_space_hint}") from None
+
+    def learner(self, cfg: Any) -> "GymLearnerSide":
+        from janus.algorithms.envs import env_spaces
+
+        obs_space, action_space = env_spaces(cfg.workload.env)
+        return GymLearnerSide(self.make_learner(self.config(cfg), obs_space, action_space, cfg.seed), self.budget(cfg).total_updates)
+
+    def make_learner(self, config: Any, obs_space: Any, action_space: Any, seed: int) -> Any:
+        raise NotImplementedError
+
+
+def check_value(key: str, value: Any, default: Any) -> None:
+    """``algorithm.<key>`` has the default's type and a sensible range: see the sets above."""
+    name = f"algorithm.{key}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise invalid(name, value, "true or false")
+    elif isinstance(default, tuple):
+        if not isinstance(value, (list, tuple)) or not value or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+            raise invalid(name, value, "a non-empty list of layer widths (integers >= 1)")
+    elif isinstance(default, int):
+        low = 0 if key in ZERO_OK else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise invalid(name, value, f"an integer >= {low}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise invalid(name, value, "a finite number")
+        if key in UNIT_INTERVAL and not 0 <= value <= 1:
+            raise invalid(name, value, "a number in [0, 1]")
+        if key in POSITIVE and value <= 0:
+            raise invalid(name, value, "a number > 0")
+        if key not in SIGNED and value < 0:
+            raise invalid(name, value, "a number >= 0")
+
+
+class GymActorSide:
+    """A Worker's payload: an algorithm's actor over ``envs_per_actor`` vectorised environments."""
+
+    def __init__(self, actor: Any, piece_steps: int, initial_env_steps: int = 0) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        self.actor = actor
+        self.piece_steps = piece_steps
+        self.actor.env_steps = initial_env_steps  # a resumed run continues its exploration schedule
+
+    def act(self) -> tuple[dict, Any]:
+        """One piece and the episodes it finished (subclasses add schedule arguments)."""
+        return self.actor.rollout(self.piece_steps)
+
+    def rollout(self) -> tuple[dict, dict]:
+        piece, episodes = self.act()
+        info = {
+            "episode_returns": [float(r) for r in episodes.returns],
+            "episode_lengths": [int(n) for n in episodes.lengths],
+            "env_steps": self.piece_steps * self.actor.num_envs,
+        }
+        return piece, info
+
+    def load_params(self, snapshot: Any) -> None:
+        self.actor.load_params(dict(snapshot.arrays), snapshot.version)
+
+
+class GymLearnerSide:
+    """The Trainer's payload: a learner told its progress through the run (PPO anneals its rate)."""
+
+    def __init__(self, learner: Any, total_updates: int) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        self.learner = learner
+        self.total = total_updates
+        self.updates = 0
+
+    def update(self, batch: dict) -> Any:
+        if hasattr(self.learner, "set_progress"):
+            self.learner.set_progress(self.updates / self.total)
+        self.updates += 1
+        return self.learner.update(batch)
+
+    def params(self) -> dict:
+        return self.learner.params()
+
+    def state_dict(self) -> dict:
+        return {"learner": self.learner.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state["learner"])
+        self.updates = int(state["updates"])

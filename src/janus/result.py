@@ -1,0 +1,66 @@
+"""The one result type of every run (``janus train``, ``compare``, ``eval``): :class:`RunResult`.
+
+The runtime fills it (``janus.runtime.run.summarize``); the harness reports it. :meth:`RunResult.to_dict`
+is the one serialisation, as written to ``results.json``. Reports read results both fresh and loaded
+from ``results.json``, so a result also reads like that dict (``result["counts"]["updates"]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator
+
+STAGE_NAMES = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
+
+
+@dataclass
+class RunResult:
+    """What one run measured.
+
+    ``stage_s`` holds the seconds of each stage in :data:`STAGE_NAMES` (rollout: mean over workers);
+    ``runtime`` holds the runtime's figures, among them ``learner_utilization`` (fraction of the
+    wall time the Trainer spent in updates) and ``learner_wait_s`` (time it waited for a batch).
+    """
+
+    name: str
+    config: dict[str, Any]
+    samples_per_s: float
+    actor_steps_per_s: float
+    wall_s: float
+    stage_s: dict[str, float]
+    counts: dict[str, int]
+    runtime: dict[str, Any] = field(default_factory=dict)
+    learning_curve: dict[str, list[float]] | None = None
+    """Episode ``return`` against ``env_steps`` and ``wall_s`` (RL runs)."""
+    episodes: int | None = None
+    final_mean_return: float | None = None
+    """Mean return of the last 20 episodes (RL runs)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as ``results.json`` holds it (fields that are None are left out)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    # read access as the results.json dict
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if key in self._names() else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._names() and getattr(self, key) is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def keys(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    @classmethod
+    def _names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+
+def as_dict(run: RunResult | dict[str, Any]) -> dict[str, Any]:
+    """A run as a plain dict (a :class:`RunResult` serialised, a loaded dict as is)."""
+    return run.to_dict() if isinstance(run, RunResult) else run

@@ -1,0 +1,101 @@
+"""The pacing object in real runs: insert credits from the Orchestrator, the ratio a DQN run achieves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from janus.algorithms.base import algorithm
+from janus.config import from_dict, resolve
+from janus.runtime.messages import CountsMsg, InsertCreditMsg, PongMsg, SampleBatchMsg, StartMsg
+from janus.runtime.orchestrator import Orchestrator
+from janus.runtime.pacing import SampleToInsertRatio
+from janus.runtime.run import run_runtime
+
+
+class Outbox:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    def send(self, dest: str, msg: Any) -> None:
+        self.sent.append((dest, msg))
+
+    def credits(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for dest, msg in self.sent:
+            if isinstance(msg, InsertCreditMsg):
+                out[dest] = out.get(dest, 0) + msg.pieces
+        return out
+
+
+def orchestrator(initial: dict | None = None) -> tuple[Orchestrator, Outbox]:
+    roles = {"trainer": "trainer", "trajectory_manager": "trajectory_manager", "proxy-0": "proxy",
+             "worker-0": "worker", "worker-1": "worker"}
+    # pieces of 32 transitions, 2 sampled per insert: a piece is worth 64 sampled transitions = 2 batches
+    limiter = SampleToInsertRatio(2.0, 64, 128.0, insert_piece=32, sample_batch=32, max_in_flight=2)
+    orch = Orchestrator("orchestrator", roles, limiter, total_updates=1000, initial=initial)
+    out = Outbox()
+    orch.bind(out)  # type: ignore[arg-type]
+    orch.receive(StartMsg())
+    return orch, out
+
+
+def test_insert_credits_are_granted_ahead_round_robin_and_count_pieces_in_flight() -> None:
+    orch, out = orchestrator()
+    orch.step()
+    # before any sample: up to min size + error_buffer / (2 x 32) = 2 + 2 pieces, over both workers
+    assert out.credits() == {"worker-0": 2, "worker-1": 2}
+    orch.step()
+    assert sum(out.credits().values()) == 4, "granted-but-not-inserted pieces count: no more grants"
+    orch.receive(CountsMsg("trajectory_manager", {"inserted": 128, "pieces": 4}))
+    orch.step()
+    assert sum(1 for _, m in out.sent if isinstance(m, SampleBatchMsg)) == 2, "in-flight bound on samples"
+    assert sum(out.credits().values()) == 4 + 1, "two batches requested: one more piece"
+
+
+def test_a_restarted_worker_loses_its_unused_credit_and_gets_credit_again() -> None:
+    orch, out = orchestrator()
+    restarted: list[str] = []
+    orch.restart = restarted.append
+    orch.step()
+    orch.receive(PongMsg(1, "worker-1", 0.0, {"rollouts": 1}))  # used 1 of its 2 pieces, then died
+    orch.pong_timeout_s = 0.0
+    orch.last_pong = {n: 0.0 for n in orch.roles}
+    orch.last_pong["worker-1"] = -1e9
+    for name in orch.roles:
+        if name != "worker-1":
+            orch.last_pong[name] = float("inf")
+    orch._health(1.0)
+    assert restarted == ["worker-1"]
+    assert orch.granted["worker-1"] == 0 and orch.pieces_in_flight == 3, "its unused piece is forgotten"
+    orch.step()
+    assert sum(out.credits().values()) == 5, "the freed piece is granted again"
+
+
+def test_resume_continues_the_counters() -> None:
+    orch, out = orchestrator({"trained": 10, "inserted": 224, "env_steps": 224})
+    assert orch.requested == orch.trained == 10 and orch.inserted == 224
+    orch.step()
+    # diff = 2 x (224 - 64) - 10 x 32 = 0; the step first requests 2 batches (in-flight bound),
+    # diff = -64, then grants (error_buffer + 64) / 64 = 3 pieces
+    assert [m.request_id for _, m in out.sent if isinstance(m, SampleBatchMsg)] == [10, 11]
+    assert sum(out.credits().values()) == 3
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_dqn_run_holds_the_sample_insert_ratio(workers: int) -> None:
+    data = {"seed": 1, "workload": {"total_env_steps": 3000, "num_actors": workers},
+            "algorithm": {"learning_starts": 500}}
+    cfg = resolve(from_dict(data, base=from_dict(algorithm("dqn").preset)))
+    run = run_runtime(cfg, timeout_s=300)
+    p, counts = run.runtime["pacing"], run.counts
+    spi, eb, batch = p["samples_per_insert"], p["error_buffer"], p["sample_batch"]
+    assert spi == 128 / 2.0 and p["min_size_to_sample"] == 500, "DQN's replay ratio and learning_starts"
+    sampled = counts["updates"] * batch
+    target = spi * (counts["transitions_inserted"] - p["min_size_to_sample"])
+    in_flight = cfg.runtime.max_in_flight * batch  # requested but not trained at the stop
+    assert target - eb - in_flight <= sampled <= target + eb, (sampled, target, eb)
+    assert counts["transitions_inserted"] == counts["transitions_produced"]
+    assert p["pieces_granted"] * cfg.workload.envs_per_actor * cfg.workload.rollout_length >= counts["transitions_inserted"]
+    assert 0 < run.runtime["learner_utilization"] <= 1 and run.runtime["learner_wait_s"] >= 0

@@ -1,0 +1,84 @@
+"""The import graph: no cycle among janus modules, and the runtime and config import no algorithm."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import janus
+
+SRC = Path(janus.__file__).resolve().parent
+ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.ppo", "janus.algorithms.synthetic",
+                     "janus.algorithms.envs", "janus.algorithms.gym_algorithm"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, top_level_only: bool) -> set[str]:
+    """janus modules ``path`` imports (at module level only, or anywhere, even inside functions)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("janus")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("janus"):
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}  # `from janus.runtime import checkpoints`
+    return out
+
+
+def graph(top_level_only: bool) -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in SRC.rglob("*.py")}
+    # a module's own parent packages are imported before it anyway: not an edge of a cycle
+    return {name: {m for m in imports(path, top_level_only) if m in modules and not (name + ".").startswith(m + ".")}
+            for name, path in modules.items()}
+
+
+def test_no_import_cycle_at_module_level() -> None:
+    edges = graph(top_level_only=True)
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in edges[node]:
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    assert "janus.runtime.run" in edges and edges["janus.runtime.run"], "the graph was read"
+
+
+def test_backends_never_import_the_run_module() -> None:
+    for name, deps in graph(top_level_only=False).items():
+        if name.startswith("janus.runtime.backends"):
+            assert "janus.runtime.run" not in deps, f"{name} imports janus.runtime.run"
+
+
+def test_runtime_and_config_import_no_algorithm_module() -> None:
+    for name, deps in graph(top_level_only=False).items():
+        if name.startswith("janus.runtime") or name == "janus.config":
+            assert not deps & ALGORITHM_MODULES, f"{name} imports {sorted(deps & ALGORITHM_MODULES)}"
+
+
+def test_a_fresh_interpreter_imports_the_runtime_without_an_algorithm() -> None:
+    code = (
+        "import sys, janus.config, janus.runtime.run, janus.runtime.backends.local, janus.harness.commands\n"
+        "loaded = sorted(m for m in sys.modules if m in %r)\n"
+        "assert not loaded, loaded\n"
+        "from janus.algorithms.base import algorithm\n"
+        "assert algorithm('dqn').name == 'dqn' and 'janus.algorithms.dqn' in sys.modules\n"
+    ) % (ALGORITHM_MODULES,)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
