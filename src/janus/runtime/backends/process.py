@@ -141,7 +141,10 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
         conn.send(("failed", name, "".join(traceback.format_exception(exc))))
         return
     host = Host(component)
-    conn.send(("ready", name, os.getpid()))
+    try:
+        conn.send(("ready", name, os.getpid()))
+    except (BrokenPipeError, OSError):  # the learner stopped while this process was starting
+        return
     receiver = threading.Thread(target=_receive, args=(host, outbox, conn), name=f"{name}-receive", daemon=True)
     receiver.start()
     host.loop()  # in this thread until StopMsg or an error
@@ -221,6 +224,7 @@ class ProcessBackend(LocalBackend):
         self.worker_counters: dict[str, dict[str, float]] = {}
         self._receiver: threading.Thread | None = None
         self._stop_receiving = threading.Event()
+        self._closing = threading.Event()  # shutdown began: no more (re)starts
         self._wlock = threading.RLock()
 
     # -- registration and start-up --
@@ -352,16 +356,18 @@ class ProcessBackend(LocalBackend):
 
     # -- faults and restarts --
     def restart(self, name: str) -> None:
-        """Kill worker ``name`` (if still alive) and spawn a fresh one in its place."""
-        with self._wlock:
+        """Kill worker ``name`` (if still alive) and spawn a fresh one in its place (not once
+        shutdown has begun: stopped workers miss pings, and must not come back)."""
+        with self._wlock:  # shutdown sets _closing under this lock: no spawn slips past it
+            if self._closing.is_set():
+                return
             old = self.workers.get(name)
             if old is not None:
                 self.retired_workers.append(old)
-        if old is not None:
-            if old.process.is_alive():
-                old.process.kill()
-            old.process.join(5.0)
-        self._spawn(name)
+                if old.process.is_alive():
+                    old.process.kill()
+                old.process.join(5.0)
+            self._spawn(name)
 
     def kill(self, name: str) -> None:
         """SIGKILL a worker's process, or crash a learner-process component (fault tests)."""
@@ -380,6 +386,7 @@ class ProcessBackend(LocalBackend):
         in data-flow order; unlink every shared-memory segment. Returns what is still alive."""
         deadline = time.monotonic() + timeout
         with self._wlock:
+            self._closing.set()
             workers = list(self.workers.values())
         for wp in workers:
             self._to_worker(wp, ("msg", StopMsg("shutdown")))
@@ -394,9 +401,10 @@ class ProcessBackend(LocalBackend):
             wp.process.join(max(0.0, min(2.0, deadline - time.monotonic())))
             if wp.process.is_alive():
                 wp.process.kill()
-                wp.process.join(2.0)
+                wp.process.join(10.0)  # unmapping a large process can take seconds on a loaded machine
             if wp.process.is_alive():
-                alive.append(f"process {wp.process.name} (pid {wp.process.pid})")
+                state = "retired" if wp in self.retired_workers else "current"
+                alive.append(f"process {wp.process.name} (pid {wp.process.pid}, {state}, ready={wp.ready.is_set()}, done={wp.done.is_set()})")
         time.sleep(0)  # let the receiver take the last pipe contents
         self._drain_pipes()
         alive += super().shutdown(max(1.0, deadline - time.monotonic()))
