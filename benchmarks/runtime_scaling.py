@@ -1,4 +1,4 @@
-"""Runtime scaling: actor steps/s and learner samples/s for 1, 2, 4 workers on both backends.
+"""Runtime scaling: actor steps/s and learner samples/s for 1, 2, 4 workers on each backend.
 
     python benchmarks/runtime_scaling.py                 # full run (a few minutes)
     python benchmarks/runtime_scaling.py --quick         # smoke run (about a minute)
@@ -7,7 +7,9 @@
 Every run is the same synthetic off-policy workload (simulated environments that sleep
 ``env_step_ms`` per step, a real torch learner) through ``janus.runtime.run.run_runtime``; only the
 backend and the number of workers change. The ideal actor rate for W workers is W times the rate
-measured with one worker on the same backend; the ratio is measured / ideal. A second table varies
+measured with one worker on the same backend; the ratio is measured / ideal. A CPU-bound table
+replaces the sleep by a busy Python loop of the same length (``env_compute_ms``): there the workers
+compete for the machine's cores (and, on the local backend, for one GIL), so it shows the ceiling. A second table varies
 the rollout length on the ray backend (2 workers): a worker sends one InsertTransitionMsg per
 rollout, so this is the number of transitions per message. Rates exclude process start-up (the
 run's wall time starts once every component is up). Sampling is unlimited (no rate limiter ratio),
@@ -38,25 +40,26 @@ WORKERS = (1, 2, 4)
 ROLLOUT_LENGTHS = (8, 32, 128)
 ENVS = 8
 BATCH = 64
-SPI = 2.0  # samples per inserted transition
+SPI = 0.0  # no sample/insert ratio: the (two-sided) limiter would pace the workers by the learner
 
 
-def config(backend: str, workers: int, rollout_length: int, quick: bool) -> RunConfig:
-    """The benchmark workload: per worker a fixed number of env steps; two samples per transition.
+def config(backend: str, workers: int, rollout_length: int, quick: bool, cpu_bound: bool = False) -> RunConfig:
+    """The benchmark workload: per worker a fixed number of env steps, no sample/insert ratio.
 
-    ``samples_per_insert=2`` paces the learner by the inserts, and the goal (updates) needs half of
-    what one worker produces, so every run ends while every worker still rolls out (unless the
-    learner falls behind so far that the workers run out of rollouts: flagged ``*`` in the table).
+    The learner trains as fast as it can towards a fixed goal (updates) while the workers roll out,
+    so the run's wall time is set by the learner and the workers' rate is measured over it; a run
+    whose workers finished all their rollouts before the goal is flagged ``*`` in the table.
     """
     steps_per_worker = 1600 if quick else 8000  # env steps (of ENVS transitions each) per worker
     iterations = max(1, steps_per_worker // rollout_length)
     return resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, batch_size=BATCH, buffer_capacity=100_000),
         workload=WorkloadConfig(num_actors=workers, envs_per_actor=ENVS, rollout_length=rollout_length,
-                                obs_shape=(256,), hidden_size=128, env_step_ms=1.0, iterations=iterations,
-                                updates_per_iteration=max(1, ENVS * rollout_length // BATCH)),
+                                obs_shape=(256,), hidden_size=128, iterations=iterations,
+                                env_step_ms=0.0 if cpu_bound else 1.0, env_compute_ms=1.0 if cpu_bound else 0.0,
+                                updates_per_iteration=max(1, 4 * ENVS * rollout_length // BATCH)),
         runtime=RuntimeConfig(backend=backend, samples_per_insert=SPI),
-        name=f"{backend}-w{workers}-T{rollout_length}",
+        name=f"{backend}-w{workers}-T{rollout_length}{'-cpu' if cpu_bound else ''}",
     ))
 
 
@@ -86,7 +89,7 @@ def scaling_table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{r['backend']:8} {r['workers']:>7} {r['actor_steps_per_s']:>13,.0f}{flag} {ideal:>9,.0f} "
                      f"{r['ratio']:>6.2f} {r['samples_per_s']:>10,.0f} {r['rollout_ms']:>10.1f} {r['wall_s']:>7.2f}")
     return "\n".join(lines + ["(* the workers ran out of rollouts before the goal: steps/s is a lower bound;",
-                              " rollout ms: mean time inside one rollout of 32 steps, of which 32 ms are env sleeps)"])
+                              " rollout ms: mean time inside one rollout of 32 steps, of which 32 ms are env sleeps or busy loops)"])
 
 
 def size_table(rows: list[dict[str, Any]]) -> str:
@@ -102,7 +105,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
-    parser.add_argument("--backends", default="local,ray", help="comma-separated: local,ray")
+    parser.add_argument("--backends", default="local,process,ray", help="comma-separated: local,process,ray")
+    parser.add_argument("--cpu-bound-backends", default="local,process",
+                        help="backends of the CPU-bound table (comma-separated; empty: no such table)")
     args = parser.parse_args()
     backends = args.backends.split(",")
     meta = {"date": datetime.now().astimezone().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
@@ -127,6 +132,11 @@ def main() -> int:
                 scaling.append(measure(config(backend, w, 32, args.quick)))
                 print(f"  {backend} x{w}: {scaling[-1]['actor_steps_per_s']:,.0f} steps/s "
                       f"({time.perf_counter() - t0:.0f}s with start-up)", flush=True)
+        cpu_bound = []
+        for backend in [b for b in args.cpu_bound_backends.split(",") if b]:
+            for w in WORKERS:
+                cpu_bound.append(measure(config(backend, w, 32, args.quick, cpu_bound=True)))
+                print(f"  {backend} x{w} (CPU-bound): {cpu_bound[-1]['actor_steps_per_s']:,.0f} steps/s", flush=True)
         sizes = []
         if "ray" in backends:
             for length in ROLLOUT_LENGTHS:
@@ -137,6 +147,9 @@ def main() -> int:
             ray.shutdown()
     print("\nscaling (rollout_length 32, obs 256 float32, env_step_ms 1.0, 8 envs per worker)")
     print(scaling_table(scaling))
+    if cpu_bound:
+        print(f"\nCPU-bound environments (1 ms busy loop per step instead of a 1 ms sleep; {os.cpu_count()} cores)")
+        print(scaling_table(cpu_bound))
     if sizes:
         print("\ninsert message size (ray, 2 workers)")
         print(size_table(sizes))
@@ -144,7 +157,7 @@ def main() -> int:
     print(f"\nmachine: {meta['cpus']} CPUs, 1-min load average {meta['load_avg_at_start'][0]:.1f} at start, "
           f"{meta['load_avg_at_end'][0]:.1f} at the end")
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "scaling": scaling, "message_size": sizes}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"meta": meta, "scaling": scaling, "cpu_bound": cpu_bound, "message_size": sizes}, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 

@@ -211,7 +211,7 @@ def test_missing_file(tmp_path):
         ("workload:\n  obs_shape: {a: 1}\n", "workload.obs_shape", "{'a': 1}", "list of positive integers"),
         ("workload:\n  num_actors: 0\n", "workload.num_actors", "0", "integer >= 1"),
         ("workload:\n  num_layers: -1\n", "workload.num_layers", "-1", "integer >= 0"),
-        ("workload:\n  env_step_ms: -1\n", "workload.env_step_ms", "-1", ">= 0"),
+        ("workload:\n  env_step_ms: -1\n", "workload.env_step_ms", "-1", "in [0, 60000]"),
         ("workload:\n  iterations: 2.5\n", "workload.iterations", "2.5", "integer >= 1"),
     ],
 )

@@ -97,6 +97,9 @@ class WorkloadConfig:
     """Observation dtype: ``float32`` or ``uint8`` (uint8 is scaled to [0,1] by the learner)."""
     env_step_ms: float = 1.0
     """Simulated environment cost per actor step, in milliseconds (sleeps, like a remote env)."""
+    env_compute_ms: float = 0.0
+    """Simulated CPU-bound environment cost per actor step, in milliseconds (a busy Python loop that
+    holds the GIL, like a Gymnasium env written in Python); added to ``env_step_ms``."""
     hidden_size: int = 256
     """Learner MLP width."""
     num_layers: int = 2
@@ -380,8 +383,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
         raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
-    if not _is_number(w.env_step_ms) or w.env_step_ms < 0:
-        raise invalid("workload.env_step_ms", w.env_step_ms, "a finite number >= 0 (milliseconds)")
+    for key in ("env_step_ms", "env_compute_ms"):
+        value = getattr(w, key)
+        if not _is_number(value) or not 0 <= value <= 60_000:
+            raise invalid(f"workload.{key}", value, "a finite number in [0, 60000] (milliseconds)")
     workload = replace(
         w,
         num_actors=_int("workload.num_actors", w.num_actors),
@@ -393,7 +398,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         iterations=_int("workload.iterations", w.iterations),
         updates_per_iteration=_int("workload.updates_per_iteration", w.updates_per_iteration),
         num_epochs=_int("workload.num_epochs", w.num_epochs),
-        env_step_ms=float(w.env_step_ms),
+        env_step_ms=float(w.env_step_ms), env_compute_ms=float(w.env_compute_ms),
         total_env_steps=_int("workload.total_env_steps", w.total_env_steps),
     )
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):

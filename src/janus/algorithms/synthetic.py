@@ -58,6 +58,10 @@ class SyntheticActor:
             for t in range(steps):
                 if cfg.env_step_ms:
                     time.sleep(cfg.env_step_ms / 1000.0)
+                if cfg.env_compute_ms:
+                    busy_until = time.perf_counter() + cfg.env_compute_ms / 1000.0
+                    while time.perf_counter() < busy_until:  # CPU-bound, GIL held
+                        pass
                 obs[t + 1].copy_(self.pool[(self.steps + t + 1) % len(self.pool)])
             action = torch.randint(0, cfg.num_actions, (steps, envs), generator=self.generator).to(self.device)
             reward = torch.rand((steps, envs), generator=self.generator).to(self.device)

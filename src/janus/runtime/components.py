@@ -360,9 +360,11 @@ class Trainer(Component):
     def __init__(
         self, name: str, trajectory_manager: str, orchestrator: str, make_learner: Callable[[], LearnerSide],
         publish_every: int, learner_device: str = "cpu", checkpoint: Checkpointer | None = None,
+        report_every: int = 1,
     ) -> None:
         super().__init__(name)
         self.checkpoint = checkpoint
+        self.report_every = max(1, report_every)
         self.tm = trajectory_manager
         self.orchestrator = orchestrator
         self.make_learner = make_learner
@@ -448,9 +450,12 @@ class Trainer(Component):
             self.send(self.tm, UpdatePriorityMsg(keys, priorities.detach().cpu().numpy()))
         if self.trained % self.publish_every == 0:
             self.publish()
+        if self.trained - self.reported >= self.report_every:
+            self.step()  # batches still queued: the Orchestrator refills before this mailbox runs dry
 
     def step(self) -> bool:
-        """Report batches trained once per drained mailbox, not per batch (a message saved per update)."""
+        """Report batches trained when the mailbox is drained or every ``report_every`` batches
+        (not per batch: on Ray each count is a remote call)."""
         if self.trained != self.reported:
             self.reported = self.trained
             self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))

@@ -130,7 +130,7 @@ def new_trainer(cfg: RunConfig) -> Trainer:
     seconds to import its machinery), and handed to the Trainer when it starts."""
     publish = algo_of(cfg).pacing(cfg).publish_every
     return Trainer("trainer", "trajectory_manager", "orchestrator", partial(_built, make_learner(cfg)), publish,
-                   cfg.janus.learner_device, checkpointer(cfg, "trainer"))
+                   cfg.janus.learner_device, checkpointer(cfg, "trainer"), report_every=cfg.runtime.max_in_flight // 2)
 
 
 def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
