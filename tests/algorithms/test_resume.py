@@ -78,3 +78,22 @@ def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
     replay = load_state(out / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")
     assert replay["buffer"]["sampler"] == "prioritized"
     assert any(p.name.startswith("events.out.tfevents") for p in (out / "tensorboard").rglob("*"))
+
+
+def test_process_backend_checkpoints_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Worker processes over shared memory: the same commit, the same resume (here across backends)."""
+    run = tmp_path / "run"
+    _train(run, "--backend", "process")
+    ckpt = run / "checkpoint"
+    state = json.loads((ckpt / "run_state.json").read_text())
+    replay = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
+    assert state["trained"] > 0 and state["env_steps"] > 0 and replay["inserted"] > 0
+    assert json.loads((run / "results.json").read_text())["runs"][0]["runtime"]["backend"] == "process"
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--total_env_steps", "5000", "--backend", "local"]) == 0
+    assert f"{replay['inserted']:,} transitions in replay" in capsys.readouterr().out
+    assert main(["train", "--resume", str(run), "--total_env_steps", "7000", "--backend", "process"]) == 0
+    state3 = json.loads((ckpt / "run_state.json").read_text())
+    assert state3["trained"] > state["trained"] and state3["env_steps"] > state["env_steps"]
+    replay3 = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
+    assert replay3["inserted"] > replay["inserted"]
