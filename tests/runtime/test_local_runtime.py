@@ -224,3 +224,15 @@ def test_interrupt_stops_everything() -> None:
     with pytest.raises(KeyboardInterrupt):
         run_runtime(tiny(), progress=progress, timeout_s=60)
     assert not host_threads()
+
+
+def test_component_error_after_the_goal_fails_the_run_and_skips_the_final_commit(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """An error while draining (here: the Trainer's stop) is not swallowed: RunFailed, no final commit."""
+    def broken_stop(self: Trainer, msg: Any) -> None:
+        raise RuntimeError("trainer failed while stopping")
+
+    monkeypatch.setattr(Trainer, "on_StopMsg", broken_stop)
+    with pytest.raises(RunFailed, match="trainer failed while stopping"):
+        run_runtime(tiny(), timeout_s=60)
+    assert not host_threads()

@@ -233,7 +233,13 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     finally:
         alive = backend.shutdown()
         counters = backend.counters()
-        commit_final_checkpoint(cfg, backend)
+        failed = backend.fatal  # also an error while draining, after the goal was reached
+        if failed is None:
+            commit_final_checkpoint(cfg, backend)
+    if failed is not None:
+        name, text = failed
+        raise RunFailed(f"component {name!r} failed while the run was stopping; the final checkpoint was not "
+                        f"committed (--resume continues from the last periodic one):\n{text}")
     if alive:
         raise RunFailed(f"shutdown left components running: {alive}")
     return summarize(cfg, backend, status, counters, wall)

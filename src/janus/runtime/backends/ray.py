@@ -336,8 +336,8 @@ class RayBackend:
 
         Checks the ``wait_done`` calls started with the actors, without blocking, every POLL_S.
         """
-        if self._fatal is not None or not self._watch or time.monotonic() - self._last_poll < self.POLL_S:
-            return self._fatal
+        if self._final is not None or self._fatal is not None or not self._watch or time.monotonic() - self._last_poll < self.POLL_S:
+            return self._fatal  # after shutdown: as gathered then (Ray may be gone)
         self._last_poll = time.monotonic()
         ready, _ = ray.wait(list(self._watch), num_returns=len(self._watch), timeout=0)
         for ref in ready:
@@ -410,6 +410,9 @@ class RayBackend:
             except (ray.exceptions.RayError, TimeoutError):
                 pass
         self._final = self._gather(max(1.0, deadline - time.monotonic()))
+        for name, final in self._final.items():  # an error while draining is a failure of the run too
+            if final["error"] and self.roles.get(name) != "worker" and self._fatal is None:
+                self._fatal = (name, final["error"])
         for f in self._final.values():
             self.stats.merge(f["stats"])
             self.stats.dropped += f["stats"]["dropped"]
