@@ -146,6 +146,9 @@ class RuntimeConfig:
     """Health check period."""
     pong_timeout_s: float = 10.0
     """A component that does not answer a ping for this long is restarted (worker) or fails the run."""
+    stall_timeout_s: float = 60.0
+    """No transition inserted and no batch trained for this long (outside a checkpoint) fails the run
+    with a message naming the starved stage and the knob to change (0: never)."""
     checkpoint_dir: str | None = None
     """Where the Trainer (policy, optimiser, counters) and TrajectoryManager (DQN replay buffer)
     save checkpoints, on stop and every ``checkpoint_interval_s``; ``janus train`` sets RUN_DIR/checkpoint."""
@@ -439,6 +442,8 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         value = getattr(r, name)
         if not _is_number(value) or value <= 0:
             raise invalid(name, value, "a finite number of seconds > 0")
+    if not _is_number(r.stall_timeout_s) or r.stall_timeout_s < 0:
+        raise invalid("stall_timeout_s", r.stall_timeout_s, "a finite number of seconds >= 0 (0: never)")
     spi = r.samples_per_insert
     if not _is_number(spi) or spi < 0:
         raise invalid("samples_per_insert", spi, "a finite number >= 0 (0: unlimited)")
@@ -453,7 +458,7 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         samples_per_param_load=_int("samples_per_param_load", r.samples_per_param_load),
         max_in_flight=_int("max_in_flight", r.max_in_flight),
         max_calls_in_flight=_int("max_calls_in_flight", r.max_calls_in_flight),
-        samples_per_insert=float(spi),
+        samples_per_insert=float(spi), stall_timeout_s=float(r.stall_timeout_s),
     )
 
 

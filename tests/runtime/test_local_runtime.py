@@ -236,3 +236,37 @@ def test_component_error_after_the_goal_fails_the_run_and_skips_the_final_commit
     with pytest.raises(RunFailed, match="trainer failed while stopping"):
         run_runtime(tiny(), timeout_s=60)
     assert not host_threads()
+
+
+def test_a_stall_fails_the_run_within_its_timeout_naming_the_starved_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inserts that never reach the buffer: no progress -> RunFailed after stall_timeout_s, not an hour."""
+    monkeypatch.setattr(TrajectoryManager, "on_InsertTransitionMsg", lambda self, msg: None)
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256, stall_timeout_s=2.0)
+    start = time.monotonic()
+    with pytest.raises(RunFailed, match=r"no progress for \d+s .*sampling waits for 256 transitions .*lower the minimum"):
+        run_runtime(cfg, timeout_s=120)
+    assert time.monotonic() - start < 30
+    assert not host_threads()
+
+
+def test_a_stall_diagnosis_names_collection_when_pieces_wait_in_staging() -> None:
+    from janus.runtime.orchestrator import Orchestrator
+    from janus.runtime.run import make_limiter
+
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
+    orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
+                        make_limiter(cfg), total_updates=100)
+    orch.inserted, orch.component_counters["tm"] = 640, {"buffer.transitions_collected": 512}
+    assert "lower g_collect" in orch.stall_diagnosis(5.0)
+    orch.component_counters["tm"] = {"buffer.transitions_collected": 640}
+    orch.requested, orch.trained = 7, 3
+    assert "selection stage is starved" in orch.stall_diagnosis(5.0)
+
+
+def test_a_run_that_can_never_sample_is_rejected_before_work() -> None:
+    from janus.errors import ConfigError
+
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=10**7)  # far beyond what the workers produce
+    with pytest.raises(ConfigError, match="can never sample.*min_inserts"):
+        run_runtime(cfg, timeout_s=30)
+    assert not host_threads()

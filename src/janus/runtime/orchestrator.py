@@ -38,13 +38,15 @@ class Orchestrator(Component):
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
+        stall_timeout_s: no transition inserted and no batch trained for this long (outside a
+            checkpoint) fails the run with a message naming the starved stage (0: never).
     """
 
     def __init__(
         self, name: str, roles: dict[str, str], limiter: SampleToInsertRatio, total_updates: int,
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
-        total_pieces: int = 0,
+        total_pieces: int = 0, stall_timeout_s: float = 0.0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -83,6 +85,9 @@ class Orchestrator(Component):
         # (seconds, env steps, episode return) per finished episode
         self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
         self._last_progress = (0, 0)
+        self.stall_timeout_s = stall_timeout_s
+        self.progress_at = time.monotonic()  # when inserted or trained last moved
+        self.checkpoint_open = False  # a checkpoint was asked for and is not committed yet
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -92,7 +97,7 @@ class Orchestrator(Component):
                 if r == role:
                     self.send(name, StartMsg())
         start = time.monotonic()
-        self.started_at = start
+        self.started_at = self.progress_at = start
         self.last_pong = {n: start for n in self.roles}
 
     def on_CountsMsg(self, msg: CountsMsg) -> None:
@@ -111,6 +116,7 @@ class Orchestrator(Component):
         assert self.checkpoints is not None
         if self.checkpoints.ack(msg.sender, msg.tag, dict(msg.counters)):
             self.count("checkpoints_committed")
+            self.checkpoint_open = False
 
     def run_state(self) -> dict[str, Any]:
         """What ``--resume`` continues: counters, learning curve and clock of this instant."""
@@ -139,6 +145,7 @@ class Orchestrator(Component):
             self._health(now)
         if self.checkpoints is not None and self.checkpoints.due():
             tag = self.checkpoints.begin(self.run_state())
+            self.checkpoint_open = True
             for name in self.checkpoints.names:
                 self.send(name, CheckpointMsg(tag))
         return credits > 0
@@ -177,8 +184,14 @@ class Orchestrator(Component):
     def _health(self, now: float) -> None:
         self.last_ping = now
         progress = (self.inserted, self.trained)
-        if progress == self._last_progress:
+        if progress == self._last_progress and not self.checkpoint_open:
             self.stalls += 1
+            if self.stall_timeout_s and now - self.progress_at > self.stall_timeout_s:
+                self.failure = self.stall_diagnosis(now - self.progress_at)
+                self.stop_all(self.failure)
+                return
+        else:
+            self.progress_at = now
         self._last_progress = progress
         for name, role in self.roles.items():
             if now - self.last_pong.get(name, now) > self.pong_timeout_s:
@@ -194,6 +207,25 @@ class Orchestrator(Component):
                     return
             self.seq += 1
             self.send(name, PingMsg(self.seq, now, self.name))
+
+    def stall_diagnosis(self, idle_s: float) -> str:
+        """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""
+        lim, tm = self.limiter, self.component_counters.get(self.tm, {})
+        head = f"no progress for {idle_s:.0f}s ({self.inserted:,} transitions inserted, {self.trained:,} of {self.total_updates:,} batches trained)"
+        staged = self.inserted - int(tm.get("buffer.transitions_collected", self.inserted))
+        rollouts = sum(int(c.get("rollouts", 0)) for n, c in self.component_counters.items() if n in self.workers)
+        if self.inserted < lim.min_size_to_sample:
+            return (f"{head}: sampling waits for {lim.min_size_to_sample:,} transitions (min_size_to_sample: "
+                    f"learning_starts / runtime.min_inserts) that the workers are not producing "
+                    f"({rollouts:,} pieces so far, restarts {dict(self.restarts)}); lower the minimum or raise the budget")
+        if staged > 0:
+            return (f"{head}: {staged:,} transitions wait in the actor-side staging for collection; "
+                    f"g_collect asks for more pieces per collection than the workers send — lower g_collect")
+        if self.requested > self.trained:
+            return (f"{head}: {self.requested - self.trained} batches were requested and none was delivered; the "
+                    f"selection stage is starved — check g_select, batch_size and buffer_capacity")
+        return (f"{head}: no sample credit is allowed and no worker inserts (samples_per_insert "
+                f"{lim.samples_per_insert:g}, {self.pieces_in_flight} pieces granted in flight) — check the ratio settings")
 
     @property
     def env_steps(self) -> int:

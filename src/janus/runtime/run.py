@@ -18,7 +18,7 @@ from typing import Any, Callable
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
-from janus.errors import RunFailed
+from janus.errors import ConfigError, RunFailed
 from janus.result import RunResult
 from janus.runtime import checkpoints
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
@@ -139,7 +139,20 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
     names = checkpointed(cfg)
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
     return Orchestrator("orchestrator", roles, make_limiter(cfg), total, restart, r.ping_interval_s, r.pong_timeout_s,
-                        initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg))
+                        initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg),
+                        stall_timeout_s=r.stall_timeout_s)
+
+
+def check_progress_possible(cfg: RunConfig) -> None:
+    """Reject, before any work, a run whose sampling threshold its workers can never meet."""
+    p = algo_of(cfg).pacing(cfg)
+    pieces = pieces_in_all(cfg)
+    produced = pieces * p.piece_steps * cfg.workload.envs_per_actor
+    if pieces and p.min_size_to_sample > produced:
+        raise ConfigError(
+            f"this run can never sample: sampling starts after {p.min_size_to_sample:,} transitions "
+            f"(runtime.min_inserts / learning_starts) but its workers produce {produced:,} in all; "
+            f"lower the minimum or raise workload.iterations / num_actors")
 
 
 def pieces_in_all(cfg: RunConfig) -> int:
@@ -207,6 +220,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
     if cfg.runtime.resume and checkpointed(cfg):
         checkpoints.recover(str(cfg.runtime.checkpoint_dir))  # finish a commit a crash cut short
+    check_progress_possible(cfg)
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = algo_of(cfg).budget(cfg).total_updates
