@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import torch
 import yaml
 
-from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of
+from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of, shown
 
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
 DEVICES = ("cpu", "cuda")
@@ -254,15 +254,35 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
     )
 
 
+MAX_CONFIG_BYTES = 1 << 20
+MAX_INT = 1 << 40  # counts and sizes beyond this are no configuration a machine can run
+SEED_LIMIT = 1 << 32  # the range every seeded library accepts (numpy's legacy seeding is 32-bit)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: an alias bomb (nested ``*refs``) is tiny on disk and
+    expands exponentially as soon as the config is copied, printed or validated."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ConfigError(f"YAML aliases (*{event.anchor}) are not supported in janus configs "
+                              f"(line {event.start_mark.line + 1}): write the value out")
+        return super().compose_node(parent, index)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """The mapping in a YAML config file; clear errors for a missing or malformed file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {str(path)!r}")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {str(path)!r} is {size:,} bytes; a janus config is at most {MAX_CONFIG_BYTES:,}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(path.read_text(), Loader=_NoAliasLoader) or {}
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {shown(str(exc), 400)}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping of keys to values, not {type(data).__name__}")
     return dict(data)
@@ -291,11 +311,10 @@ def parse_granularity(name: str, value: Any) -> float:
     raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
 
 
-def _int(name: str, value: Any, low: int = 1) -> int:
-    if not _is_number(value) or int(value) != value:
-        raise invalid(name, value, f"an integer >= {low}")
-    if value < low:
-        raise invalid(name, value, f"an integer >= {low}")
+def _int(name: str, value: Any, low: int = 1, high: int = MAX_INT) -> int:
+    accepted = f"an integer >= {low} (at most {high:,})"
+    if not _is_number(value) or int(value) != value or not low <= value <= high:
+        raise invalid(name, value, accepted)
     return int(value)
 
 
@@ -404,8 +423,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         env_step_ms=float(w.env_step_ms), env_compute_ms=float(w.env_compute_ms),
         total_env_steps=_int("workload.total_env_steps", w.total_env_steps),
     )
-    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int):
-        raise invalid("seed", cfg.seed, "an integer")
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < SEED_LIMIT:
+        raise invalid("seed", cfg.seed, f"an integer in [0, {SEED_LIMIT - 1:,}]")
     out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime))
     if janus.is_on_policy:
         rollout = out.rollout_transitions

@@ -46,9 +46,25 @@ class PipelineClosedError(JanusError, RuntimeError):
     """The pipeline was closed (or failed) and can no longer accept or deliver data."""
 
 
+MAX_SHOWN = 120  # characters of a bad value quoted in a message
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a hostile value never makes a huge message;
+    an int too large for Python to print is described by its size)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of {value.bit_length():,} bits>"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # e.g. a deeply nested or self-referencing structure
+        return f"<a {type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 25] + f"... ({len(text):,} characters)"
+
+
 def invalid(field: str, given: Any, accepted: str, cls: type[JanusError] = ConfigError) -> JanusError:
     """Build an error whose message names ``field``, the value ``given`` and what is ``accepted``."""
-    return cls(f"invalid {field}: got {given!r}; accepted: {accepted}")
+    name = field if len(field) <= 200 else field[:175] + f"... ({len(field):,} characters)"
+    return cls(f"invalid {name}: got {shown(given)}; accepted: {accepted}")
 
 
 def one_of(values: Iterable[Any]) -> str:
