@@ -97,3 +97,15 @@ def test_process_backend_checkpoints_and_resumes(tmp_path: Path, capsys: pytest.
     assert state3["trained"] > state["trained"] and state3["env_steps"] > state["env_steps"]
     replay3 = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
     assert replay3["inserted"] > replay["inserted"]
+
+
+def test_a_checkpoint_dir_chosen_in_yaml_is_kept_so_resume_finds_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chosen = tmp_path / "elsewhere"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"runtime:\n  checkpoint_dir: {chosen}\nworkload:\n  total_env_steps: 2000\n")
+    run = tmp_path / "run"
+    assert main(["train", "--algo", "dqn", "--config", str(config), "--out", str(run)]) == 0
+    assert (chosen / "run_state.json").is_file() and not (run / "checkpoint").exists()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--total_env_steps", "2000"]) == 0
+    assert "resuming from the end of the last run" in capsys.readouterr().out  # not "starting from scratch"

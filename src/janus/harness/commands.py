@@ -82,7 +82,12 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> Ru
             _print_resume_point(str(runtime.checkpoint_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
     saved = cfg.to_dict()
-    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": None, "resume": False}  # set per invocation
+    # resume is per invocation; a checkpoint folder of the user's choosing is kept (absolute), the
+    # default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
+    chosen = cfg.runtime.checkpoint_dir
+    if chosen is not None and Path(chosen).resolve() == (out_dir / "checkpoint").resolve():
+        chosen = None
+    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": str(Path(chosen).resolve()) if chosen else None, "resume": False}
     (out_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
     return cfg
 
