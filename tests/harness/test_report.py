@@ -142,3 +142,18 @@ def test_default_out_dir_is_unique(tmp_path: Path) -> None:
     first.mkdir()
     second = default_out_dir("compare", root=tmp_path)
     assert second != first and not second.exists()
+
+
+def test_progress_rates_count_from_where_a_resumed_run_started() -> None:
+    import io
+
+    from janus.harness.progress import ProgressLine
+    from janus.runtime.run import rl_note
+
+    line = ProgressLine("train", stream=io.StringIO())
+    line(9_000, 10_000)  # a resumed run starts at 9,000 of 10,000 updates
+    line.start -= 10.0  # ten seconds later...
+    text = line._text(9_100, 10_000, line.start + 10.0)  # ...100 more updates
+    assert "10.0 updates/s" in text, text
+    curve = [(0.0, 20_000, 1.0), (5.0, 21_000, 2.0)]
+    assert "200 env-steps/s" in rl_note(curve, 5.0, base_steps=20_000)

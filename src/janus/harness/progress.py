@@ -24,10 +24,13 @@ class ProgressLine:
         self._last = 0.0
         self._next_quarter = 0.25
         self.note = ""
+        self.first_done: int | None = None  # done at the first call: a resumed run's rate counts from there
 
     def __call__(self, done: int, total: int, note: str = "") -> None:
         self.note = note
         now = time.perf_counter()
+        if self.first_done is None:
+            self.first_done = done
         frac = done / total if total else 1.0
         if self.tty:
             if now - self._last < self.interval and done < total:
@@ -42,7 +45,7 @@ class ProgressLine:
 
     def _text(self, done: int, total: int, now: float) -> str:
         elapsed = now - self.start
-        rate = done / elapsed if elapsed > 0 else 0.0
+        rate = (done - (self.first_done or 0)) / elapsed if elapsed > 0 else 0.0
         pct = 100.0 * done / total if total else 100.0
         text = f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
         return f"{text}  {self.note}" if self.note else text

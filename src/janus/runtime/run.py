@@ -224,6 +224,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = algo_of(cfg).budget(cfg).total_updates
+    base_steps = int(load_run_state(cfg).get("env_steps", 0))  # a resumed run's rates count from here
     backend.start()  # ray: returns once every actor is up, so wall_s excludes process start-up
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
@@ -232,7 +233,8 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         while True:
             status = backend.orchestrator_status()
             if progress is not None:
-                progress(min(status["trained"], total), total, rl_note(status["curve"], time.perf_counter() - start))
+                note = rl_note(status["curve"], time.perf_counter() - start, base_steps=base_steps)
+                progress(min(status["trained"], total), total, note)
             if backend.fatal is not None:
                 name, text = backend.fatal
                 raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
@@ -326,12 +328,13 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     )
 
 
-def rl_note(curve: list[tuple[float, int, float]], elapsed: float, window: int = 20) -> str:
-    """Progress text for RL runs: mean return of the last episodes and env steps per second."""
+def rl_note(curve: list[tuple[float, int, float]], elapsed: float, window: int = 20, base_steps: int = 0) -> str:
+    """Progress text for RL runs: mean return of the last episodes and env steps per second of this
+    invocation (``base_steps``: the env steps a resumed run started from)."""
     if not curve:
         return ""
     last = [r for _, _, r in curve[-window:]]
-    return f"return {sum(last) / len(last):7.1f}  {curve[-1][1] / max(elapsed, 1e-9):7.0f} env-steps/s"
+    return f"return {sum(last) / len(last):7.1f}  {(curve[-1][1] - base_steps) / max(elapsed, 1e-9):7.0f} env-steps/s"
 
 
 def learning_curve(curve: list[tuple[float, int, float]], window: int = 20) -> dict[str, Any]:
