@@ -175,8 +175,8 @@ def make_backend(cfg: RunConfig) -> Any:
 
 def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> dict[str, Any]:
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
-    if cfg.runtime.resume and checkpointed(cfg):
-        checkpoints.recover(str(cfg.runtime.checkpoint_dir))  # finish a commit a crash cut short
+    if checkpointed(cfg):  # resuming: finish a commit a crash cut short, verify every file; then a new run id
+        checkpoints.start_run(str(cfg.runtime.checkpoint_dir), cfg.runtime.resume)
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = rl.total_updates(cfg)
