@@ -107,11 +107,12 @@ def file_digest(path: str | Path, chunk: int = 1 << 20) -> tuple[int, str]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise CheckpointError(f"cannot read {str(path)!r}: {_reason(exc)}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CheckpointError(f"cannot read {str(path)!r}: it is not a regular file (a directory?)")
     h = hashlib.sha256()
     size = 0
     with io.FileIO(fd, "r") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise CheckpointError(f"cannot read {str(path)!r}: it is not a regular file (a directory?)")
         while block := f.read(chunk):
             h.update(block)
             size += len(block)
@@ -124,3 +125,9 @@ def _reason(exc: OSError) -> str:
     if exc.errno == errno.EISDIR:
         return "it is a directory, not a file"
     return exc.strerror or type(exc).__name__
+
+
+def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> None:
+    """``fig.savefig`` through :func:`atomic_open` (the format from the file name's suffix)."""
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format=Path(path).suffix.lstrip(".") or "png", **kwargs)

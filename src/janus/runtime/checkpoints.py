@@ -149,10 +149,11 @@ def _read_small_json(path: Path, limit: int) -> Any:
     except OSError as exc:
         raise CheckpointError(f"cannot read {path}: {exc.strerror or type(exc).__name__} "
                               f"(a symlink or a directory where a file should be): {ADVICE}") from None
+    st = os.fstat(fd)
+    if not _is_regular(st.st_mode):
+        os.close(fd)
+        raise CheckpointError(f"{path} is not a regular file: {ADVICE}")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not _is_regular(st.st_mode):
-            raise CheckpointError(f"{path} is not a regular file: {ADVICE}")
         if st.st_size > limit:
             raise CheckpointError(f"{path} is {st.st_size:,} bytes, more than a janus run state can be ({limit:,}): {ADVICE}")
         raw = f.read(limit + 1)
