@@ -101,10 +101,13 @@ def test_a_flipped_byte_in_trainer_pt_fails_resume_and_rollout(run: Path) -> Non
 
 
 # ---- 6. a folder that is not a consistent run is a clear error -----------------------------------
-def _edit_state(change: Callable[[dict[str, Any]], Any]) -> Callable[[Path], None]:
+def _edit_state(change: Callable[[dict[str, Any]], Any], reseal: bool = False) -> Callable[[Path], None]:
+    """Edit run_state.json; ``reseal``: also recompute its record_sha256 (a deliberate forgery)."""
     def edit(ckpt: Path) -> None:
         state = json.loads((ckpt / "run_state.json").read_text())
         change(state)
+        if reseal:
+            state["record_sha256"] = checkpoints.record_digest(state)
         (ckpt / "run_state.json").write_text(json.dumps(state))
     return edit
 
@@ -126,8 +129,12 @@ INCONSISTENT: dict[str, tuple[Callable[[Path], None], str]] = {
     "empty object": (_write_state("{}"), "not a janus commit record"),
     "missing field": (_edit_state(lambda s: s.pop("trained")), "missing or mistyped: trained"),
     "mistyped field": (_edit_state(lambda s: s.update(env_steps="12")), "missing or mistyped: env_steps"),
-    "a tag no file has": (_edit_state(lambda s: s.update(tag=999)), "tag 'final' in the file, 999 in the record"),
-    "counters disagree": (_edit_state(lambda s: s.update(trained=s["trained"] + 7)), "(trained "),
+    "a tag no file has": (_edit_state(lambda s: s.update(tag=999)), "record_sha256 does not match its contents"),
+    "counters disagree": (_edit_state(lambda s: s.update(trained=s["trained"] + 7)), "record_sha256 does not match"),
+    "a tag no file has, resealed": (_edit_state(lambda s: s.update(tag=999), reseal=True),
+                                    ".pt does not match run_state.json (tag 'final' in the file, 999 in the record)"),
+    "counters disagree, resealed": (_edit_state(lambda s: s.update(trained=s["trained"] + 7), reseal=True),
+                                    "trainer.pt does not match run_state.json (trained "),
     "no run_state.json": (lambda c: (c / "run_state.json").unlink(), "but no run_state.json"),
     "a directory for a file": (_replace_with_dir("trainer.pt"), "trainer.pt"),
     "a directory for run_state.json": (_replace_with_dir("run_state.json"), "run_state.json is not a regular file"),
@@ -139,7 +146,7 @@ def test_an_inconsistent_run_folder_is_a_clear_error(run: Path, case: str, capsy
     edit, said = INCONSISTENT[case]
     edit(run / "checkpoint")
     capsys.readouterr()
-    code = main(["train", "--resume", str(run), "--total_env_steps", STEPS])
+    code = main(["train", "--resume", str(run), "--total_env_steps", "100000"])  # not a budget already spent
     err = capsys.readouterr()
     assert code == 2, err.out[-1000:] + err.err[-2000:]
     assert said in err.err, err.err[-2000:]

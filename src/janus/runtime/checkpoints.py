@@ -5,7 +5,7 @@ checkpoint (:class:`~janus.runtime.messages.CheckpointMsg` with a sequence numbe
 Each writes ``<name>.pending-<run>-<tag>.pt`` atomically and acknowledges with its counters. Once
 both have answered, the Orchestrator *commits*: it writes ``run_state.json`` — counters, learning
 curve, and the commit record: the run id, the tag, a folder-wide commit number and, per file, its
-size and SHA-256 — then renames the pending files to ``<name>.pt``.
+size and SHA-256, all under a SHA-256 of the record itself — then renames the pending files to ``<name>.pt``.
 
 ``<run>`` is a random id drawn by :func:`start_run` for every ``janus train`` invocation, so no
 two runs share a pending name (the stop-time tag ``final`` is reused by every run; with the run id
@@ -23,6 +23,7 @@ commit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -184,9 +185,17 @@ def read_run_state(folder: str | Path) -> dict[str, Any]:
                                   f"committed or the record was deleted; {ADVICE.split('; ', 1)[1]}") from None
         return {}
     problem = _run_state_problem(state)
+    if not problem and state.get("record_sha256") != record_digest(state):
+        problem = "its record_sha256 does not match its contents: edited by hand or corrupt"
     if problem:
         raise CheckpointError(f"{path} is not a janus commit record ({problem}): {ADVICE}")
     return state
+
+
+def record_digest(state: dict[str, Any]) -> str:
+    """SHA-256 of a commit record without its own ``record_sha256`` (canonical JSON)."""
+    body = {k: v for k, v in state.items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _is_int(x: Any, low: int = 0) -> bool:
@@ -275,8 +284,10 @@ def commit(folder: str | Path, names: tuple[str, ...], tag: int | str, run_state
         seq = int(read_run_state(folder).get("seq", 0)) + 1
     except CheckpointError:  # a fresh run over a folder whose record is unreadable: its files are replaced now
         seq = 1
-    write_json_atomic(folder / RUN_STATE, {**run_state, "format": STATE_FORMAT, "version": STATE_VERSION,
-                                          "run_id": run, "tag": tag, "seq": seq, "files": files})
+    record = {**run_state, "format": STATE_FORMAT, "version": STATE_VERSION, "run_id": run, "tag": tag, "seq": seq,
+              "files": files}
+    record = json.loads(json.dumps(record))  # as it will read back (tuples become lists), for the digest
+    write_json_atomic(folder / RUN_STATE, {**record, "record_sha256": record_digest(record)})
     for name in names:
         os.replace(_pending(folder, name, run, tag), folder / f"{name}.pt")
     for entry in list(os.scandir(folder)):  # this run's earlier checkpoints that were never committed
