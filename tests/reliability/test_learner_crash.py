@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from ckpt_helpers import assert_resumed_identically, committed
 from janus.buffer.checkpoint import load_state

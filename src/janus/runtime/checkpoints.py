@@ -29,12 +29,13 @@ import math
 import os
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from janus.errors import CheckpointError
-from janus.fileio import TMP_SUFFIX, file_digest, write_text
+from janus.fileio import TMP_SUFFIX, file_digest, temp_name, write_text
 
 RUN_STATE = "run_state.json"
 RUN_FILE = "run.json"  # the id of the run writing this folder (start_run draws one per invocation)
@@ -129,8 +130,6 @@ def current_run(folder: str | Path) -> str:
 
 def _create_exclusive(path: Path, text: str) -> None:
     """Create ``path`` with ``text`` unless it exists (a hard link is atomic and never overwrites)."""
-    from janus.fileio import temp_name
-
     tmp = temp_name(path)
     write_text(tmp, text)
     try:
@@ -151,7 +150,7 @@ def _read_small_json(path: Path, limit: int) -> Any:
         raise CheckpointError(f"cannot read {path}: {exc.strerror or type(exc).__name__} "
                               f"(a symlink or a directory where a file should be): {ADVICE}") from None
     st = os.fstat(fd)
-    if not _is_regular(st.st_mode):
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise CheckpointError(f"{path} is not a regular file: {ADVICE}")
     with os.fdopen(fd, "rb") as f:
@@ -162,12 +161,6 @@ def _read_small_json(path: Path, limit: int) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise CheckpointError(f"{path} is not valid JSON ({type(exc).__name__}: {str(exc)[:120]}): {ADVICE}") from None
-
-
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
 
 
 def read_run_state(folder: str | Path) -> dict[str, Any]:
@@ -222,7 +215,8 @@ def _run_state_problem(state: Any) -> str | None:
         ("env_steps", _is_int(state.get("env_steps"))),
         ("wall_s", _is_number(state.get("wall_s")) and state["wall_s"] >= 0),
         ("curve", isinstance(state.get("curve"), list) and all(
-            isinstance(c, list) and len(c) == 3 and all(_is_number(v) for v in c) for c in state["curve"])),
+            isinstance(c, list) and len(c) == 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c)
+            for c in state["curve"])),  # an episode return may be NaN or inf: JSON as written by Python keeps it
         ("inserted", "inserted" not in state or _is_int(state["inserted"])),
         ("restarts", isinstance(state.get("restarts", {}), dict)),
         ("files", isinstance(state.get("files"), dict) and bool(state["files"]) and all(
