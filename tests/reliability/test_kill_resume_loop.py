@@ -67,6 +67,7 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
             if resume and (seen := captured(capture)) is not None:
                 assert_resumed_identically(expected, seen)
                 checks += 1
+                history[-1] += " checked"
         # the last resume runs to its end: it too starts from exactly the last commit
         expected = committed(run)
         steps = (expected["state"]["env_steps"] if expected else 0) + 1500
@@ -80,6 +81,7 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
         assert final["tag"] == checkpoints.FINAL and final["env_steps"] >= steps
         if expected:
             assert final["curve"][: len(expected["state"]["curve"])] == expected["state"]["curve"]
+        print(f"JANUS_KILL_SEED={SEED} {backend}: {checks} killed resumes checked; " + "; ".join(history))
     except BaseException as exc:
         raise AssertionError(f"JANUS_KILL_SEED={SEED} {backend}: " + "; ".join(history) + f" -> {exc}") from exc
 
