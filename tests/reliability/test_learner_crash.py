@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,28 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
-from janus.buffer.checkpoint import load_state, save_atomic
+from ckpt_helpers import assert_resumed_identically, committed
+from janus.buffer.checkpoint import load_state
 from janus.cli import main
 from janus.runtime import checkpoints
 from janus.runtime.components import TrajectoryManager, Trainer
 from janus.runtime.orchestrator import Orchestrator
 
 NAMES = ("trainer", "trajectory_manager")
-
-
-def _committed(run: Path) -> dict[str, Any]:
-    """Recover a copy of RUN/checkpoint as --resume would; return its committed files and state."""
-    snapshot = run.parent / f"{run.name}-snapshot"
-    shutil.copytree(run / "checkpoint", snapshot)
-    checkpoints.recover(snapshot)
-    assert not list(snapshot.glob("*.pending-*")), "recover left pending files"
-    return {
-        "state": checkpoints.read_run_state(snapshot),
-        "trainer": load_state(snapshot / "trainer.pt", fmt="janus.trainer"),
-        "replay": load_state(snapshot / "trajectory_manager.pt", fmt="janus.trajectory_manager"),
-    }
 
 
 def _resume_capturing(monkeypatch: pytest.MonkeyPatch, run: Path, total_env_steps: int) -> dict[str, Any]:
@@ -62,37 +48,6 @@ def _resume_capturing(monkeypatch: pytest.MonkeyPatch, run: Path, total_env_step
     monkeypatch.setattr(Orchestrator, "__init__", orchestrator)
     assert main(["train", "--resume", str(run), "--total_env_steps", str(total_env_steps)]) == 0
     return seen
-
-
-def _assert_equal_tree(a: Any, b: Any, where: str = "") -> None:
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {sorted(a)} != {sorted(b)}"
-        for k in a:
-            _assert_equal_tree(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_equal_tree(x, y, f"{where}[{i}]")
-    elif isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), f"{where} differs"
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
-
-
-def _assert_resumed_identically(expected: dict[str, Any], seen: dict[str, Any]) -> None:
-    state, trainer, replay = expected["state"], expected["trainer"], expected["replay"]
-    # the committed set is one instant: the run state's counters are those in the component files
-    assert trainer["tag"] == replay["tag"] == state["tag"]
-    assert state["trained"] == trainer["trained"] > 0
-    assert state["inserted"] == replay["inserted"] == replay["buffer"]["written"] > 0
-    # the resumed components start from exactly that instant
-    _assert_equal_tree(replay["buffer"], seen["replay"]["buffer"], "buffer")
-    assert seen["replay"]["inserted"] == replay["inserted"]
-    _assert_equal_tree(trainer["learner"], seen["trainer"]["learner"], "learner")
-    assert (seen["trainer"]["trained"], seen["trainer"]["version"]) == (trainer["trained"], trainer["version"])
-    orch = seen["orchestrator"]
-    assert (orch["trained"], orch["env_steps"]) == (state["trained"], state["env_steps"])
-    assert [list(c) for c in orch["curve"]] == [list(c) for c in state["curve"]]
 
 
 def _wait_for_commits(ckpt: Path, proc: subprocess.Popen, commits: int, timeout_s: float = 120.0) -> None:
@@ -122,9 +77,9 @@ def test_sigkill_of_a_training_process_resumes_from_the_last_commit(tmp_path: Pa
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    expected = _committed(run)
+    expected = committed(run)
     seen = _resume_capturing(monkeypatch, run, total_env_steps=expected["state"]["env_steps"] + 1500)
-    _assert_resumed_identically(expected, seen)
+    assert_resumed_identically(expected, seen)
     final = checkpoints.read_run_state(run / "checkpoint")
     assert final["tag"] == checkpoints.FINAL and final["env_steps"] > expected["state"]["env_steps"]
     assert final["curve"][: len(expected["state"]["curve"])] == expected["state"]["curve"]
@@ -149,56 +104,72 @@ def test_trainer_exception_commits_nothing_after_it_and_resume_is_identical(tmp_
         code = main(["train", "--algo", "dqn", "--total_env_steps", "1000000", "--checkpoint_interval_s", "0.3",
                      "--seed", "4", "--out", str(run)])
     assert code == 2
-    expected = _committed(run)
+    expected = committed(run)
     assert expected["state"]["tag"] != checkpoints.FINAL
     seen = _resume_capturing(monkeypatch, run, total_env_steps=expected["state"]["env_steps"] + 1500)
-    _assert_resumed_identically(expected, seen)
+    assert_resumed_identically(expected, seen)
 
 
 # ---- the commit protocol, crash point by crash point ----------------------------------------------
 def _stage(folder: Path, tag: int | str, value: int) -> None:
     for name in NAMES:
-        save_atomic({"value": value, "tag": tag}, checkpoints.pending_path(folder, name, tag), fmt=f"janus.{name}")
+        checkpoints.Checkpointer(str(folder), name, resume=False).stage({"value": value}, tag)
 
 
 def _values(folder: Path) -> list[int]:
     return [load_state(folder / f"{n}.pt", fmt=f"janus.{n}")["value"] for n in NAMES]
 
 
+def _counters(trained: int) -> dict[str, Any]:
+    return {"trained": trained, "env_steps": 10 * trained, "wall_s": 1.0, "curve": [], "restarts": {}}
+
+
 def test_commit_promotes_the_staged_parts_and_drops_older_ones(tmp_path: Path) -> None:
     _stage(tmp_path, 1, 10)
-    checkpoints.commit(tmp_path, NAMES, 1, {"trained": 1})
+    checkpoints.commit(tmp_path, NAMES, 1, _counters(1))
     _stage(tmp_path, 2, 20)
     _stage(tmp_path, checkpoints.FINAL, 30)  # a stop racing the commit of 2 keeps its parts
-    checkpoints.commit(tmp_path, NAMES, 2, {"trained": 2})
-    assert _values(tmp_path) == [20, 20] and checkpoints.read_run_state(tmp_path) == {"trained": 2, "tag": 2}
+    checkpoints.commit(tmp_path, NAMES, 2, _counters(2))
+    state = checkpoints.read_run_state(tmp_path)
+    assert _values(tmp_path) == [20, 20] and (state["trained"], state["tag"], state["seq"]) == (2, 2, 2)
+    assert set(state["files"]) == {"trainer.pt", "trajectory_manager.pt"}
     assert checkpoints.staged(tmp_path, NAMES, checkpoints.FINAL)
 
 
 def test_crash_before_the_run_state_is_written_keeps_the_previous_commit(tmp_path: Path) -> None:
     _stage(tmp_path, 1, 10)
-    checkpoints.commit(tmp_path, NAMES, 1, {"trained": 1})
+    checkpoints.commit(tmp_path, NAMES, 1, _counters(1))
     _stage(tmp_path, 2, 20)  # both parts written, then the crash: run_state.json still names 1
-    (tmp_path / "trainer.pending-3.pt").write_bytes(b"half a file")
+    Path(checkpoints.pending_path(tmp_path, "trainer", 3)).write_bytes(b"half a file")
     checkpoints.recover(tmp_path)
     assert _values(tmp_path) == [10, 10] and not list(tmp_path.glob("*.pending-*"))
 
 
-def test_crash_between_run_state_and_renames_is_finished_by_recover(tmp_path: Path) -> None:
+def test_crash_between_run_state_and_renames_is_finished_by_recover(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _stage(tmp_path, 1, 10)
-    checkpoints.commit(tmp_path, NAMES, 1, {"trained": 1})
+    checkpoints.commit(tmp_path, NAMES, 1, _counters(1))
     _stage(tmp_path, 2, 20)
-    checkpoints.write_json_atomic(tmp_path / checkpoints.RUN_STATE, {"trained": 2, "tag": 2})
-    os.replace(checkpoints.pending_path(tmp_path, "trainer", 2), tmp_path / "trainer.pt")  # one rename done
+    renames = []
+
+    def crash_after_one_rename(src: Any, dst: Any) -> None:
+        if len(renames) == 2:  # run_state.json and one part renamed, then the crash
+            raise KeyboardInterrupt("crash between the renames")
+        renames.append(src)
+        os.rename(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoints.os, "replace", crash_after_one_rename)
+        with pytest.raises(KeyboardInterrupt):
+            checkpoints.commit(tmp_path, NAMES, 2, _counters(2))
     checkpoints.recover(tmp_path)
     assert _values(tmp_path) == [20, 20] and not list(tmp_path.glob("*.pending-*"))
 
 
 def test_parts_staged_on_stop_are_dropped_unless_committed(tmp_path: Path) -> None:
     _stage(tmp_path, 1, 10)
-    checkpoints.commit(tmp_path, NAMES, 1, {"trained": 1})
-    save_atomic({"value": 99, "tag": checkpoints.FINAL}, checkpoints.pending_path(tmp_path, "trajectory_manager", checkpoints.FINAL),
-                fmt="janus.trajectory_manager")  # the trainer died before staging its part
+    checkpoints.commit(tmp_path, NAMES, 1, _counters(1))
+    checkpoints.Checkpointer(str(tmp_path), "trajectory_manager", resume=False).stage(
+        {"value": 99}, checkpoints.FINAL)  # the trainer died before staging its part
     assert not checkpoints.staged(tmp_path, NAMES, checkpoints.FINAL)
     checkpoints.recover(tmp_path)
     assert _values(tmp_path) == [10, 10]

@@ -10,6 +10,7 @@ import yaml
 from dataclasses import replace
 from pathlib import Path
 
+from janus import fileio
 from janus.config import RunConfig
 from janus.harness.experiments import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.progress import ProgressLine
@@ -88,7 +89,7 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> Ru
     if chosen is not None and Path(chosen).resolve() == (out_dir / "checkpoint").resolve():
         chosen = None
     saved["runtime"] = {**saved["runtime"], "checkpoint_dir": str(Path(chosen).resolve()) if chosen else None, "resume": False}
-    (out_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    fileio.write_text(out_dir / "config.yaml", yaml.safe_dump(saved, sort_keys=False))
     return cfg
 
 

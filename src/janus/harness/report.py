@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from janus import fileio
 from janus.result import RunResult, as_dict
 
 WORK_STAGES = ("rollout", "collect", "select", "update")
@@ -219,7 +220,7 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
             ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
     fig.suptitle(command, fontsize=13)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fileio.save_figure(fig, path, dpi=110)  # atomic, never through a symlink
     return path
 
 
@@ -241,11 +242,11 @@ def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, An
         "runs": runs,
         "skipped": [{"name": s.get("name"), "reason": s.get("reason")} for s in skipped or []],
     }
-    paths["json"].write_text(json.dumps(_jsonable(doc), indent=2) + "\n")
+    fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")
     rows = [_csv_row(r) for r in runs]
     header = ["name", *CSV_KNOBS, "samples_per_s", "actor_steps_per_s", "wall_s",
               *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency"]
-    with paths["csv"].open("w", newline="") as fh:
+    with fileio.atomic_open(paths["csv"], "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=header)
         writer.writeheader()
         writer.writerows(rows)
@@ -292,7 +293,7 @@ def write_learning_curve(path: str | Path, runs: list[dict[str, Any]]) -> Path |
         ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    fileio.save_figure(fig, path, dpi=110)  # atomic, never through a symlink
     return path
 
 

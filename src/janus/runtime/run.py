@@ -218,9 +218,9 @@ def make_backend(cfg: RunConfig) -> Any:
 
 def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> RunResult:
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
-    if cfg.runtime.resume and checkpointed(cfg):
-        checkpoints.recover(str(cfg.runtime.checkpoint_dir))  # finish a commit a crash cut short
     check_progress_possible(cfg)
+    if checkpointed(cfg):  # resuming: finish a commit a crash cut short, verify every file; then a new run id
+        checkpoints.start_run(str(cfg.runtime.checkpoint_dir), cfg.runtime.resume)
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = algo_of(cfg).budget(cfg).total_updates

@@ -1,0 +1,133 @@
+"""Safe file writes: atomic, never through a symlink, never to a predictable temporary name.
+
+Every janus writer goes through :func:`atomic_open`: the data is written to a new file with a
+random name, created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (so a planted file or symlink of that
+name makes the create fail instead of redirecting the write), flushed and fsynced, then renamed
+over the target. ``rename`` replaces a symlink at the target *itself*, never the file it points
+to, so a planted ``results.json -> ~/.bashrc`` is replaced by a regular file and ``~/.bashrc`` is
+untouched. A directory where the file should be is a clear :class:`~janus.errors.JanusError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import io
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+from janus.errors import CheckpointError, JanusError
+
+TMP_SUFFIX = ".tmp"
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class UnsafePathError(JanusError, OSError):
+    """A path janus was asked to write is not a place for a regular file (a directory, say)."""
+
+
+def temp_name(path: Path) -> Path:
+    """A fresh, unpredictable temporary name next to ``path`` (hidden, ending in ``.tmp``)."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(8)}{TMP_SUFFIX}")
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    for _ in range(16):
+        tmp = temp_name(path)
+        try:
+            return os.open(tmp, _CREATE, 0o644), tmp
+        except FileExistsError:  # a collision (or a planted name): draw another
+            continue
+    raise UnsafePathError(f"cannot create a temporary file next to {str(path)!r}: every name drawn exists")
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "wb", **kwargs: Any) -> Iterator[IO[Any]]:
+    """Open a new temporary file for writing; on success fsync it and rename it over ``path``.
+
+    ``mode`` is ``"w"`` (text, ``kwargs`` as for :func:`open`) or ``"wb"``. On any exception the
+    temporary file is removed and ``path`` is left as it was.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes whole files: mode 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        raise UnsafePathError(f"cannot write {str(path)!r}: it is a directory; remove it or choose another --out")
+    fd, tmp = _create_temp(path)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.replace(tmp, path)  # replaces a symlink at `path` itself, never its target
+        except IsADirectoryError:
+            raise UnsafePathError(f"cannot write {str(path)!r}: it is a directory; remove it or choose another --out") from None
+        _fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable (best effort: some filesystems refuse to fsync a directory)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Atomically replace ``path`` with ``data`` (see :func:`atomic_open`)."""
+    with atomic_open(path, "wb") as f:
+        f.write(data)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Atomically replace ``path`` with ``text`` (UTF-8; see :func:`atomic_open`)."""
+    with atomic_open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def file_digest(path: str | Path, chunk: int = 1 << 20) -> tuple[int, str]:
+    """``(size, sha256 hex)`` of a regular file, read without following a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {str(path)!r}: {_reason(exc)}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CheckpointError(f"cannot read {str(path)!r}: it is not a regular file (a directory?)")
+    h = hashlib.sha256()
+    size = 0
+    with io.FileIO(fd, "r") as f:
+        while block := f.read(chunk):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symlink (janus does not follow links in a checkpoint folder)"
+    if exc.errno == errno.EISDIR:
+        return "it is a directory, not a file"
+    return exc.strerror or type(exc).__name__
+
+
+def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> None:
+    """``fig.savefig`` through :func:`atomic_open` (the format from the file name's suffix)."""
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
