@@ -78,7 +78,10 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
         assert seen is not None
         assert_resumed_identically(expected, seen)
         final = checkpoints.read_run_state(run / "checkpoint")
-        assert final["tag"] == checkpoints.FINAL and final["env_steps"] >= steps
+        # the run stops at its update goal; env steps are reported at episode ends and the ratio
+        # limiter keeps workers within its error buffer, so they may fall a little short of `steps`
+        assert final["tag"] == checkpoints.FINAL and steps - 600 <= final["env_steps"]
+        assert final["env_steps"] > (expected["state"]["env_steps"] if expected else 0)
         if expected:
             assert final["curve"][: len(expected["state"]["curve"])] == expected["state"]["curve"]
         print(f"JANUS_KILL_SEED={SEED} {backend}: {checks} killed resumes checked; " + "; ".join(history))

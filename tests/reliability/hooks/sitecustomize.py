@@ -29,9 +29,9 @@ def _capture(name: str, state: dict[str, Any]) -> None:
     os.replace(tmp, os.path.join(folder, f"{name}.pt"))
 
 
-def _patch_rl_runtime(module: Any) -> None:
+def _patch_learner(module: Any) -> None:
     limit = int(os.environ["JANUS_TEST_FAIL_AFTER"])
-    update = module.RLLearnerSide.update
+    update = module.GymLearnerSide.update
     done = [0]
 
     def failing_update(self: Any, batch: Any) -> Any:
@@ -40,17 +40,30 @@ def _patch_rl_runtime(module: Any) -> None:
             raise RuntimeError(f"injected learner failure after {limit} updates")
         return update(self, batch)
 
-    module.RLLearnerSide.update = failing_update
+    module.GymLearnerSide.update = failing_update
 
 
 def _patch_components(module: Any) -> None:
     tm_start, trainer_start = module.TrajectoryManager.on_StartMsg, module.Trainer.on_StartMsg
 
     def tm(self: Any, msg: Any) -> None:
-        fresh = self.buffer is None
+        # Capture what is restored as it is loaded: once loaded, the buffer's selection thread may
+        # sample at once (advancing the sampler's RNG), so a snapshot taken after start would race.
+        fresh, restored = self.buffer is None, []
+        if fresh and self.checkpoint is not None:
+            restore = self.checkpoint.restore
+
+            def capturing() -> Any:
+                state = restore()
+                restored.append(state)
+                return state
+
+            self.checkpoint.restore = capturing
         tm_start(self, msg)
         if fresh:
-            _capture("replay", {"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted})
+            state = restored[0] if restored and restored[0] is not None else None
+            buffer = state["buffer"] if state is not None else self.buffer.experience.state_dict()
+            _capture("replay", {"buffer": buffer, "inserted": self.inserted})
 
     def trainer(self: Any, msg: Any) -> None:
         fresh = self.learner is None
@@ -74,7 +87,7 @@ def _patch_orchestrator(module: Any) -> None:
 
 PATCHES = {}
 if os.environ.get("JANUS_TEST_FAIL_AFTER"):
-    PATCHES["janus.workload.rl_runtime"] = _patch_rl_runtime
+    PATCHES["janus.algorithms.gym_algorithm"] = _patch_learner
 if os.environ.get("JANUS_TEST_CAPTURE"):
     PATCHES["janus.runtime.components"] = _patch_components
     PATCHES["janus.runtime.orchestrator"] = _patch_orchestrator
