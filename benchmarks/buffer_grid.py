@@ -4,6 +4,7 @@
     python benchmarks/buffer_peers.py --grid --quick         # capacity 100k, fewer repetitions
     python benchmarks/buffer_peers.py --grid --cells obs=vec4,batch=1+32,op=per --libs janus,cpprb
     python benchmarks/buffer_peers.py --grid --rss           # peak RSS, janus vs cpprb, one process each
+    python benchmarks/buffer_peers.py --grid --jit           # first-call JIT cost, cold and cached
 
 Grid: observation {vec4: 4 float32, vec64: 64 float32, img84: 4x84x84 uint8} x batch
 {1, 32, 256, 4096} x capacity {100k, 1M} (img84 at 1M needs 56 GB per buffer: skipped), for
@@ -220,6 +221,43 @@ def rss(args: argparse.Namespace) -> None:
                   f"{peak['cpprb'] / 2**20:.0f} MiB | {ratio:.3f} | {'met' if ratio <= 1.10 else 'MISSED'} |", flush=True)
 
 
+# ---- first-call JIT cost -------------------------------------------------------------------------
+def jit_child() -> None:
+    """First extend / sample / update_priority of a fresh process, uniform then prioritized."""
+    spec = bp.field_specs("vec4")
+    times = {}  # the first extend also imports numba
+    for sampler in ("uniform", "prioritized"):
+        buf = bp.ExperienceBuffer(1000, sampler=sampler, seed=0, fields=spec)
+        one = {k: torch.zeros((1, *shape), dtype=dt) for k, (shape, dt) in spec.items()}
+        for name, call in (("extend", lambda: buf.extend(one)), ("sample", lambda: buf.sample(4)),
+                           ("update_priority", lambda: buf.update_priority(torch.tensor([0]), torch.tensor([1.0])))):
+            t = time.perf_counter()
+            call()
+            times[f"{sampler} {name}"] = time.perf_counter() - t
+    print(json.dumps(times))
+
+
+def jit_cost() -> None:
+    """Cold (empty cache) and cached first calls, each in a fresh process."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        runs = []
+        for label, env in (("cold (empty NUMBA_CACHE_DIR)", {"NUMBA_CACHE_DIR": cache}),
+                           ("cached (same NUMBA_CACHE_DIR)", {"NUMBA_CACHE_DIR": cache}),
+                           ("PYTHONDONTWRITEBYTECODE=1, no NUMBA_CACHE_DIR", {"PYTHONDONTWRITEBYTECODE": "1"})):
+            e = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
+            out = subprocess.run([sys.executable, __file__, "--jit-child"], env={**e, **env}, capture_output=True,
+                                 text=True, check=True)
+            runs.append((label, json.loads(out.stdout.strip().splitlines()[-1])))
+    keys = list(runs[0][1])
+    print("| first call (fresh process) | " + " | ".join(label for label, _ in runs) + " |")
+    print("|---|" + "---:|" * len(runs))
+    for k in keys:
+        print(f"| {k} | " + " | ".join(f"{r[k] * 1000:.0f} ms" for _, r in runs) + " |")
+    print("| total | " + " | ".join(f"{sum(r.values()):.2f} s" for _, r in runs) + " |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--grid", action="store_true", help="(accepted for buffer_peers.py --grid)")
@@ -229,9 +267,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     parser.add_argument("--rss", action="store_true", help="peak RSS of janus vs cpprb (one process each)")
     parser.add_argument("--rss-child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--jit", action="store_true", help="first-call JIT cost, cold and cached (fresh processes)")
+    parser.add_argument("--jit-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.trials, args.trial_s = (3, 0.01) if args.quick else (5, 0.03)
-    if args.rss_child:
+    if args.jit_child:
+        jit_child()
+    elif args.jit:
+        jit_cost()
+    elif args.rss_child:
         lib, obs, cap, prio = args.rss_child
         rss_child(lib, obs, int(cap), bool(int(prio)))
     elif args.rss:

@@ -13,7 +13,8 @@ Conventions shared by every kernel:
   ``columns[f]``, ``row_bytes[f]`` bytes long: whatever the dtypes, a kernel sees bytes. Inputs
   of ``extend`` are a tuple of 1-D byte views (one compiled version per number of fields).
 * Gathered rows go to one flat byte buffer, field ``f``'s block at ``out_offsets[f]`` (contiguous
-  rows of that field), then the int64 keys and the float32 weights (``out_offsets[-2:]``).
+  rows of that field); keys (int64) and weights (float32) to arrays of their own (views of the
+  same buffer, made by the caller).
 * Priority trees are binary, ``2 * P`` float64 nodes, ``P`` the power of two >= capacity; leaf of
   slot ``s`` at ``P + s``, root at 1. Sum-tree leaves start at 0, min-tree leaves at ``+inf``;
   inner nodes are recomputed from their children (never updated by deltas: no drift).
@@ -28,7 +29,9 @@ import os
 import sys
 
 import numpy as np
-from numba import njit, uint64
+from numba import njit, types, uint64
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # PYTHONDONTWRITEBYTECODE / python -B: no cache files next to the code (unless NUMBA_CACHE_DIR says where).
 _JIT = {"nogil": True, "cache": bool(os.environ.get("NUMBA_CACHE_DIR")) or not sys.dont_write_bytecode, "error_model": "numpy", "boundscheck": False}
@@ -52,6 +55,23 @@ def _next_u64(state):
 def _unit(state):
     """A float64 in [0, 1) with 53 random bits."""
     return np.float64(_next_u64(state) >> uint64(11)) * _TO_UNIT
+
+
+@intrinsic
+def _memcpy(typingctx, dst, dst_offset, src, src_offset, nbytes):
+    """``dst.flat[dst_offset:+nbytes] = src.flat[src_offset:+nbytes]`` for C-contiguous uint8
+    arrays, as one ``llvm.memcpy`` (numba's slice assignment copies byte by byte: 5-10x slower
+    for image rows)."""
+    sig = types.void(dst, dst_offset, src, src_offset, nbytes)
+
+    def codegen(context, builder, signature, args):
+        d, d_off, s, s_off, n = args
+        d_data = context.make_array(signature.args[0])(context, builder, d).data
+        s_data = context.make_array(signature.args[2])(context, builder, s).data
+        cgutils.raw_memcpy(builder, builder.gep(d_data, [d_off]), builder.gep(s_data, [s_off]), n, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(**_JIT)
@@ -82,12 +102,12 @@ def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority
     Prioritized buffers (``sum_t`` not empty) give the new items the running max priority
     ``max_priority[0] ** alpha`` in both trees.
     """
-    capacity = store.shape[0]
+    capacity, stride = store.shape
     for f in range(len(srcs)):
         src, c, rb = srcs[f], columns[f], row_bytes[f]
         slot = start
         for i in range(n):
-            store[slot, c : c + rb] = src[i * rb : (i + 1) * rb]
+            _memcpy(store, slot * stride + c, src, i * rb, rb)
             slot += 1
             if slot == capacity:
                 slot = 0
@@ -100,46 +120,43 @@ def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority
 
 
 @njit(**_JIT)
-def _put(i, slot, written, store, columns, row_bytes, out, out_offsets):
-    """Copy item ``slot`` into row ``i`` of every field block of ``out``; its key too."""
-    capacity = store.shape[0]
-    row = store[slot]
+def _put(i, slot, written, store, columns, row_bytes, out, out_offsets, keys):
+    """Copy item ``slot`` into row ``i`` of every field block of ``out``; its key into ``keys``."""
+    capacity, stride = store.shape
+    base = slot * stride
     for f in range(columns.shape[0]):
-        rb, o, c = row_bytes[f], out_offsets[f] + i * row_bytes[f], columns[f]
-        out[o : o + rb] = row[c : c + rb]
-    head = written % capacity
-    k = out_offsets[-2] + 8 * i
-    out[k : k + 8].view(np.int64)[0] = written - 1 - (head - 1 - slot) % capacity
+        rb = row_bytes[f]
+        _memcpy(out, out_offsets[f] + i * rb, store, base + columns[f], rb)
+    keys[i] = written - 1 - (written % capacity - 1 - slot) % capacity
 
 
 @njit(**_JIT)
-def gather(slots, written, store, columns, row_bytes, out, out_offsets):
-    """Copy the items at ``slots`` (and their keys) into ``out``."""
+def gather(slots, written, store, columns, row_bytes, out, out_offsets, keys):
+    """Copy the items at ``slots`` into ``out``, their keys into ``keys``."""
     for i in range(slots.shape[0]):
-        _put(i, slots[i], written, store, columns, row_bytes, out, out_offsets)
+        _put(i, slots[i], written, store, columns, row_bytes, out, out_offsets, keys)
 
 
 @njit(**_JIT)
-def sample_uniform(state, n, size, written, store, columns, row_bytes, out, out_offsets):
-    """``n`` uniform draws with replacement among slots ``[0, size)``, gathered."""
-    for i in range(n):
+def sample_uniform(state, size, written, store, columns, row_bytes, out, out_offsets, keys):
+    """``len(keys)`` uniform draws with replacement among slots ``[0, size)``, gathered."""
+    for i in range(keys.shape[0]):
         s = np.int64(_unit(state) * size)
-        _put(i, s if s < size else size - 1, written, store, columns, row_bytes, out, out_offsets)
+        _put(i, s if s < size else size - 1, written, store, columns, row_bytes, out, out_offsets, keys)
 
 
 @njit(**_JIT)
-def sample_prioritized(state, n, sum_t, min_t, beta, written, store, columns, row_bytes, out, out_offsets):
-    """``n`` stratified proportional draws (one per equal segment of the total priority), their
-    importance weights ``(min leaf / leaf) ** beta`` (float32, max 1) and the gathered rows.
+def sample_prioritized(state, sum_t, min_t, beta, written, store, columns, row_bytes, out, out_offsets, keys, weights):
+    """``len(keys)`` stratified proportional draws (one per equal segment of the total priority),
+    their importance weights ``(min leaf / leaf) ** beta`` (max 1) and the gathered rows.
 
     The descent only enters subtrees of positive mass, so it never lands on an unwritten
     (zero) leaf, whatever the float rounding.
     """
     p = sum_t.shape[0] // 2
+    n = keys.shape[0]
     segment = sum_t[1] / n
     lowest = min_t[1]
-    w0 = out_offsets[-1]
-    weights = out[w0 : w0 + 4 * n].view(np.float32)
     for i in range(n):
         mass = (i + _unit(state)) * segment
         node = 1
@@ -151,7 +168,7 @@ def sample_prioritized(state, n, sum_t, min_t, beta, written, store, columns, ro
                 mass -= left
                 node = 2 * node + 1
         weights[i] = (lowest / sum_t[node]) ** beta
-        _put(i, node - p, written, store, columns, row_bytes, out, out_offsets)
+        _put(i, node - p, written, store, columns, row_bytes, out, out_offsets, keys)
 
 
 @njit(**_JIT)

@@ -245,19 +245,17 @@ class ExperienceBuffer:
         s, st = self._sampler, self._storage
         offsets, nbytes, views = st.out_layout(n)
         flat = st.empty_flat(nbytes, n)
-        if s.prioritized:
-            kernels().sample_prioritized(s.rng, n, s.sum_t, s.min_t, s.beta if beta is None else float(beta),
-                                         self._written, st.packed, st.columns, st.row_bytes, flat, offsets)
-        else:
-            kernels().sample_uniform(s.rng, n, size, self._written, st.packed, st.columns, st.row_bytes, flat, offsets)
-        return self._unpack(flat, offsets, views, n, s.prioritized)
-
-    def _unpack(self, flat: np.ndarray, offsets: np.ndarray, views: list, n: int, weights: bool) -> dict[str, torch.Tensor]:
-        out = self._storage.unpack(flat, views)
         k = int(offsets[-2])
-        if weights:
-            out["weight"] = torch.from_numpy(flat[k + 8 * n : k + 12 * n].view(np.float32))
-        out["index"] = torch.from_numpy(flat[k : k + 8 * n].view(np.int64))
+        keys = flat[k : k + 8 * n].view(np.int64)
+        out = st.unpack(flat, views)
+        if s.prioritized:
+            weights = flat[k + 8 * n : k + 12 * n].view(np.float32)
+            kernels().sample_prioritized(s.rng, s.sum_t, s.min_t, s.beta if beta is None else float(beta), self._written,
+                                         st.packed, st.columns, st.row_bytes, flat, offsets, keys, weights)
+            out["weight"] = torch.from_numpy(weights)
+        else:
+            kernels().sample_uniform(s.rng, size, self._written, st.packed, st.columns, st.row_bytes, flat, offsets, keys)
+        out["index"] = torch.from_numpy(keys)
         return out
 
     def gather(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -270,8 +268,11 @@ class ExperienceBuffer:
                 st, n = self._storage, idx.shape[0]
                 offsets, nbytes, views = st.out_layout(n)
                 flat = st.empty_flat(nbytes, n)
-                kernels().gather(idx, self._written, st.packed, st.columns, st.row_bytes, flat, offsets)
-                return self._unpack(flat, offsets, views, n, False)
+                keys = flat[int(offsets[-2]) : int(offsets[-2]) + 8 * n].view(np.int64)
+                kernels().gather(idx, self._written, st.packed, st.columns, st.row_bytes, flat, offsets, keys)
+                out = st.unpack(flat, views)
+                out["index"] = torch.from_numpy(keys)
+                return out
             out = self._storage.gather(slots)
             out["index"] = self._keys_of(slots)
             return out
