@@ -224,7 +224,7 @@ class ExperienceBuffer:
         if sampler_kwargs:
             validation.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
         with self._lock:
-            size = len(self)
+            size = min(self._written, self.capacity)
             if size == 0:
                 raise BufferEmptyError("cannot sample from an empty ExperienceBuffer: call extend() first")
             try:
@@ -246,10 +246,10 @@ class ExperienceBuffer:
         offsets, nbytes, views = st.out_layout(n)
         flat = st.empty_flat(nbytes, n)
         k = int(offsets[-2])
-        keys = flat[k : k + 8 * n].view(np.int64)
+        keys = np.ndarray((n,), np.int64, flat, k)
         out = st.unpack(flat, views)
         if s.prioritized:
-            weights = flat[k + 8 * n : k + 12 * n].view(np.float32)
+            weights = np.ndarray((n,), np.float32, flat, k + 8 * n)
             kernels().sample_prioritized(s.rng, s.sum_t, s.min_t, s.beta if beta is None else float(beta), self._written,
                                          st.packed, st.columns, st.row_bytes, flat, offsets, keys, weights)
             out["weight"] = torch.from_numpy(weights)
@@ -268,7 +268,7 @@ class ExperienceBuffer:
                 st, n = self._storage, idx.shape[0]
                 offsets, nbytes, views = st.out_layout(n)
                 flat = st.empty_flat(nbytes, n)
-                keys = flat[int(offsets[-2]) : int(offsets[-2]) + 8 * n].view(np.int64)
+                keys = np.ndarray((n,), np.int64, flat, int(offsets[-2]))
                 kernels().gather(idx, self._written, st.packed, st.columns, st.row_bytes, flat, offsets, keys)
                 out = st.unpack(flat, views)
                 out["index"] = torch.from_numpy(keys)

@@ -195,11 +195,10 @@ class RingStorage:
         """Tensors (sharing ``flat``'s memory) of the field blocks of a kernel's output."""
         out = {}
         for name, dtype, shape, start, stop in views:
-            block = flat[start:stop]
             if isinstance(dtype, torch.dtype):  # torch-only dtypes (bfloat16 ...)
-                out[name] = torch.from_numpy(block).view(dtype).view(shape)
-            else:
-                out[name] = torch.from_numpy(block.view(dtype).reshape(shape))
+                out[name] = torch.from_numpy(flat[start:stop]).view(dtype).view(shape)
+            else:  # one call for the typed view (slice + view + reshape cost 2.5x more)
+                out[name] = torch.from_numpy(np.ndarray(shape, dtype, flat, start))
         return out
 
     def write(self, start: int, data: Mapping[str, torch.Tensor]) -> None:
