@@ -179,13 +179,14 @@ def grid(args: argparse.Namespace) -> None:
             if obs == "img84" and cap > 100_000 or not wanted(args.cells, obs=obs, cap=cap):
                 continue
             per = bp.transition_bytes(obs) * cap
-            groups = bp.groups_by_memory(libs, per, int(bp.available_memory() * 0.55))
+            # janus-np shares janus's buffer: it needs no memory of its own
+            groups = bp.groups_by_memory([lib for lib in libs if lib != "janus-np"], per, int(bp.available_memory() * 0.55))
             for prioritized in (False, True):
                 if "op" in args.cells and not args.cells["op"] & ({"per"} if prioritized else {"extend", "sample"}):
                     continue
                 for group in groups:
-                    if "janus-np" in group and "janus" not in group:
-                        group = ["janus", *group]
+                    if "janus" in group and "janus-np" in libs:
+                        group = [*group[: group.index("janus") + 1], "janus-np", *group[group.index("janus") + 1 :]]
                     rows += run_group(obs, cap, prioritized, group, args)
     load = os.getloadavg()
     print(f"# load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

@@ -315,3 +315,21 @@ def test_auto_placement_and_help_show_the_api():
     text = pydoc.render_doc(JanusBuffer)
     for word in ("update_priority", "put", "get", "flush", "close"):
         assert word in text, word
+
+
+@pytest.mark.parametrize("env, cached", [
+    ({"PYTHONDONTWRITEBYTECODE": "1"}, False),  # nothing written next to the code
+    ({"PYTHONDONTWRITEBYTECODE": "1", "NUMBA_CACHE_DIR": "/tmp/janus-numba-test"}, True),  # where the user says
+    ({}, True),  # numba's default: __pycache__ beside the code, ~/.cache/numba if read-only
+])
+def test_jit_cache_policy(env, cached):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "NUMBA_CACHE_DIR")}
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    out = subprocess.run([sys.executable, "-c", "import janus.buffer._kernels as k; print(k._JIT['cache'])"],
+                         env={**base, **env, "PYTHONPATH": src}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(cached)

@@ -103,14 +103,14 @@ def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority
     ``max_priority[0] ** alpha`` in both trees.
     """
     capacity, stride = store.shape
-    for f in range(len(srcs)):
-        src, c, rb = srcs[f], columns[f], row_bytes[f]
-        slot = start
-        for i in range(n):
-            _memcpy(store, slot * stride + c, src, i * rb, rb)
-            slot += 1
-            if slot == capacity:
-                slot = 0
+    slot = start
+    for i in range(n):  # row by row: each packed row is written whole, once
+        for f in range(len(srcs)):
+            rb = row_bytes[f]
+            _memcpy(store, slot * stride + columns[f], srcs[f], i * rb, rb)
+        slot += 1
+        if slot == capacity:
+            slot = 0
     if sum_t.shape[0]:
         first = min(n, capacity - start)
         leaf = max_priority[0] ** alpha

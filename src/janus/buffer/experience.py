@@ -161,11 +161,11 @@ class ExperienceBuffer:
     def extend(self, data: Mapping[str, Any]) -> torch.Tensor:
         """Append items (a mapping field -> values); return their keys (int64 tensor).
 
-        Values are tensors, numpy arrays, numbers or lists, with a leading batch dimension or,
-        with declared fields, one item without it; declared (or, after the first extend, known)
-        fields cast compatible dtypes. Undeclared, the first call fixes each field's shape and
-        dtype from its batched input. Invalid input raises, naming the field, before anything is
-        written.
+        With declared fields (``fields=``), values are tensors, numpy arrays, numbers or lists,
+        with a leading batch dimension or one item without it, cast to each field's dtype.
+        Undeclared, values are tensors or arrays with a leading batch dimension; the first call
+        fixes each field's shape and dtype and later calls must match them. Invalid input
+        raises, naming the field, before anything is written.
         """
         with self._lock:
             if not self._storage.allocated:  # undeclared fields: the first batch fixes them

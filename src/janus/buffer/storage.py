@@ -115,11 +115,6 @@ def _align8(nbytes: int) -> int:
     return -(-nbytes // 8) * 8
 
 
-def byte_view(t: torch.Tensor) -> np.ndarray:
-    """The bytes of a contiguous CPU tensor as a 1-D uint8 numpy array sharing its memory."""
-    return t.reshape(-1).view(torch.uint8).numpy()
-
-
 class RingStorage:
     """Fixed-capacity storage of named fields; rows are written in ring order."""
 
@@ -130,7 +125,7 @@ class RingStorage:
         self.specs: dict[str, FieldSpec] = {}
         self.fields: dict[str, torch.Tensor] = {}
         self._large_gather = sys.maxsize  # rows from which a gather's result may need huge pages
-        # CPU: one packed uint8 row per item (every field side by side, each aligned to 8 bytes),
+        # CPU: one packed uint8 row per item (every field side by side, aligned to its dtype),
         # read and written by the compiled kernels; ``fields`` are strided views of it.
         self.packed: np.ndarray | None = None
         self.columns = np.zeros(0, np.int64)  # byte offset of each field in a packed row
@@ -156,8 +151,14 @@ class RingStorage:
                 self.fields[name] = torch.empty((self.capacity, *spec.shape), dtype=spec.dtype, device=self.device)
             return
         sizes = [s.row_bytes for s in specs.values()]
-        columns = np.concatenate([[0], np.cumsum([_align8(b) for b in sizes])]).astype(np.int64)
-        stride = max(int(columns[-1]), 8)
+        columns, at = [], 0
+        for spec in specs.values():  # each field aligned to its dtype, no more: no padding bytes
+            align = spec.dtype.itemsize
+            at = -(-at // align) * align
+            columns.append(at)
+            at += spec.row_bytes
+        widest = max(s.dtype.itemsize for s in specs.values())
+        stride = -(-at // widest) * widest
         packed = torch.empty((self.capacity, stride), dtype=torch.uint8, pin_memory=pin)
         if not pin:
             advise_huge_pages(packed)
@@ -165,7 +166,7 @@ class RingStorage:
             cells = packed[:, int(col) : int(col) + nbytes]
             self.fields[name] = cells.view(spec.dtype).view(self.capacity, *spec.shape)
         self.packed = packed.numpy()
-        self.columns, self.row_bytes = columns[:-1].copy(), np.array(sizes, np.int64)
+        self.columns, self.row_bytes = np.array(columns, np.int64), np.array(sizes, np.int64)
         self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
 
     def out_layout(self, n: int) -> tuple[np.ndarray, int, list[tuple[str, Any, tuple[int, ...], int, int]]]:

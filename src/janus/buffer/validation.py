@@ -150,10 +150,7 @@ def check_batch(
     if len(set(sizes.values())) != 1:
         raise BufferInputError(f"extend() fields have different batch sizes: {sizes}; all must match")
     n = next(iter(sizes.values()))
-    if n == 0:
-        raise invalid("batch size", 0, "at least 1 item per extend()", BufferInputError)
-    if n > capacity:
-        raise invalid("batch size", n, f"at most the capacity ({capacity}) items per extend()", BufferInputError)
+    check_item_count(n, capacity)
     new_specs = dict(specs) or {k: FieldSpec(tuple(t.shape[1:]), t.dtype) for k, t in batch.items()}
     return batch, new_specs
 
@@ -288,11 +285,16 @@ def coerce_batch(
                 )
             n = count
         views.append(_bytes_of(a))
+    check_item_count(n, capacity)
+    return tuple(views), n
+
+
+def check_item_count(n: int, capacity: int) -> None:
+    """An extend writes 1 to ``capacity`` items."""
     if n == 0:
         raise invalid("batch size", 0, "at least 1 item per extend()", BufferInputError)
     if n > capacity:
         raise invalid("batch size", n, f"at most the capacity ({capacity}) items per extend()", BufferInputError)
-    return tuple(views), n
 
 
 _MISSING = object()
