@@ -66,7 +66,7 @@ except ImportError:  # running from a checkout without an installed package
 
 from janus import ExperienceBuffer
 
-OBS_KINDS = {"vec64": ((64,), torch.float32), "img84": ((4, 84, 84), torch.uint8)}
+OBS_KINDS = {"vec4": ((4,), torch.float32), "vec64": ((64,), torch.float32), "img84": ((4, 84, 84), torch.uint8)}
 TORCH_TO_NUMPY = {torch.float32: np.float32, torch.uint8: np.uint8, torch.int64: np.int64}
 ALPHA, BETA, EPS = 0.6, 0.4, 1e-6
 N_ACTIONS = 4
@@ -157,7 +157,8 @@ class JanusAdapter(Adapter):
         super().__init__(capacity, obs_kind, chunk)
         self.prioritized = prioritized
         kind = "prioritized" if prioritized else "uniform"
-        self.buf = ExperienceBuffer(capacity, "cpu_pageable", kind, seed=0, alpha=ALPHA, beta=BETA, eps=EPS)
+        self.buf = ExperienceBuffer(capacity, "cpu_pageable", kind, seed=0, alpha=ALPHA, beta=BETA, eps=EPS,
+                                    fields=self.specs)
         self._reused: dict[int, dict[str, torch.Tensor]] = {}
 
     def extend(self, data: dict[str, torch.Tensor]) -> None:
@@ -679,12 +680,17 @@ def profile_janus(args: argparse.Namespace) -> list[str]:
 
 
 def main() -> None:
+    if "--grid" in sys.argv[1:]:  # the per-call grid (issue 11): its own options, see buffer_grid.py
+        import buffer_grid
+
+        buffer_grid.main(sys.argv[1:])
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions (< 1 min)")
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     parser.add_argument("--chunk", type=int, default=256, help="transitions per extend call (default 256)")
     parser.add_argument("--libs", default=",".join(LIBRARIES), help="comma-separated subset of " + ",".join(LIBRARIES))
-    parser.add_argument("--obs", default=",".join(OBS_KINDS), help="comma-separated subset of " + ",".join(OBS_KINDS))
+    parser.add_argument("--obs", default="vec64,img84", help="comma-separated subset of " + ",".join(OBS_KINDS))
     parser.add_argument("--profile", action="store_true", help="also profile janus's small-batch calls (torch ops per call)")
     args = parser.parse_args()
     torch.set_num_threads(1)

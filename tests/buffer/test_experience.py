@@ -68,7 +68,7 @@ def snapshot(buf: ExperienceBuffer):
         buf.total_written,
         buf.fields,
         {k: v.clone() for k, v in data.items()},
-        buf.sampler.generator.get_state().clone(),
+        buf.sampler.state_dict()["rng_state"].clone(),
     )
 
 

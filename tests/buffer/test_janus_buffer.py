@@ -791,3 +791,21 @@ def test_inline_operator_failure_reaches_a_blocked_learner():
     assert caught and isinstance(caught[0], ValueError) and "exploded inline" in str(caught[0])
     jb.close()
     assert not any(th.is_alive() for th in jb.threads)
+
+
+def test_update_priority_is_public_and_steers_sampling():
+    """JanusBuffer.update_priority(keys of a delivered batch, priorities) reaches the experience
+    buffer: applied counts, and an item given all the priority is what later batches hold."""
+    jb = JanusBuffer(off_policy(0, 0, g_collect=1, g_select=1), sampler="prioritized", seed=0, alpha=1.0)
+    try:
+        jb.put(piece(range(32), 4, 8))
+        jb.flush()
+        batch = jb.get(timeout=10)
+        keys = torch.arange(32)
+        prios = torch.zeros(32)
+        prios[5] = 1.0
+        assert jb.update_priority(keys, prios) == 32
+        assert set(jb.get(timeout=10)["index"].tolist()) == {5}
+        assert "weight" in batch
+    finally:
+        jb.close()

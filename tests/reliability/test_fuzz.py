@@ -160,7 +160,7 @@ def test_constructor_accepts_valid_and_names_invalid_arguments(capacity, placeme
         ("capacity", _count_ok(capacity)),
         ("seed", seed is None or (type(seed) is int and -(2**63) <= seed < 2**63 - 1)),
         ("sampler", sampler in ("uniform", "prioritized") and isinstance(sampler, str)),
-        ("placement", placement in ("cpu_pageable",) + (("cuda", "cpu_pinned") if HAS_CUDA else ())),
+        ("placement", placement in ("cpu_pageable", "auto") + (("cuda", "cpu_pinned") if HAS_CUDA else ())),
     ] if not ok]
     if sampler == "prioritized" and isinstance(sampler, str):
         bad += [k for k in ("alpha", "beta", "eps") if not _number_ok(prio[k], strict=k == "eps")]

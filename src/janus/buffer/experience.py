@@ -5,6 +5,9 @@ Each written item gets a *key*: its insertion number (0, 1, 2, ...). The slot it
 ``update_priority`` takes keys, so an update for an item that has since been overwritten is
 recognised (its key is older than ``capacity`` writes) and dropped instead of hitting the new
 occupant of the slot.
+
+On CPU placements every operation is one call into a compiled kernel (:mod:`janus.buffer.native`);
+the ``cuda`` placement runs batched torch ops (:mod:`janus.buffer.sumtree`).
 """
 
 from __future__ import annotations
@@ -13,14 +16,17 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import torch
 
 from janus.buffer import checkpoint, validation
+from janus.buffer.native import NativePrioritizedSampler, NativeSampler, kernels
 from janus.buffer.samplers import Sampler, UniformSampler, epoch_permutation, make_generator
-from janus.buffer.storage import RingStorage, placement_device
+from janus.buffer.storage import FieldSpec, RingStorage, placement_device
 from janus.errors import (
     AllocationError,
     BufferEmptyError,
+    BufferInputError,
     CheckpointError,
     PlacementUnavailableError,
     invalid,
@@ -33,12 +39,34 @@ SAMPLERS = ("uniform", "prioritized")
 class ExperienceBuffer:
     """Preallocated circular storage with uniform or prioritized sampling.
 
+    Example::
+
+        buf = ExperienceBuffer(100_000, sampler="prioritized", seed=0, fields={
+            "obs": ((4,), "float32"), "action": ((), "int64"), "reward": ((), "float32"),
+            "next_obs": ((4,), "float32"), "done": ((), "bool"),
+        })
+        keys = buf.extend({"obs": obs, "action": 1, "reward": 1.0, "next_obs": obs2, "done": False})
+        batch = buf.sample(32)                 # fields + "index" (keys) + "weight"
+        buf.update_priority(batch["index"], td_errors)
+
     Args:
         capacity: items held; the oldest are overwritten first.
-        placement: ``cpu_pageable``, ``cpu_pinned`` (needs CUDA) or ``cuda``.
+        placement: ``cpu_pageable``, ``cpu_pinned`` (needs CUDA), ``cuda``, or ``auto``
+            (``cuda`` where CUDA is available, else ``cpu_pageable``, as in ``JanusConfig``).
         sampler: ``uniform`` or ``prioritized``.
-        seed: seeds the sampler's generator (same seed, same sample sequence).
+        seed: seeds the sampler's random state (same seed, same sample sequence).
         alpha, beta, eps: prioritized replay exponents and priority offset.
+        fields: optional declared fields, ``{name: (shape, dtype)}`` (shape an int or tuple, ``()``
+            for scalars; dtype a torch/numpy dtype or its name). Declared fields are allocated at
+            once, and ``extend`` casts what it is given to them: numpy arrays, tensors, Python
+            numbers and lists, with or without the batch dimension, of any dtype that casts
+            within its kind (float64 rewards into float32, bool into float; never float into
+            int). Undeclared, the first ``extend`` fixes the fields from its input and later
+            ones must match it exactly (tensors or arrays, same dtype, batch dimension).
+
+    Methods: :meth:`extend`, :meth:`sample`, :meth:`update_priority`, :meth:`gather`,
+    :meth:`epoch`, :meth:`state_dict` / :meth:`load_state_dict`, :meth:`save` / :meth:`load`;
+    ``len(buf)`` items are stored, :attr:`total_written` were ever written.
     """
 
     def __init__(
@@ -51,27 +79,40 @@ class ExperienceBuffer:
         alpha: float = 0.6,
         beta: float = 0.4,
         eps: float = 1e-6,
+        fields: Mapping[str, Any] | None = None,
     ) -> None:
         validation.check_capacity(capacity)
         validation.check_seed(seed)
         if sampler not in SAMPLERS:
             raise invalid("sampler", sampler, one_of(SAMPLERS))
+        if isinstance(placement, str) and placement == "auto":
+            placement = "cuda" if torch.cuda.is_available() else "cpu_pageable"
+        specs = None if fields is None else validation.parse_fields(fields)
+        self._declared = specs is not None  # declared fields cast their inputs
         self._storage = RingStorage(int(capacity), placement)
+        self._native = self._storage.device.type == "cpu"  # compiled kernels, see janus.buffer.native
         self._sampler_name = sampler
         self._sampler_kwargs = {"alpha": alpha, "beta": beta, "eps": eps} if sampler == "prioritized" else {}
         self.seed = seed
         try:
             self._sampler: Sampler = self._make_sampler(seed)
-        except RuntimeError as exc:  # the prioritized trees may not fit in memory
+        except (RuntimeError, MemoryError) as exc:  # the prioritized trees may not fit in memory
             if not validation.is_out_of_memory(exc):
                 raise
             raise _allocation_error(f"priority trees for capacity={capacity}", exc) from None
         self._epoch_generator = make_generator(torch.device("cpu"), None if seed is None else seed + 1)
         self._lock = threading.RLock()
         self._written = 0  # total items ever written = next key
+        if specs:
+            self._allocate(self._storage, specs)
 
-    def _make_sampler(self, seed: int | None) -> Sampler:
+    def _make_sampler(self, seed: int | None) -> Sampler | NativeSampler:
         cap, dev = self._storage.capacity, self._storage.device
+        if self._native:
+            if self._sampler_name == "prioritized":
+                validation.check_prioritized_args(**self._sampler_kwargs)
+                return NativePrioritizedSampler(cap, seed, **self._sampler_kwargs)
+            return NativeSampler(cap, seed, False)
         if self._sampler_name == "prioritized":
             from janus.buffer.prioritized import PrioritizedSampler
 
@@ -93,7 +134,8 @@ class ExperienceBuffer:
         return self._storage.device
 
     @property
-    def sampler(self) -> Sampler:
+    def sampler(self) -> Sampler | NativeSampler:
+        """The sampler's state (random state; priority trees if prioritized)."""
         return self._sampler
 
     @property
@@ -117,46 +159,77 @@ class ExperienceBuffer:
 
     # ---- writing --------------------------------------------------------------------------------
     def extend(self, data: Mapping[str, Any]) -> torch.Tensor:
-        """Append a batch (mapping field -> tensor/array with a leading batch dim); return its keys.
+        """Append items (a mapping field -> values); return their keys (int64 tensor).
 
-        The first call fixes each field's shape and dtype. Invalid input raises before anything
-        is written.
+        With declared fields (``fields=``), values are tensors, numpy arrays, numbers or lists,
+        with a leading batch dimension or one item without it, cast to each field's dtype.
+        Undeclared, values are tensors or arrays with a leading batch dimension; the first call
+        fixes each field's shape and dtype and later calls must match them. Invalid input
+        raises, naming the field, before anything is written.
         """
         with self._lock:
-            batch, specs = validation.check_batch(data, self._storage.specs, self.capacity, self.device)
-            n = next(iter(batch.values())).shape[0]
-            if not self._storage.allocated:
-                try:
-                    self._storage.allocate(specs)
-                except RuntimeError as exc:  # undo a partial allocation
-                    self._storage = RingStorage(self.capacity, self.placement)
-                    if not validation.is_out_of_memory(exc):
-                        raise
-                    raise _allocation_error(f"storage for capacity={self.capacity} items of {specs}", exc) from None
-            start = self._written % self.capacity
-            self._storage.write(start, batch)
-            keys = torch.arange(self._written, self._written + n, dtype=torch.long)
-            if getattr(self._sampler, "tracks_writes", True):
-                if start + n <= self.capacity:
-                    slots = torch.arange(start, start + n, device=self.device)
-                else:
-                    slots = keys.remainder(self.capacity).to(self.device)
-                self._sampler.on_write(slots)
+            if not self._storage.allocated:  # undeclared fields: the first batch fixes them
+                _, specs = validation.check_batch(data, {}, self.capacity, self.device)
+                self._allocate(self._storage, specs)
+            if not self._native:
+                return self._extend_torch(data)
+            views, n = validation.coerce_batch(data, self._storage.specs, self.capacity, strict=not self._declared)
+            s, start = self._sampler, self._written % self.capacity
+            st = self._storage
+            kernels().extend(st.packed, st.columns, st.row_bytes, views, start, n, s.sum_t, s.min_t, s.max_priority, s.alpha)
+            keys = torch.arange(self._written, self._written + n)
             self._written += n
             return keys
 
+    def _allocate(self, storage: RingStorage, specs: Mapping[str, FieldSpec]) -> None:
+        try:
+            storage.allocate(specs)
+        except RuntimeError as exc:  # undo a partial allocation
+            storage.__init__(self.capacity, self.placement)  # type: ignore[misc]
+            if not validation.is_out_of_memory(exc):
+                raise
+            raise _allocation_error(f"storage for capacity={self.capacity} items of {dict(specs)}", exc) from None
+
+    def _extend_torch(self, data: Mapping[str, Any]) -> torch.Tensor:
+        batch, _ = validation.check_batch(data, self._storage.specs, self.capacity, self.device)
+        n = next(iter(batch.values())).shape[0]
+        start = self._written % self.capacity
+        self._storage.write(start, batch)
+        keys = torch.arange(self._written, self._written + n, dtype=torch.long)
+        if getattr(self._sampler, "tracks_writes", True):
+            if start + n <= self.capacity:
+                slots = torch.arange(start, start + n, device=self.device)
+            else:
+                slots = keys.remainder(self.capacity).to(self.device)
+            self._sampler.on_write(slots)
+        self._written += n
+        return keys
+
     # ---- reading --------------------------------------------------------------------------------
     def sample(self, batch_size: int, **sampler_kwargs: Any) -> dict[str, torch.Tensor]:
-        """Draw ``batch_size`` items: field -> tensor, plus ``"index"`` (keys) and, if prioritized,
-        ``"weight"`` (importance weights)."""
+        """Draw ``batch_size`` items with replacement.
+
+        Args:
+            batch_size: items drawn.
+            beta: keyword, prioritized sampler only (``sample(32, beta=0.7)``): the
+                importance-sampling exponent of this draw (``None``: the buffer's ``beta``);
+                weights are ``(min priority / priority) ** beta``, at most 1. The uniform sampler
+                takes no keyword arguments.
+
+        Returns field -> tensor (fresh memory, never a view of the storage), plus ``"index"``
+        (the items' keys, for :meth:`update_priority`) and, if prioritized, ``"weight"``
+        (float32 importance weights).
+        """
         validation.check_batch_size(batch_size)
         if sampler_kwargs:
             validation.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
         with self._lock:
-            size = len(self)
+            size = min(self._written, self.capacity)
             if size == 0:
                 raise BufferEmptyError("cannot sample from an empty ExperienceBuffer: call extend() first")
             try:
+                if self._native:
+                    return self._sample_native(int(batch_size), size, sampler_kwargs.get("beta"))
                 slots, weights = self._sampler.sample(int(batch_size), size, **sampler_kwargs)
                 out = self._storage.gather(slots)
             except (RuntimeError, MemoryError) as exc:
@@ -168,9 +241,38 @@ class ExperienceBuffer:
             out["weight"] = weights
         return out
 
+    def _sample_native(self, n: int, size: int, beta: float | None) -> dict[str, torch.Tensor]:
+        s, st = self._sampler, self._storage
+        offsets, nbytes, views = st.out_layout(n)
+        flat = st.empty_flat(nbytes, n)
+        k = int(offsets[-2])
+        keys = np.ndarray((n,), np.int64, flat, k)
+        out = st.unpack(flat, views)
+        if s.prioritized:
+            weights = np.ndarray((n,), np.float32, flat, k + 8 * n)
+            kernels().sample_prioritized(s.rng, s.sum_t, s.min_t, s.beta if beta is None else float(beta), self._written,
+                                         st.packed, st.columns, st.row_bytes, flat, offsets, keys, weights)
+            out["weight"] = torch.from_numpy(weights)
+        else:
+            kernels().sample_uniform(s.rng, size, self._written, st.packed, st.columns, st.row_bytes, flat, offsets, keys)
+        out["index"] = torch.from_numpy(keys)
+        return out
+
     def gather(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
         """Copy the items at ``slots`` (not keys) out of storage, plus their keys as ``"index"``."""
         with self._lock:
+            if self._native:
+                idx = np.ascontiguousarray(torch.as_tensor(slots).reshape(-1).numpy(), dtype=np.int64)
+                if idx.size and not (0 <= idx.min() and idx.max() < len(self)):
+                    raise invalid("slots", [int(idx.min()), int(idx.max())], f"slots in [0, {len(self)})", BufferInputError)
+                st, n = self._storage, idx.shape[0]
+                offsets, nbytes, views = st.out_layout(n)
+                flat = st.empty_flat(nbytes, n)
+                keys = np.ndarray((n,), np.int64, flat, int(offsets[-2]))
+                kernels().gather(idx, self._written, st.packed, st.columns, st.row_bytes, flat, offsets, keys)
+                out = st.unpack(flat, views)
+                out["index"] = torch.from_numpy(keys)
+                return out
             out = self._storage.gather(slots)
             out["index"] = self._keys_of(slots)
             return out
@@ -213,6 +315,14 @@ class ExperienceBuffer:
         last occurrence wins.
         """
         with self._lock:
+            s = self._sampler
+            if self._native and s.prioritized:
+                keys_np, prio_np = validation.priority_arrays(index, priority)
+                applied = kernels().update_priority(s.sum_t, s.min_t, keys_np, prio_np, self._written, self.capacity,
+                                                    s.alpha, s.eps, s.max_priority)
+                if applied < 0:  # nothing was written: explain what is wrong
+                    validation.check_priority_update(index, priority, self._written)
+                return int(applied)
             keys, prio, first = validation.check_priority_update(index, priority, self._written)
             oldest = self._written - self.capacity  # smallest key still stored
             if first < oldest:  # some items were overwritten since they were sampled
@@ -254,13 +364,10 @@ class ExperienceBuffer:
                 specs = checkpoint.specs_from_state(state)
                 storage = RingStorage(self.capacity, self.placement)
                 if specs:
-                    try:
-                        storage.allocate(specs)
-                    except RuntimeError as exc:
-                        if not validation.is_out_of_memory(exc):
-                            raise
-                        raise _allocation_error(f"storage for capacity={self.capacity} items of {specs}", exc) from None
+                    self._allocate(storage, specs)
                     checkpoint.copy_data(state, storage.fields, min(written, self.capacity))
+                elif self._storage.allocated:  # an empty checkpoint keeps this buffer's declared fields
+                    self._allocate(storage, self._storage.specs)
                 sampler = self._make_sampler(0)  # seeded: draws nothing from torch's global RNG
                 sampler.load_state_dict(_to_device(state["sampler_state"], self.device))
                 epoch_generator = make_generator(torch.device("cpu"), 0)

@@ -51,6 +51,10 @@ class StageStats:
 class JanusBuffer:
     """The five parts of Dual-End Staging behind ``put`` (actor side) and ``get`` (learner side).
 
+    Actors call :meth:`put`; the learner calls :meth:`get` and, prioritized, :meth:`update_priority`;
+    :meth:`flush` writes staged pieces now, :meth:`close` stops every thread. :attr:`experience`
+    is the :class:`~janus.buffer.experience.ExperienceBuffer`, :attr:`stats` the per-stage counters.
+
     Args:
         config: data-path knobs; ``placement``/``learner_device`` may be ``auto``.
         rollout_size: on-policy, transitions per rollout (all actors); the storage holds one.
@@ -223,6 +227,13 @@ class JanusBuffer:
             self.stats.learner_wait_s += waited
             self.stats.batches_delivered += 1
         return pending.wait()
+
+    def update_priority(self, index: Any, priority: Any) -> int:
+        """Set the priorities of delivered items: ``index`` is a batch's ``"index"`` (keys),
+        ``priority`` one number >= 0 per key (e.g. ``|td_error|``). Returns how many were applied:
+        keys of items overwritten since they were sampled are dropped; the last duplicate wins.
+        Only the prioritized sampler uses priorities (uniform: counted, then ignored)."""
+        return self.experience.update_priority(index, priority)
 
     def _select_once(self, inline: bool, deadline: float | None = None) -> None:
         start = time.perf_counter()

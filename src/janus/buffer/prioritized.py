@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from janus.buffer.samplers import make_generator
+from janus.buffer.samplers import make_generator, restore_generator
 from janus.buffer.sumtree import MinTree, SumTree
 from janus.buffer.validation import is_finite_number
 from janus.errors import BufferEmptyError, BufferInputError, invalid
@@ -102,6 +102,14 @@ class PrioritizedSampler:
         """Current leaf values ``(|p| + eps) ** alpha`` of ``slots`` (for inspection and tests)."""
         return self.sum_tree.get(slots)
 
+    def total(self) -> float:
+        """Sum of all leaves."""
+        return float(self.sum_tree.total().item())
+
+    def min(self) -> float:
+        """Smallest written leaf (``inf`` while nothing is written)."""
+        return float(self.min_tree.min().item())
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "capacity": self.capacity,
@@ -125,4 +133,4 @@ class PrioritizedSampler:
         self.alpha = _check_number("alpha", state["alpha"])
         self.beta = _check_number("beta", state["beta"])
         self.eps = _check_number("eps", state["eps"])
-        self.generator.set_state(state["rng_state"])
+        restore_generator(self.generator, state["rng_state"])

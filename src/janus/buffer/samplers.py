@@ -10,6 +10,7 @@ generator (so a checkpoint can restore the exact sampling sequence) and lives on
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Protocol
 
 import torch
@@ -35,6 +36,17 @@ class Sampler(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+
+def restore_generator(generator: torch.Generator, state: Any) -> None:
+    """Set a generator to a saved state. The CPU kernels' state (8 bytes of SplitMix64, see
+    :mod:`janus.buffer.native`) cannot be continued by a torch generator: it seeds it instead,
+    deterministically, so a checkpoint moved from a CPU to a CUDA placement still loads."""
+    if isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.numel() == 8:
+        digest = hashlib.blake2b(bytes(state.reshape(-1).tolist()), digest_size=8).digest()
+        generator.manual_seed(int.from_bytes(digest, "little") >> 1)
+        return
+    generator.set_state(state)
 
 
 def make_generator(device: torch.device, seed: int | None) -> torch.Generator:
@@ -70,7 +82,7 @@ class UniformSampler:
         return {"rng_state": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(state["rng_state"])
+        restore_generator(self.generator, state["rng_state"])
 
 
 def epoch_permutation(

@@ -13,11 +13,13 @@ is the experience buffer's business.
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 
 from janus.errors import PlacementUnavailableError, invalid, one_of
@@ -88,6 +90,30 @@ class FieldSpec:
     shape: tuple[int, ...]
     dtype: torch.dtype
 
+    @property
+    def numpy_dtype(self) -> np.dtype | None:
+        """The numpy dtype of the same bytes (``None`` for torch-only dtypes such as bfloat16)."""
+        return _NUMPY_DTYPES.get(self.dtype)
+
+    @property
+    def row_bytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+_NUMPY_DTYPES = {
+    t: np.dtype(n)
+    for t, n in (
+        (torch.float16, "float16"), (torch.float32, "float32"), (torch.float64, "float64"),
+        (torch.uint8, "uint8"), (torch.int8, "int8"), (torch.int16, "int16"), (torch.int32, "int32"),
+        (torch.int64, "int64"), (torch.bool, "bool"), (torch.uint16, "uint16"), (torch.uint32, "uint32"),
+        (torch.uint64, "uint64"), (torch.complex64, "complex64"), (torch.complex128, "complex128"),
+    )
+}
+
+
+def _align8(nbytes: int) -> int:
+    return -(-nbytes // 8) * 8
+
 
 class RingStorage:
     """Fixed-capacity storage of named fields; rows are written in ring order."""
@@ -99,6 +125,12 @@ class RingStorage:
         self.specs: dict[str, FieldSpec] = {}
         self.fields: dict[str, torch.Tensor] = {}
         self._large_gather = sys.maxsize  # rows from which a gather's result may need huge pages
+        # CPU: one packed uint8 row per item (every field side by side, aligned to its dtype),
+        # read and written by the compiled kernels; ``fields`` are strided views of it.
+        self.packed: np.ndarray | None = None
+        self.columns = np.zeros(0, np.int64)  # byte offset of each field in a packed row
+        self.row_bytes = np.zeros(0, np.int64)  # bytes of each field per item
+        self._layouts: dict[int, tuple[np.ndarray, int, list[tuple[str, Any, tuple[int, ...], int, int]]]] = {}
 
     @property
     def allocated(self) -> bool:
@@ -108,18 +140,67 @@ class RingStorage:
         """Allocate every field once.
 
         Memory is left uninitialised: host pages are committed as rows are first written (no
-        up-front cost for a large ring; pageable host fields of 4 MiB and more in huge pages, see
+        up-front cost for a large ring; pageable host storage of 4 MiB and more in huge pages, see
         :func:`advise_huge_pages`), and readers only ever see written slots because samplers draw
-        from ``[0, size)``.
+        from ``[0, size)``. CPU storage is one packed row per item (see :attr:`packed`).
         """
         pin = self.placement == "cpu_pinned"
-        for name, spec in specs.items():
-            t = torch.empty((self.capacity, *spec.shape), dtype=spec.dtype, device=self.device, pin_memory=pin)
-            self.fields[name] = t if pin else advise_huge_pages(t)
         self.specs = dict(specs)
-        if self.device.type == "cpu":  # gathers of this many rows or more may use huge pages
-            row_bytes = max(t[0].numel() * t.element_size() for t in self.fields.values())
-            self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(row_bytes, 1))
+        if self.device.type != "cpu":
+            for name, spec in specs.items():
+                self.fields[name] = torch.empty((self.capacity, *spec.shape), dtype=spec.dtype, device=self.device)
+            return
+        sizes = [s.row_bytes for s in specs.values()]
+        columns, at = [], 0
+        for spec in specs.values():  # each field aligned to its dtype, no more: no padding bytes
+            align = spec.dtype.itemsize
+            at = -(-at // align) * align
+            columns.append(at)
+            at += spec.row_bytes
+        widest = max(s.dtype.itemsize for s in specs.values())
+        stride = -(-at // widest) * widest
+        packed = torch.empty((self.capacity, stride), dtype=torch.uint8, pin_memory=pin)
+        if not pin:
+            advise_huge_pages(packed)
+        for (name, spec), col, nbytes in zip(specs.items(), columns, sizes):
+            cells = packed[:, int(col) : int(col) + nbytes]
+            self.fields[name] = cells.view(spec.dtype).view(self.capacity, *spec.shape)
+        self.packed = packed.numpy()
+        self.columns, self.row_bytes = np.array(columns, np.int64), np.array(sizes, np.int64)
+        self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
+
+    def out_layout(self, n: int) -> tuple[np.ndarray, int, list[tuple[str, Any, tuple[int, ...], int, int]]]:
+        """Where a kernel writes ``n`` gathered rows in one flat byte buffer: each field's block
+        offset (then the keys' and the weights'), the total size, and how to view each field."""
+        layout = self._layouts.get(n)
+        if layout is None:
+            offsets, views, at = [], [], 0
+            for name, spec in self.specs.items():
+                nbytes = n * spec.row_bytes
+                offsets.append(at)
+                views.append((name, spec.numpy_dtype or spec.dtype, (n, *spec.shape), at, at + nbytes))
+                at += _align8(nbytes)
+            offsets += [at, at + 8 * n]  # int64 keys, float32 weights
+            layout = (np.array(offsets, np.int64), at + _align8(12 * n), views)
+            if len(self._layouts) < 64:
+                self._layouts[n] = layout
+        return layout
+
+    def empty_flat(self, nbytes: int, n: int) -> np.ndarray:
+        """A fresh flat byte buffer for ``n`` gathered rows (huge pages when large)."""
+        if n < self._large_gather:
+            return np.empty(nbytes, np.uint8)
+        return advise_huge_pages(torch.empty(nbytes, dtype=torch.uint8)).numpy()
+
+    def unpack(self, flat: np.ndarray, views: list[tuple[str, Any, tuple[int, ...], int, int]]) -> dict[str, torch.Tensor]:
+        """Tensors (sharing ``flat``'s memory) of the field blocks of a kernel's output."""
+        out = {}
+        for name, dtype, shape, start, stop in views:
+            if isinstance(dtype, torch.dtype):  # torch-only dtypes (bfloat16 ...)
+                out[name] = torch.from_numpy(flat[start:stop]).view(dtype).view(shape)
+            else:  # one call for the typed view (slice + view + reshape cost 2.5x more)
+                out[name] = torch.from_numpy(np.ndarray(shape, dtype, flat, start))
+        return out
 
     def write(self, start: int, data: Mapping[str, torch.Tensor]) -> None:
         """Write ``n`` rows at ring position ``start`` (wrapping around the end)."""

@@ -150,10 +150,7 @@ def check_batch(
     if len(set(sizes.values())) != 1:
         raise BufferInputError(f"extend() fields have different batch sizes: {sizes}; all must match")
     n = next(iter(sizes.values()))
-    if n == 0:
-        raise invalid("batch size", 0, "at least 1 item per extend()", BufferInputError)
-    if n > capacity:
-        raise invalid("batch size", n, f"at most the capacity ({capacity}) items per extend()", BufferInputError)
+    check_item_count(n, capacity)
     new_specs = dict(specs) or {k: FieldSpec(tuple(t.shape[1:]), t.dtype) for k, t in batch.items()}
     return batch, new_specs
 
@@ -200,3 +197,185 @@ def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torc
             )
         return keys, prio, first
     return keys, prio, written
+
+
+# ---- casting inputs to declared fields (CPU fast path) ----------------------------------------
+def _cast_error(name: str, given: Any, spec: FieldSpec) -> BufferInputError:
+    return invalid(
+        f"field {name!r} dtype", given,
+        f"{str(spec.dtype).removeprefix('torch.')} or a dtype that casts to it within its kind "
+        "(bool -> int -> float, wider -> narrower; not float -> int)", BufferInputError,
+    )
+
+
+def _as_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tensor:
+    """``value`` as a numpy array (a tensor for torch-only dtypes) of the field's dtype."""
+    np_dtype = spec.numpy_dtype
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            value = value.detach()
+        if value.dtype != spec.dtype:
+            if not torch.can_cast(value.dtype, spec.dtype):
+                raise _cast_error(name, value.dtype, spec)
+            value = value.to(spec.dtype)
+        if not value.is_cpu:
+            value = value.cpu()
+        return value.numpy() if np_dtype is not None else value
+    if not isinstance(value, np.ndarray):
+        try:
+            value = np.asarray(value)
+        except (TypeError, ValueError):  # ragged lists and the like
+            raise invalid(f"field {name!r}", type(value).__name__, "an array, tensor, number or (nested) list of one shape", BufferTypeError) from None
+    if np_dtype is None:  # bfloat16 & co: cast through torch
+        if value.dtype.kind not in "biuf":
+            raise _cast_error(name, f"numpy {value.dtype}", spec)
+        return torch.from_numpy(np.ascontiguousarray(value)).to(spec.dtype)
+    if value.dtype.kind not in "biufc":  # object, str, bytes, datetime, structured...
+        raise invalid(f"field {name!r} dtype", f"numpy {value.dtype}", "a numeric or bool dtype", BufferTypeError)
+    if value.dtype != np_dtype:
+        if not np.can_cast(value.dtype, np_dtype, "same_kind"):
+            raise _cast_error(name, f"numpy {value.dtype}", spec)
+        value = value.astype(np_dtype)
+    return value
+
+
+def coerce_batch(
+    data: Any, specs: Mapping[str, FieldSpec], capacity: int, strict: bool = False
+) -> tuple[tuple[np.ndarray, ...], int]:
+    """Cast ``data`` (field -> array, tensor, number or list; with or without the batch dimension)
+    to the declared fields; return each field's bytes (in ``specs`` order) and the item count.
+
+    Raises a :class:`BufferInputError` / :class:`BufferTypeError` naming the field for input that
+    cannot be cast (float -> int, wrong item shape, missing or unknown fields, mismatched counts).
+    ``strict`` (fields fixed by a first extend, not declared): tensors and arrays of the exact
+    dtype with the batch dimension only, as before fields could be declared.
+    """
+    if not isinstance(data, Mapping) or not data:
+        raise BufferTypeError(f"extend() takes a non-empty mapping of field name -> values, got {type(data).__name__}")
+    if len(data) != len(specs):
+        _raise_field_mismatch(data, specs)
+    views, n = [], -1
+    for name, spec in specs.items():
+        value = data.get(name, _MISSING)
+        if value is _MISSING:
+            _raise_field_mismatch(data, specs)
+        # The common inputs skip the casting logic: a CPU tensor or an array of the field's dtype.
+        if type(value) is torch.Tensor and value.dtype is spec.dtype and value.is_cpu and not value.requires_grad:
+            a = value.numpy() if spec.numpy_dtype is not None else value
+        elif type(value) is np.ndarray and value.dtype == spec.numpy_dtype:
+            a = value
+        elif strict:
+            a = _strict_array(name, value, spec)
+        else:
+            a = _as_array(name, value, spec)
+        shape, item = a.shape, spec.shape
+        if len(shape) == len(item) + 1 and shape[1:] == item:
+            count = shape[0]
+        elif shape == item and not strict:  # one transition without the batch dimension
+            a, count = a.reshape((1, *item)), 1
+        else:
+            raise invalid(
+                f"field {name!r} shape", tuple(shape), f"{item} for one item or (n, *{item}) for n items", BufferInputError
+            )
+        if count != n:
+            if n >= 0:
+                raise BufferInputError(
+                    f"extend() fields have different batch sizes: field {name!r} has {count} items, "
+                    f"the fields before it {n}; all must match"
+                )
+            n = count
+        views.append(_bytes_of(a))
+    check_item_count(n, capacity)
+    return tuple(views), n
+
+
+def check_item_count(n: int, capacity: int) -> None:
+    """An extend writes 1 to ``capacity`` items."""
+    if n == 0:
+        raise invalid("batch size", 0, "at least 1 item per extend()", BufferInputError)
+    if n > capacity:
+        raise invalid("batch size", n, f"at most the capacity ({capacity}) items per extend()", BufferInputError)
+
+
+_MISSING = object()
+
+
+def _strict_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tensor:
+    t = _as_tensor(name, value)
+    if not t.is_cpu:
+        raise invalid(f"field {name!r} device", str(t.device), "'cpu'", BufferInputError)
+    if t.dtype != spec.dtype:
+        raise invalid(f"field {name!r} dtype", t.dtype, f"{spec.dtype} (fixed by the first extend)", BufferInputError)
+    return t.numpy() if spec.numpy_dtype is not None else t
+
+
+def _raise_field_mismatch(data: Mapping[str, Any], specs: Mapping[str, FieldSpec]) -> None:
+    missing, extra = sorted(set(specs) - set(data)), sorted(map(str, set(data) - set(specs)))
+    raise BufferInputError(
+        f"extend() fields do not match the buffer's: missing {missing}, unexpected {extra}; "
+        f"accepted fields: {sorted(specs)}"
+    )
+
+
+def _bytes_of(a: np.ndarray | torch.Tensor) -> np.ndarray:
+    """The item bytes of ``a`` as a contiguous 1-D uint8 array (a view when ``a`` is contiguous)."""
+    if isinstance(a, torch.Tensor):
+        return a.contiguous().reshape(-1).view(torch.uint8).numpy()
+    flat = a.reshape(-1)  # a copy unless a is contiguous (or 1-D)
+    if flat.strides[0] != flat.itemsize:
+        flat = np.ascontiguousarray(flat)
+    return flat.view(np.uint8)
+
+
+def parse_fields(fields: Any) -> dict[str, FieldSpec]:
+    """Declared fields: ``{name: (shape, dtype)}`` or ``{name: {"shape": ..., "dtype": ...}}``;
+    shape an int or a tuple (``()`` for scalars), dtype a torch dtype, numpy dtype or its name."""
+    if not isinstance(fields, Mapping) or not fields:
+        raise invalid("fields", fields, "a non-empty mapping of name -> (shape, dtype)", BufferTypeError)
+    specs = {}
+    for name, decl in fields.items():
+        if isinstance(decl, Mapping):
+            decl = (decl.get("shape", ()), decl.get("dtype", torch.float32))
+        if not isinstance(name, str) or not isinstance(decl, (tuple, list)) or len(decl) != 2:
+            raise invalid(f"fields[{name!r}]", decl, "(shape, dtype), e.g. ((4,), torch.float32) or ((), 'int64')", BufferTypeError)
+        shape, dtype = decl
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 1 for d in shape
+        ):
+            raise invalid(f"fields[{name!r}] shape", shape, "an int or a tuple of ints >= 1 (() for scalars)", BufferInputError)
+        specs[name] = FieldSpec(tuple(int(d) for d in shape), _torch_dtype(name, dtype))
+    return specs
+
+
+def _torch_dtype(name: str, dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return torch.from_numpy(np.zeros(0, dtype=np.dtype(dtype))).dtype
+    except (TypeError, ValueError):
+        pass
+    found = getattr(torch, str(dtype), None)  # torch-only names such as "bfloat16"
+    if isinstance(found, torch.dtype):
+        return found
+    raise invalid(f"fields[{name!r}] dtype", dtype, "a torch dtype, numpy dtype or a name such as 'float32'", BufferTypeError)
+
+
+def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``update_priority`` arguments as 1-D int64 keys and float64 priorities (numpy, for the
+    kernel, which checks their values); shapes, lengths and dtypes are checked here."""
+    if isinstance(index, torch.Tensor) and index.dtype == torch.long and index.dim() == 1 and index.is_cpu:
+        keys = index.numpy()
+    else:
+        keys = _vector("index", index, torch.long).numpy()
+    if isinstance(priority, torch.Tensor) and priority.is_floating_point() and priority.dim() == 1 and priority.is_cpu:
+        prio = priority.detach().numpy()
+    elif isinstance(priority, np.ndarray) and priority.dtype.kind == "f" and priority.ndim == 1:
+        prio = priority
+    else:
+        prio = _vector("priority", priority, torch.float64).numpy()
+    if prio.dtype != np.float64:
+        prio = prio.astype(np.float64)
+    if keys.shape[0] != prio.shape[0]:
+        raise BufferInputError(f"index and priority lengths differ: {keys.shape[0]} vs {prio.shape[0]}; they must match")
+    return keys, np.ascontiguousarray(prio)

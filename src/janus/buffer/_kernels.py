@@ -1,0 +1,209 @@
+"""The compiled CPU kernels of the replay buffer: one call per buffer operation.
+
+Imported lazily (by :mod:`janus.buffer.native`) the first time a CPU buffer is used, so that
+``import janus`` does not import Numba. Each kernel is compiled at its first call (a few hundred
+ms) and cached on disk next to this file (Numba's ``__pycache__``; numba falls back to
+``~/.cache/numba`` when the package folder is read-only, and ``NUMBA_CACHE_DIR`` overrides both).
+When Python itself is told not to write caches (``PYTHONDONTWRITEBYTECODE=1`` / ``python -B``)
+nothing is cached either: every process compiles again.
+
+Conventions shared by every kernel:
+
+* Storage is one packed ``uint8`` row per item (``store[slot]``), field ``f`` at byte
+  ``columns[f]``, ``row_bytes[f]`` bytes long: whatever the dtypes, a kernel sees bytes. Inputs
+  of ``extend`` are a tuple of 1-D byte views (one compiled version per number of fields).
+* Gathered rows go to one flat byte buffer, field ``f``'s block at ``out_offsets[f]`` (contiguous
+  rows of that field); keys (int64) and weights (float32) to arrays of their own (views of the
+  same buffer, made by the caller).
+* Priority trees are binary, ``2 * P`` float64 nodes, ``P`` the power of two >= capacity; leaf of
+  slot ``s`` at ``P + s``, root at 1. Sum-tree leaves start at 0, min-tree leaves at ``+inf``;
+  inner nodes are recomputed from their children (never updated by deltas: no drift).
+* Random numbers: SplitMix64 on a one-element ``uint64`` state owned by the buffer (checkpointed
+  with it), so a seed gives the same sequence in every process and thread.
+* Slots of written items are ``[0, size)``; ``key = written - 1 - ((head - 1 - slot) mod capacity)``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+from numba import njit, types, uint64
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# PYTHONDONTWRITEBYTECODE / python -B: no cache files next to the code (unless NUMBA_CACHE_DIR says where).
+_JIT = {"nogil": True, "cache": bool(os.environ.get("NUMBA_CACHE_DIR")) or not sys.dont_write_bytecode, "error_model": "numpy", "boundscheck": False}
+
+_GOLDEN = uint64(0x9E3779B97F4A7C15)
+_MIX1 = uint64(0xBF58476D1CE4E5B9)
+_MIX2 = uint64(0x94D049BB133111EB)
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
+
+
+@njit(**_JIT)
+def _next_u64(state):
+    z = state[0] + _GOLDEN
+    state[0] = z
+    z = (z ^ (z >> uint64(30))) * _MIX1
+    z = (z ^ (z >> uint64(27))) * _MIX2
+    return z ^ (z >> uint64(31))
+
+
+@njit(**_JIT)
+def _unit(state):
+    """A float64 in [0, 1) with 53 random bits."""
+    return np.float64(_next_u64(state) >> uint64(11)) * _TO_UNIT
+
+
+@intrinsic
+def _memcpy(typingctx, dst, dst_offset, src, src_offset, nbytes):
+    """``dst.flat[dst_offset:+nbytes] = src.flat[src_offset:+nbytes]`` for C-contiguous uint8
+    arrays, as one ``llvm.memcpy`` (numba's slice assignment copies byte by byte: 5-10x slower
+    for image rows)."""
+    sig = types.void(dst, dst_offset, src, src_offset, nbytes)
+
+    def codegen(context, builder, signature, args):
+        d, d_off, s, s_off, n = args
+        d_data = context.make_array(signature.args[0])(context, builder, d).data
+        s_data = context.make_array(signature.args[2])(context, builder, s).data
+        cgutils.raw_memcpy(builder, builder.gep(d_data, [d_off]), builder.gep(s_data, [s_off]), n, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(**_JIT)
+def _fix_up(sum_t, min_t, lo, hi):
+    """Recompute the ancestors of tree nodes ``lo..hi`` (same level), level by level."""
+    while lo > 1:
+        lo >>= 1
+        hi >>= 1
+        for j in range(lo, hi + 1):
+            sum_t[j] = sum_t[2 * j] + sum_t[2 * j + 1]
+            a, b = min_t[2 * j], min_t[2 * j + 1]
+            min_t[j] = a if a < b else b
+
+
+@njit(**_JIT)
+def _fill_leaves(sum_t, min_t, first, count, value):
+    p = sum_t.shape[0] // 2
+    for s in range(first, first + count):
+        sum_t[p + s] = value
+        min_t[p + s] = value
+    _fix_up(sum_t, min_t, p + first, p + first + count - 1)
+
+
+@njit(**_JIT)
+def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority, alpha):
+    """Write ``n`` items at ring position ``start`` (wrapping around the end).
+
+    Prioritized buffers (``sum_t`` not empty) give the new items the running max priority
+    ``max_priority[0] ** alpha`` in both trees.
+    """
+    capacity, stride = store.shape
+    slot = start
+    for i in range(n):  # row by row: each packed row is written whole, once
+        for f in range(len(srcs)):
+            rb = row_bytes[f]
+            _memcpy(store, slot * stride + columns[f], srcs[f], i * rb, rb)
+        slot += 1
+        if slot == capacity:
+            slot = 0
+    if sum_t.shape[0]:
+        first = min(n, capacity - start)
+        leaf = max_priority[0] ** alpha
+        _fill_leaves(sum_t, min_t, start, first, leaf)
+        if first < n:
+            _fill_leaves(sum_t, min_t, 0, n - first, leaf)
+
+
+@njit(**_JIT)
+def _put(i, slot, written, store, columns, row_bytes, out, out_offsets, keys):
+    """Copy item ``slot`` into row ``i`` of every field block of ``out``; its key into ``keys``."""
+    capacity, stride = store.shape
+    base = slot * stride
+    for f in range(columns.shape[0]):
+        rb = row_bytes[f]
+        _memcpy(out, out_offsets[f] + i * rb, store, base + columns[f], rb)
+    keys[i] = written - 1 - (written % capacity - 1 - slot) % capacity
+
+
+@njit(**_JIT)
+def gather(slots, written, store, columns, row_bytes, out, out_offsets, keys):
+    """Copy the items at ``slots`` into ``out``, their keys into ``keys``."""
+    for i in range(slots.shape[0]):
+        _put(i, slots[i], written, store, columns, row_bytes, out, out_offsets, keys)
+
+
+@njit(**_JIT)
+def sample_uniform(state, size, written, store, columns, row_bytes, out, out_offsets, keys):
+    """``len(keys)`` uniform draws with replacement among slots ``[0, size)``, gathered."""
+    for i in range(keys.shape[0]):
+        s = np.int64(_unit(state) * size)
+        _put(i, s if s < size else size - 1, written, store, columns, row_bytes, out, out_offsets, keys)
+
+
+@njit(**_JIT)
+def sample_prioritized(state, sum_t, min_t, beta, written, store, columns, row_bytes, out, out_offsets, keys, weights):
+    """``len(keys)`` stratified proportional draws (one per equal segment of the total priority),
+    their importance weights ``(min leaf / leaf) ** beta`` (max 1) and the gathered rows.
+
+    The descent only enters subtrees of positive mass, so it never lands on an unwritten
+    (zero) leaf, whatever the float rounding.
+    """
+    p = sum_t.shape[0] // 2
+    n = keys.shape[0]
+    segment = sum_t[1] / n
+    lowest = min_t[1]
+    for i in range(n):
+        mass = (i + _unit(state)) * segment
+        node = 1
+        while node < p:
+            left = sum_t[2 * node]
+            if mass < left or not sum_t[2 * node + 1] > 0.0:
+                node = 2 * node
+            else:
+                mass -= left
+                node = 2 * node + 1
+        weights[i] = (lowest / sum_t[node]) ** beta
+        _put(i, node - p, written, store, columns, row_bytes, out, out_offsets, keys)
+
+
+@njit(**_JIT)
+def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps, max_priority):
+    """Set the priority of the items with ``keys``: leaf ``(p + eps) ** alpha``, in order (the
+    last duplicate wins); keys older than ``written - capacity`` (overwritten) are dropped.
+
+    Returns the number applied, or ``-1 - i`` for the first invalid pair ``i`` (a key outside
+    ``[0, written)`` or a priority that is not a finite number >= 0): nothing is written then.
+    """
+    n = keys.shape[0]
+    for i in range(n):
+        k, p = keys[i], priority[i]
+        if k < 0 or k >= written or not (p >= 0.0 and p < np.inf):
+            return -1 - i
+    leaves = sum_t.shape[0] // 2
+    oldest = written - capacity
+    applied = 0
+    for i in range(n):
+        k = keys[i]
+        if k < oldest:
+            continue
+        node = leaves + k % capacity
+        leaf = (priority[i] + eps) ** alpha
+        sum_t[node] = leaf
+        min_t[node] = leaf
+        _fix_up(sum_t, min_t, node, node)
+        applied += 1
+    # The running max counts the values that won (a duplicate overwritten later does not).
+    top = max_priority[0]
+    for i in range(n):
+        k = keys[i]
+        if k >= oldest:
+            v = priority[i] + eps
+            if v > top and sum_t[leaves + k % capacity] == v**alpha:
+                top = v
+    max_priority[0] = top
+    return applied
