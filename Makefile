@@ -3,6 +3,9 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.janus-installed
+# One Numba cache for every process these targets start (the replay kernels compile once, not per
+# process; without it, PYTHONDONTWRITEBYTECODE=1 means no cache at all).
+export NUMBA_CACHE_DIR ?= $(abspath $(VENV))/numba-cache
 
 .PHONY: setup compare test test-all bench clean
 

@@ -1,4 +1,4 @@
-"""janus (runtime, local backend, its presets) vs Stable-Baselines3 DQN and PPO: speed and return.
+"""janus (runtime, default backend, its presets) vs Stable-Baselines3 DQN and PPO: speed and return.
 
 Both libraries train, one after the other in this process, on the same environment with the same
 env-step budget, the same networks and the hyperparameters matched wherever both have them (see
@@ -28,8 +28,7 @@ import torch
 from torch import nn
 
 from janus.config import from_dict, resolve
-from janus.runtime.backends.local import LocalBackend
-from janus.runtime.run import run_runtime
+from janus.runtime.run import make_backend, run_runtime
 from janus.algorithms.base import algorithm
 
 STEPS = {"dqn": 50_000, "ppo": 100_000}
@@ -37,9 +36,23 @@ QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192}
 WINDOW, EVAL_EPISODES = 20, 10  # training episodes averaged; greedy episodes after training
 
 
+BACKEND: str | None = None  # --backend; None: janus train's default
+
+
 def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
     """The run ``janus train --algo ALGO --env ENV --total_env_steps STEPS --seed SEED`` would do."""
-    return resolve(from_dict({"workload": {"total_env_steps": steps, "env": env}, "seed": seed}, base=from_dict(algorithm(algo).preset)))
+    data: dict[str, Any] = {"workload": {"total_env_steps": steps, "env": env}, "seed": seed}
+    if BACKEND:
+        data["runtime"] = {"backend": BACKEND}
+    return resolve(from_dict(data, base=from_dict(algorithm(algo).preset)))
+
+
+def children_cpu_s() -> float:
+    """CPU time of reaped child processes (the process backend's workers, once it joined them)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def evaluate(env_id: str, act: Callable[[np.ndarray], int], seed: int, episodes: int = EVAL_EPISODES) -> float:
@@ -59,10 +72,10 @@ def evaluate(env_id: str, act: Callable[[np.ndarray], int], seed: int, episodes:
 
 def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
     cfg = janus_config(algo, env, steps, seed)
-    backend = LocalBackend()
-    cpu = time.process_time()
-    out = run_runtime(cfg, backend=backend)  # wall_s: StartMsg to finished, start-up excluded
-    cpu = time.process_time() - cpu  # all threads of the process
+    backend = make_backend(cfg)  # local or process: the Trainer is in this process either way
+    cpu = time.process_time() + children_cpu_s()
+    out = run_runtime(cfg, backend=backend).to_dict()  # wall_s: StartMsg to finished, start-up excluded
+    cpu = time.process_time() + children_cpu_s() - cpu  # every thread, and worker processes
     learner = backend.component("trainer").learner.learner  # type: ignore[attr-defined]
     net = learner.q if algo == "dqn" else learner.agent.actor  # greedy: argmax Q / argmax logits
 
@@ -73,7 +86,8 @@ def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
     env_steps = out["counts"]["transitions_produced"]
     return {"env_steps": env_steps, "wall_s": out["wall_s"], "cpu_s": cpu, "steps_per_s": env_steps / out["wall_s"],
             "final_return": out.get("final_mean_return", float("nan")), "episodes": out.get("episodes", 0),
-            "eval_return": evaluate(env, act, seed), "updates": out["counts"]["updates"]}
+            "eval_return": evaluate(env, act, seed), "updates": out["counts"]["updates"],
+            "backend": out["runtime"]["backend"], "learner_utilization": out["runtime"].get("learner_utilization")}
 
 
 def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
@@ -180,7 +194,11 @@ def main() -> None:
     parser.add_argument("--libs", default="janus,sb3", help="comma-separated: janus, sb3")
     parser.add_argument("--quick", action="store_true", help=f"small budgets {QUICK_STEPS} (smoke test)")
     parser.add_argument("--json", default=None, help="write rows and summary here")
+    parser.add_argument("--backend", default=None, choices=("local", "process"),
+                        help="janus backend (default: janus train's default)")
     args = parser.parse_args()
+    global BACKEND
+    BACKEND = args.backend
     torch.set_num_threads(1)
     # The first torch optimizer imports torch._dynamo (~1 s, once per process). janus builds its learner
     # inside its timed window, SB3 before learn(): pay it here so neither timer includes it.

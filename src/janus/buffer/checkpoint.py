@@ -38,7 +38,9 @@ def state_digest(state: Any) -> str:
 
 def _feed(h: Any, x: Any) -> None:
     if isinstance(x, torch.Tensor):
-        t = x.detach().to("cpu").contiguous().reshape(-1)
+        # a fresh dense copy: .contiguous() keeps the stride of a size-1 dim (a packed row's field)
+        src = x.detach().to("cpu").reshape(-1)
+        t = torch.empty(src.shape, dtype=src.dtype).copy_(src)
         h.update(f"T{x.dtype}{tuple(x.shape)};".encode())
         if t.numel():
             h.update(t.view(torch.uint8).numpy() if t.dtype != torch.uint8 else t.numpy())
