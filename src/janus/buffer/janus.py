@@ -23,6 +23,7 @@ import torch
 from janus.buffer.experience import ExperienceBuffer
 from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
+from janus.buffer.validation import check_piece
 from janus.config import JanusConfig, resolve_janus
 from janus.errors import ConfigError, PipelineClosedError
 
@@ -118,6 +119,7 @@ class JanusBuffer:
             None if seed is None else seed + 2, self._wait_for_data,
         )
         self._collect_lock = threading.Lock()
+        self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
         self._threads: list[threading.Thread] = []
         if cfg.overlap_collect:
             self._start("janus-collect", self._collect_loop)
@@ -130,10 +132,9 @@ class JanusBuffer:
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
-        first = next(iter(rollout.values()))
-        n = 1
-        for d in first.shape[: self._time_major_dims]:
-            n *= int(d)
+        n, schema = check_piece(rollout, self._time_major_dims, self._piece_schema)
+        if self._piece_schema is None:
+            self._piece_schema = schema
         blocked = self.actor_buffer.put(rollout, n, timeout)
         with self._stats_lock:
             self.stats.actor_blocked_s += blocked

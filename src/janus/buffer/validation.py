@@ -116,6 +116,49 @@ def _matches_specs(data: Any, specs: Mapping[str, FieldSpec], capacity: int, dev
     return 0 < n <= capacity
 
 
+def check_field_names(data: Mapping[Any, Any], caller: str) -> None:
+    """Field names are strings (``{1: a, "1": b}`` would otherwise collapse into one field)."""
+    for key in data:
+        if not isinstance(key, str):
+            raise BufferInputError(f"{caller} field names must be strings; got {key!r} ({type(key).__name__})")
+
+
+def check_piece(
+    piece: Any, time_major_dims: int, schema: Mapping[str, tuple[str, tuple[int, ...]]] | None
+) -> tuple[int, dict[str, tuple[str, tuple[int, ...]]]]:
+    """Validate one piece for ``JanusBuffer.put`` before it is staged; return its transition count
+    and its schema (field -> (dtype, item shape)). ``schema``: that of the first piece accepted;
+    a piece that differs is refused here, so one bad producer never fails the pipeline for all."""
+    if not isinstance(piece, Mapping):
+        raise BufferTypeError(f"put() takes a mapping of field name -> array, got {type(piece).__name__}")
+    if not piece:
+        raise BufferInputError("put() got a piece with no fields")
+    check_field_names(piece, "put()")
+    lead: tuple[int, ...] | None = None
+    mine: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for name, value in piece.items():
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            raise BufferTypeError(f"put() field {name!r}: expected a tensor or numpy array, got {type(value).__name__}")
+        shape = tuple(int(d) for d in value.shape)
+        if len(shape) < time_major_dims:
+            raise BufferInputError(f"put() field {name!r} has shape {shape}; expected at least {time_major_dims} leading dims")
+        if lead is None:
+            lead = shape[:time_major_dims]
+        elif shape[:time_major_dims] != lead:
+            raise BufferInputError(f"put() field {name!r} has leading dims {shape[:time_major_dims]}; other fields have {lead}")
+        mine[name] = (str(value.dtype).replace("torch.", ""), shape[time_major_dims:])
+    if schema is not None and mine != schema:
+        if set(mine) != set(schema):
+            raise BufferInputError(f"put() fields {sorted(mine)} differ from the first piece's {sorted(schema)}")
+        name = next(k for k in schema if mine[k] != schema[k])
+        raise BufferInputError(f"put() field {name!r}: dtype/item shape {mine[name]} differs from the first "
+                               f"piece's {schema[name]}; the piece was refused")
+    count = 1
+    for d in lead or ():
+        count *= d
+    return count, mine
+
+
 def check_batch(
     data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device
 ) -> tuple[dict[str, torch.Tensor], dict[str, FieldSpec]]:
@@ -126,6 +169,7 @@ def check_batch(
         raise BufferTypeError(
             f"extend() takes a non-empty mapping of field name -> tensor, got {type(data).__name__}"
         )
+    check_field_names(data, "extend()")
     batch = {str(k): _as_tensor(str(k), v) for k, v in data.items()}
     if specs:
         missing, extra = sorted(set(specs) - set(batch)), sorted(set(batch) - set(specs))
@@ -252,6 +296,7 @@ def coerce_batch(
     """
     if not isinstance(data, Mapping) or not data:
         raise BufferTypeError(f"extend() takes a non-empty mapping of field name -> values, got {type(data).__name__}")
+    check_field_names(data, "extend()")
     if len(data) != len(specs):
         _raise_field_mismatch(data, specs)
     views, n = [], -1
