@@ -164,6 +164,7 @@ def test_constructor_accepts_valid_and_names_invalid_arguments(capacity, placeme
     ] if not ok]
     if sampler == "prioritized" and isinstance(sampler, str):
         bad += [k for k in ("alpha", "beta", "eps") if not _number_ok(prio[k], strict=k == "eps")]
+        bad += ["alpha"] if _number_ok(prio["alpha"], strict=False) and prio["alpha"] > 10 else []  # MAX_ALPHA
     try:
         buf = ExperienceBuffer(capacity, placement, sampler, seed, **prio)
     except AllocationError as exc:

@@ -53,3 +53,24 @@ def test_messages_quote_at_most_a_short_piece_of_a_huge_value() -> None:
     err = invalid("name", "y" * 100_000, "a short name")
     assert len(str(err)) < 300 and "100,002 characters" in str(err)  # the repr, quotes included
     assert "bits" in str(invalid("seed", 7**100_000, "an integer"))
+
+
+def test_priorities_and_alpha_that_would_overflow_the_sum_tree_are_refused() -> None:
+    """Issue 13 item 8: a sum of p**alpha past float64 made sampling return one item with NaN weights."""
+    import torch
+
+    from janus import ExperienceBuffer
+    from janus.errors import BufferInputError
+
+    with pytest.raises(BufferInputError, match="alpha"):
+        ExperienceBuffer(8, "cpu_pageable", "prioritized", seed=0, alpha=1e300)
+    buf = ExperienceBuffer(8, "cpu_pageable", "prioritized", seed=0, alpha=1.0)
+    buf.extend({"x": torch.arange(8.0)})
+    before = buf.state_dict()
+    with pytest.raises(BufferInputError, match="priorities too large"):
+        buf.update_priority(torch.arange(8), torch.full((8,), 1e308, dtype=torch.float64))
+    after = buf.state_dict()
+    assert torch.equal(before["sampler_state"]["rng_state"], after["sampler_state"]["rng_state"])
+    assert buf.update_priority(torch.arange(8), torch.full((8,), 1e200, dtype=torch.float64)) == 8  # large but safe
+    batch = buf.sample(64)
+    assert torch.isfinite(batch["weight"]).all() and len(set(batch["index"].tolist())) > 1

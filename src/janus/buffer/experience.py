@@ -318,12 +318,16 @@ class ExperienceBuffer:
             s = self._sampler
             if self._native and s.prioritized:
                 keys_np, prio_np = validation.priority_arrays(index, priority)
+                if len(prio_np):
+                    validation.check_priority_scale(float(prio_np.max()), s.alpha, s.eps, self.capacity)
                 applied = kernels().update_priority(s.sum_t, s.min_t, keys_np, prio_np, self._written, self.capacity,
                                                     s.alpha, s.eps, s.max_priority)
                 if applied < 0:  # nothing was written: explain what is wrong
                     validation.check_priority_update(index, priority, self._written)
                 return int(applied)
             keys, prio, first = validation.check_priority_update(index, priority, self._written)
+            if prio.numel() and hasattr(s, "alpha"):  # the torch prioritized sampler (CUDA placements)
+                validation.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
             oldest = self._written - self.capacity  # smallest key still stored
             if first < oldest:  # some items were overwritten since they were sampled
                 live = keys >= oldest

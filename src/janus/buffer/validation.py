@@ -71,11 +71,29 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
+MAX_ALPHA = 10.0  # p**alpha: beyond this any priority above ~1.1 overflows float64 in a large buffer
+MAX_TREE_TOTAL = 1e300  # the sum tree stays this far below float64's overflow (1.8e308)
+
+
 def check_prioritized_args(alpha: float, beta: float, eps: float) -> None:
     for name, value, low, strict in (("alpha", alpha, 0.0, False), ("beta", beta, 0.0, False), ("eps", eps, 0.0, True)):
         ok = is_finite_number(value) and (value > low if strict else value >= low)
         if not ok:
             raise invalid(name, value, f"a finite number {'>' if strict else '>='} {low}", BufferInputError)
+    if alpha > MAX_ALPHA:
+        raise invalid("alpha", alpha, f"a finite number in [0, {MAX_ALPHA:g}] (usual: 0.4-0.7)", BufferInputError)
+
+
+def check_priority_scale(priority_max: float, alpha: float, eps: float, capacity: int) -> None:
+    """Refuse priorities whose ``(p + eps) ** alpha``, summed over a full buffer, would overflow the
+    sum tree (sampling would then silently return one item and NaN weights)."""
+    if not math.isfinite(priority_max) or priority_max <= 0:
+        return  # NaN, inf, negatives: the caller's own checks name them
+    log_leaf = alpha * math.log(priority_max + eps)
+    if log_leaf + math.log(capacity) > math.log(MAX_TREE_TOTAL):
+        raise BufferInputError(
+            f"priorities too large: max {priority_max:.3g} ** alpha {alpha:g} over capacity {capacity:,} would "
+            f"overflow the sum tree (float64); scale priorities down (e.g. |td| clipped) or lower alpha")
 
 
 def _as_tensor(name: str, value: Any) -> torch.Tensor:
