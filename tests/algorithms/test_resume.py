@@ -109,3 +109,37 @@ def test_a_checkpoint_dir_chosen_in_yaml_is_kept_so_resume_finds_it(tmp_path: Pa
     capsys.readouterr()
     assert main(["train", "--resume", str(run), "--total_env_steps", "2000"]) == 0
     assert "resuming from the end of the last run" in capsys.readouterr().out  # not "starting from scratch"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, sig: str) -> None:
+    """Issue 13 item 9: SIGTERM (and Ctrl-C) end `janus train` with the final commit, results.json
+    and the learning curve of the run so far."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "10000000", "--out", str(run)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "config.yaml").exists():  # set up; then let it train a few seconds
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() is not None else "no start"
+            time.sleep(0.2)
+        time.sleep(6)
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (143 if sig == "SIGTERM" else 130), err[-2000:]
+    assert "interrupted" in err
+    state = json.loads((run / "checkpoint" / "run_state.json").read_text())
+    assert state["tag"] == "final" and state["trained"] > 0, "the final checkpoint was committed"
+    results = json.loads((run / "results.json").read_text())
+    assert results["runs"][0]["counts"]["updates"] == state["trained"] > 0
+    assert "learning_curve" in results["runs"][0] and (run / "learning_curve.png").is_file()
+    assert os.path.getsize(run / "results.json") > 0

@@ -9,6 +9,7 @@ import sys
 import yaml
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from janus import fileio
 from janus.config import RunConfig
@@ -122,9 +123,23 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
         progress = ProgressLine(f"  {c.name}")
         print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
               f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
-        run = run_runtime(c, progress)
+        try:
+            run = run_runtime(c, progress)
+        except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                progress.finish(f"interrupted after {partial['wall_s']:.2f}s; writing the run so far")
+                write_outputs(args, label, out_dir, [*runs, partial], skipped, baseline)
+            raise
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
         runs.append(run)
+    write_outputs(args, label, out_dir, runs, skipped, baseline)
+    return 0
+
+
+def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]],
+                  baseline: str) -> None:
+    """The table, results.json/csv, charts, learning curve and TensorBoard scalars of ``runs``."""
     annotated = annotate(runs, baseline=baseline)
     print()
     print(format_table(annotated, baseline=baseline))
@@ -146,4 +161,3 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
         for run in runs:
             paths[f"tensorboard:{run['name']}"] = write_scalars(out_dir / "tensorboard", run)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
-    return 0

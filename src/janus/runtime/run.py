@@ -229,6 +229,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
     status: dict[str, Any] = {}
+    interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
     try:
         while True:
             status = backend.orchestrator_status()
@@ -246,6 +247,8 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
                 raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
             time.sleep(0.05)
         wall = time.perf_counter() - start
+    except KeyboardInterrupt as exc:
+        interrupted, wall = exc, time.perf_counter() - start
     finally:
         alive = backend.shutdown()
         counters = backend.counters()
@@ -258,6 +261,13 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
                         f"committed (--resume continues from the last periodic one):\n{text}")
     if alive:
         raise RunFailed(f"shutdown left components running: {alive}")
+    if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
+        try:
+            status = backend.orchestrator_status()  # after the drain: the last counts
+        except Exception:  # noqa: BLE001 - keep the last status seen in the loop
+            pass
+        interrupted.partial_result = summarize(cfg, backend, status, counters, wall)  # type: ignore[attr-defined]
+        raise interrupted
     return summarize(cfg, backend, status, counters, wall)
 
 
