@@ -74,7 +74,32 @@ def new_segment_name(prefix: str) -> str:
     return f"janus-{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-class SlotRing:
+class _Segment:
+    """One shared-memory segment and the int64 counters at its start (``self._counters``)."""
+
+    def __init__(self, shm: shared_memory.SharedMemory, counters: int) -> None:
+        self.shm = shm
+        self._counters: np.ndarray | None = np.frombuffer(shm.buf, dtype=np.int64, count=counters)
+
+    @property
+    def name(self) -> str:
+        return self.shm.name
+
+    def close(self) -> None:
+        """Unmap (idempotent); the counter view into the mapping is dropped first."""
+        if self._counters is not None:
+            self._counters = None
+            self.shm.close()
+
+    def unlink(self) -> None:
+        """Remove the segment (idempotent)."""
+        try:
+            self.shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class SlotRing(_Segment):
     """A ring of fixed-size slots in one shared-memory segment (one producer, one consumer).
 
     The producer creates it (:meth:`create`) from the layout of its first record; the consumer
@@ -83,16 +108,11 @@ class SlotRing:
     """
 
     def __init__(self, shm: shared_memory.SharedMemory, layout: Layout, slots: int) -> None:
-        self.shm = shm
+        super().__init__(shm, counters=1)  # [consumed]
         self.layout = layout
         self.slots = slots
         self.slot_bytes = _aligned(layout.nbytes)
-        self._counters = np.frombuffer(shm.buf, dtype=np.int64, count=2)  # [consumed, unused]
         self.produced = 0  # producer side only
-
-    @property
-    def name(self) -> str:
-        return self.shm.name
 
     @classmethod
     def create(cls, layout: Layout, slots: int, name: str | None = None) -> "SlotRing":
@@ -134,20 +154,8 @@ class SlotRing:
     def read(self, slot: int) -> dict[str, np.ndarray]:
         """Copy the record in ``slot`` out of the ring and mark it consumed (consumer side)."""
         out = {k: v.copy() for k, v in self.layout.views(self.shm.buf, HEADER + slot * self.slot_bytes).items()}
-        self._counters[0] += 1
+        self._counters[0] += 1  # type: ignore[index]
         return out
-
-    def close(self) -> None:
-        """Unmap (idempotent); the views into the mapping are dropped first."""
-        if self._counters is not None:
-            self._counters = None  # type: ignore[assignment]
-            self.shm.close()
-
-    def unlink(self) -> None:
-        try:
-            self.shm.unlink()
-        except FileNotFoundError:
-            pass
 
 
 class RingClosed(RuntimeError):
@@ -163,7 +171,7 @@ class ShmParams:
     layout: Layout
 
 
-class ParamStore:
+class ParamStore(_Segment):
     """The latest parameter snapshot in shared memory, published once per version.
 
     Header: ``[seq, version]`` (int64). The writer makes ``seq`` odd, copies, sets ``version``,
@@ -171,13 +179,8 @@ class ParamStore:
     """
 
     def __init__(self, shm: shared_memory.SharedMemory, layout: Layout) -> None:
-        self.shm = shm
+        super().__init__(shm, counters=2)  # [seq, version]
         self.layout = layout
-        self._header = np.frombuffer(shm.buf, dtype=np.int64, count=2)
-
-    @property
-    def name(self) -> str:
-        return self.shm.name
 
     @classmethod
     def create(cls, arrays: Mapping[str, np.ndarray]) -> "ParamStore":
@@ -190,6 +193,11 @@ class ParamStore:
     @classmethod
     def attach(cls, name: str, layout: Layout) -> "ParamStore":
         return cls(shared_memory.SharedMemory(name=name), layout)
+
+    @property
+    def _header(self) -> np.ndarray:
+        assert self._counters is not None, "the store was closed"
+        return self._counters
 
     @property
     def version(self) -> int:
@@ -218,18 +226,6 @@ class ParamStore:
             version = int(self._header[1])
             if int(self._header[0]) == before:
                 return version, arrays
-
-    def close(self) -> None:
-        """Unmap (idempotent); the views into the mapping are dropped first."""
-        if self._header is not None:
-            self._header = None  # type: ignore[assignment]
-            self.shm.close()
-
-    def unlink(self) -> None:
-        try:
-            self.shm.unlink()
-        except FileNotFoundError:
-            pass
 
 
 def unlink_segment(name: str) -> bool:
