@@ -125,3 +125,13 @@ def test_bad_values_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "'placment'" in err and "accepted keys" in err
     assert main(["train", "--quick", *TINY, "--is_on_policy", "1", "--g_select", "0.3"]) == 2
     assert "1/4" in capsys.readouterr().err
+
+
+def test_a_run_that_could_never_sample_is_refused_before_work(tmp_path: Path) -> None:
+    """Issue 13 item 3 from the command line: thresholds that can never be met are an error at
+    once (exit 2, naming the knob), not a run that waits for its one-hour timeout."""
+    proc = subprocess.run([sys.executable, "-m", "janus.cli", "train", "--quick", "--min_inserts", "100000000",
+                           "--samples_per_insert", "1", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "can never sample" in proc.stderr and "min_inserts" in proc.stderr
