@@ -839,3 +839,33 @@ def test_extend_refuses_field_names_that_are_not_strings() -> None:
     with pytest.raises(BufferInputError, match="must be strings.*1 \\(int\\)"):
         eb.extend({1: torch.zeros(2), "1": torch.ones(2)})
     assert len(eb) == 0
+
+
+def test_flush_waits_for_pieces_the_background_collector_already_took() -> None:
+    """A checkpoint flushes, then saves: pieces the collector took but had not yet written must be
+    in the buffer when flush returns (found by the kill/resume loop: inserted != written)."""
+    cfg = JanusConfig(overlap_collect=1, overlap_select=0, g_collect=1, g_select=1, batch_size=4, buffer_capacity=10_000)
+    with JanusBuffer(cfg, seed=0) as jb:
+        real_take = jb.actor_buffer.take
+        taken = threading.Event()
+
+        def slow_take(*args, **kwargs):  # the collector holds its pieces a while before it locks to write
+            out = real_take(*args, **kwargs)
+            if kwargs.get("block", True) and out:
+                taken.set()
+                time.sleep(0.3)
+            return out
+
+        jb.actor_buffer.take = slow_take  # type: ignore[method-assign]
+        # the collector was already waiting in the unpatched take: one piece gets it into the patched one
+        jb.put({"obs": torch.zeros(2, 2, 3), "reward": torch.zeros(2, 2)})
+        deadline = time.monotonic() + 5
+        while len(jb.experience) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        for i in range(1, 4):
+            taken.clear()
+            jb.put({"obs": torch.full((2, 2, 3), float(i)), "reward": torch.zeros(2, 2)})
+            assert taken.wait(5)  # the collector has the piece in hand now
+            jb.flush()
+            assert len(jb.experience) == 4 * (i + 1), "flush returned before a taken piece was written"

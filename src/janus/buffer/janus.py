@@ -160,6 +160,11 @@ class JanusBuffer:
             pieces = self.actor_buffer.take(len(self.actor_buffer) or 1, None, block=False)
             if pieces:
                 self._run_collection(pieces)
+        # pieces the background collector took before this flush locked: wait until they are
+        # written (outside the lock, which the collector needs), so the buffer holds every piece put
+        # (off-policy only: on-policy a collection may wait for the learner to read a rollout)
+        while self.schedule is None and not self.actor_buffer.wait_released(timeout=0.1):
+            self._raise_if_failed()
 
     def _collect_threshold(self) -> tuple[int | None, int | None]:
         if self.schedule is None:
@@ -174,9 +179,12 @@ class JanusBuffer:
         complete unit that is staged.
         """
         if block:
-            pieces = self.actor_buffer.take(*self._collect_threshold(), block=True)
-            with self._collect_lock:
-                return self._run_collection(pieces)
+            pieces = self.actor_buffer.take(*self._collect_threshold(), block=True, hold=True)
+            try:
+                with self._collect_lock:
+                    return self._run_collection(pieces)
+            finally:
+                self.actor_buffer.release(len(pieces))
         waited = 0.0
         while True:
             with self._collect_lock:
