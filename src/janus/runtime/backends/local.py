@@ -43,6 +43,7 @@ class LocalBackend:
     """
 
     name = "local"
+    outbox_type: type[LocalOutbox] = LocalOutbox  # what a hosted component sends through
 
     def __init__(self, serial: bool = False) -> None:
         self.serial = serial
@@ -66,7 +67,7 @@ class LocalBackend:
 
     def _host(self, name: str) -> Host:
         component = self.factories[name]()
-        component.bind(LocalOutbox(self, name))
+        component.bind(self.outbox_type(self, name))
         return Host(component)
 
     def start(self) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
-from janus.runtime.backends.local import LocalBackend
+from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg
 from janus.runtime.shm import Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name, unlink_segment
@@ -77,6 +77,7 @@ class WorkerOutbox:
         arrays = msg.transitions
         if self.ring is None:
             self.ring = SlotRing.create(Layout.of(arrays), self.slots, self.ring_name)
+            self._send(("ring", self.ring.layout, self.ring.slots))  # once: the learner attaches
         if not self.ring.layout.fits(arrays):  # a piece of another shape: correct, but pickled
             self.stats["pieces_pickled"] += 1
             self._send(("msg", dest, msg))
@@ -86,8 +87,7 @@ class WorkerOutbox:
         except RingClosed:
             return  # stopping while the learner no longer reads: the piece would be dropped anyway
         self.stats["pieces_via_ring"] += 1
-        self._send(("piece", dest, self.ring.name, self.ring.layout, self.ring.slots, slot,
-                    msg.source, msg.count, msg.params_version, msg.pieces))
+        self._send(("piece", dest, slot, msg.source, msg.count, msg.params_version, msg.pieces))
 
     def share(self, snapshot: Any) -> Any:
         raise RuntimeError("a worker does not publish parameters")
@@ -142,7 +142,7 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
         return
     host = Host(component)
     try:
-        conn.send(("ready", name, os.getpid()))
+        conn.send(("ready", name))
     except (BrokenPipeError, OSError):  # the learner stopped while this process was starting
         return
     receiver = threading.Thread(target=_receive, args=(host, outbox, conn), name=f"{name}-receive", daemon=True)
@@ -170,21 +170,15 @@ class WorkerProcess:
     ready: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     closed: bool = False  # its pipe reached EOF (process exited or died)
-    ring_name: str = ""
-    pid: int = 0
-    final: dict[str, Any] = field(default_factory=dict)
+    ring_name: str = ""  # named by the learner at spawn, created by the worker at its first piece
+    ring: SlotRing | None = None  # the learner's mapping of it, once announced
     error: str = ""
 
 
-class ProcessOutbox:
+class ProcessOutbox(LocalOutbox):
     """The outbox of a learner-process component: local delivery, parameters into shared memory."""
 
-    def __init__(self, backend: "ProcessBackend", sender: str) -> None:
-        self.backend = backend
-        self.sender = sender
-
-    def send(self, dest: str, msg: Any) -> None:
-        self.backend.deliver(dest, msg)
+    backend: "ProcessBackend"
 
     def share(self, snapshot: ParamsSnapshot) -> Any:
         return self.backend.publish(snapshot)
@@ -209,6 +203,7 @@ class ProcessBackend(LocalBackend):
     """Workers in spawned processes over shared memory; every other component a local thread."""
 
     name = "process"
+    outbox_type = ProcessOutbox
 
     def __init__(self, cfg: Any = None, slots_per_worker: int = SLOTS_PER_WORKER, start_timeout_s: float = 120.0) -> None:
         super().__init__(serial=False)
@@ -217,8 +212,6 @@ class ProcessBackend(LocalBackend):
         self.ctx = mp.get_context("spawn")
         self.workers: dict[str, WorkerProcess] = {}
         self.retired_workers: list[WorkerProcess] = []
-        self.rings: dict[str, SlotRing] = {}  # ring name -> attached ring (learner side)
-        self.ring_owner: dict[str, str] = {}  # ring name -> worker name
         self.store: ParamStore | None = None
         self.store_lock = threading.Lock()
         self.worker_counters: dict[str, dict[str, float]] = {}
@@ -233,11 +226,6 @@ class ProcessBackend(LocalBackend):
             super().add(name, role, factory, node)
             return
         self.factories[name], self.roles[name], self.nodes[name] = factory, role, node
-
-    def _host(self, name: str) -> Host:
-        component = self.factories[name]()
-        component.bind(ProcessOutbox(self, name))
-        return Host(component)
 
     def _spawn(self, name: str) -> WorkerProcess:
         mine, theirs = self.ctx.Pipe(duplex=True)
@@ -334,20 +322,17 @@ class ProcessBackend(LocalBackend):
     def _handle(self, wp: WorkerProcess, item: tuple) -> None:
         kind = item[0]
         if kind == "piece":
-            _, dest, ring_name, layout, slots, slot, source, count, version, pieces = item
-            ring = self.rings.get(ring_name)
-            if ring is None:
-                ring = self.rings[ring_name] = SlotRing.attach(ring_name, layout, slots)
-                self.ring_owner[ring_name] = wp.name
-            self.deliver(dest, InsertTransitionMsg(source, ring.read(slot), count, version, pieces))
+            _, dest, slot, source, count, version, pieces = item
+            assert wp.ring is not None, f"{wp.name} sent a piece before announcing its ring"
+            self.deliver(dest, InsertTransitionMsg(source, wp.ring.read(slot), count, version, pieces))
+        elif kind == "ring":
+            wp.ring = SlotRing.attach(wp.ring_name, item[1], item[2])
         elif kind == "msg":
             self.deliver(item[1], item[2])
         elif kind == "ready":
-            wp.pid = item[2]
             wp.ready.set()
         elif kind == "done":
             _, _, counters, error, stats = item
-            wp.final = {"counters": counters, "stats": stats}
             wp.error = error
             self.worker_counters[wp.name] = {**counters, **{f"ipc.{k}": v for k, v in stats.items()}}
             wp.done.set()
@@ -425,21 +410,17 @@ class ProcessBackend(LocalBackend):
     def _release(self) -> None:
         for wp in [*self.workers.values(), *self.retired_workers]:
             wp.conn.close()
-        for ring in self.rings.values():
-            ring.close()
-            ring.unlink()
-        for wp in [*self.workers.values(), *self.retired_workers]:  # rings no piece was read from
-            if wp.ring_name not in self.rings:
+        for wp in [*self.workers.values(), *self.retired_workers]:
+            if wp.ring is not None:
+                wp.ring.close()
+                wp.ring.unlink()
+                wp.ring = None
+            else:  # never announced (the worker died first, or sent nothing): remove it if it exists
                 unlink_segment(wp.ring_name)
-        self.rings.clear()
         if self.store is not None:
             self.store.close()
             self.store.unlink()
             self.store = None
-
-    def segments(self) -> list[str]:
-        """Names of the shared-memory segments this backend holds now (for tests)."""
-        return [*self.rings, *([self.store.name] if self.store is not None else [])]
 
     def counters(self) -> dict[str, dict[str, float]]:
         out = super().counters()
