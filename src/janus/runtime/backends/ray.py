@@ -21,10 +21,11 @@ import threading
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, Callable, Mapping
 
 import ray
+import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from janus.errors import RunFailed
@@ -148,18 +149,14 @@ class RayOutbox:
 def to_wire(msg: Any) -> Any:
     """``msg`` with torch tensors in its mapping payloads as numpy arrays (Ray moves numpy ~5x faster
     than tensors, and a CUDA tensor must leave the device before it leaves the process)."""
-    import dataclasses
-
-    import torch
-
-    if not dataclasses.is_dataclass(msg):
+    if not is_dataclass(msg):
         return msg
     changes = {}
-    for f in dataclasses.fields(msg):
+    for f in fields(msg):
         value = getattr(msg, f.name)
         if isinstance(value, Mapping) and any(isinstance(v, torch.Tensor) for v in value.values()):
             changes[f.name] = {k: (v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in value.items()}
-    return dataclasses.replace(msg, **changes) if changes else msg
+    return replace(msg, **changes) if changes else msg
 
 
 class ComponentActor:
