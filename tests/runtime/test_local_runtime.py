@@ -270,3 +270,53 @@ def test_a_run_that_can_never_sample_is_rejected_before_work() -> None:
     with pytest.raises(ConfigError, match="can never sample.*min_inserts"):
         run_runtime(cfg, timeout_s=30)
     assert not host_threads()
+
+
+def test_a_restarted_worker_gets_its_start_timeout_before_it_is_restarted_again() -> None:
+    """Spawning a worker can take longer than pong_timeout_s on a loaded machine: the new instance
+    is judged by start_timeout_s until it answers a ping newer than its restart, so a slow start
+    is not a restart loop; a late answer of the killed instance does not count as the new one's."""
+    from janus.runtime.messages import PongMsg
+    from janus.runtime.orchestrator import Orchestrator
+    from janus.runtime.run import make_limiter
+
+    class Outbox:
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, Any]] = []
+
+        def send(self, dest: str, msg: Any) -> None:
+            self.sent.append((dest, msg))
+
+    restarted: list[str] = []
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
+    orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
+                        make_limiter(cfg), total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
+    orch.bind(Outbox())  # type: ignore[arg-type]
+    t0 = time.monotonic()  # on_PongMsg stamps answers with the real clock
+    orch.last_pong = {n: t0 for n in orch.roles}
+
+    def answer(name: str, now: float, seq: int) -> None:
+        orch.on_PongMsg(PongMsg(seq, name, now))
+
+    for name in ("trainer", "tm"):
+        orch.last_pong[name] = t0 + 2.0
+    orch._health(t0 + 2.0)  # worker-0 silent for 2 s > 1 s: restarted
+    assert restarted == ["worker-0"]
+    stale = orch.seq - 1  # a ping the dead instance had been sent
+    for step in range(1, 20):  # 19 s of a slow start; the others keep answering
+        now = t0 + 2.0 + step
+        for name in ("trainer", "tm"):
+            orch.last_pong[name] = now
+        answer("worker-0", now, stale)  # late pongs of the old instance change nothing
+        orch._health(now)
+    assert restarted == ["worker-0"] and orch.failure is None
+    answer("worker-0", t0 + 22.0, orch.seq)  # the new instance is up
+    assert "worker-0" not in orch.starting
+    for name in ("trainer", "tm"):
+        orch.last_pong[name] = t0 + 24.0
+    orch._health(t0 + 24.0)  # silent again for 2 s > pong_timeout_s: restarted again
+    assert restarted == ["worker-0", "worker-0"] and orch.restarts["worker-0"] == 2
+    for name in ("trainer", "tm"):
+        orch.last_pong[name] = t0 + 55.0
+    orch._health(t0 + 55.0)  # never answered within start_timeout_s: a third restart
+    assert restarted == ["worker-0"] * 3

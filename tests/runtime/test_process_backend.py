@@ -162,13 +162,21 @@ def test_killed_worker_process_is_restarted_with_the_latest_parameters() -> None
         if done >= 4 and not killed:
             killed.append(backend.worker_pids()["worker-1"])
             backend.kill("worker-1")
+            # Hold the run open (this callback runs in its loop) until the replacement has sent a
+            # piece: on a loaded machine spawning it can take longer than the rest of the run.
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                fresh = backend.workers.get("worker-1")
+                if fresh is not None and fresh.process.pid != killed[0] and fresh.ring is not None:
+                    break
+                time.sleep(0.05)
 
     run = run_runtime(cfg, progress=progress, backend=backend, timeout_s=180)
     assert killed and not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
     restarts = run["runtime"]["worker_restarts"]
     assert set(restarts) == {"worker-1"} and restarts["worker-1"] >= 1
     fresh = backend.counters()["worker-1"]
-    assert fresh.get("params_loaded", 0) >= 1 and fresh.get("rollouts", 0) > 0, "the new worker loaded params and worked"
+    assert fresh.get("params_loaded", 0) >= 1 and fresh.get("rollouts", 0) > 0, f"the new worker loaded params and worked: {fresh}"
     assert backend.worker_pids()["worker-1"] != killed[0]
     assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
     assert not worker_processes()

@@ -38,6 +38,8 @@ class Orchestrator(Component):
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
+        start_timeout_s: how long a restarted worker may take to answer its first ping (spawning a
+            process or a Ray actor on a loaded machine can take far longer than ``pong_timeout_s``).
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a
             checkpoint) fails the run with a message naming the starved stage (0: never).
     """
@@ -46,7 +48,7 @@ class Orchestrator(Component):
         self, name: str, roles: dict[str, str], limiter: SampleToInsertRatio, total_updates: int,
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
-        total_pieces: int = 0, stall_timeout_s: float = 0.0,
+        total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -56,6 +58,10 @@ class Orchestrator(Component):
         self.checkpoints = checkpoints
         self.ping_interval_s = ping_interval_s
         self.pong_timeout_s = pong_timeout_s
+        self.start_timeout_s = start_timeout_s
+        # restarted worker -> (restart time, last ping seq sent to its dead instance): it is not
+        # timed out by pongs until it answers a newer ping (spawning one can take many seconds)
+        self.starting: dict[str, tuple[float, int]] = {}
         self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
         self.trainer = next(n for n, r in roles.items() if r == "trainer")
         self.workers = [n for n, r in roles.items() if r == "worker"]
@@ -123,6 +129,11 @@ class Orchestrator(Component):
         return run_state(self.summary())
 
     def on_PongMsg(self, msg: PongMsg) -> None:
+        started = self.starting.get(msg.sender)
+        if started is not None:
+            if msg.seq <= started[1]:
+                return  # a late answer of the instance that was replaced
+            del self.starting[msg.sender]
         self.last_pong[msg.sender] = time.monotonic()
         self.component_counters[msg.sender] = dict(msg.counters)
 
@@ -194,15 +205,20 @@ class Orchestrator(Component):
             self.progress_at = now
         self._last_progress = progress
         for name, role in self.roles.items():
-            if now - self.last_pong.get(name, now) > self.pong_timeout_s:
+            started = self.starting.get(name)
+            if started is not None:
+                silent, limit = now - started[0], self.start_timeout_s
+            else:
+                silent, limit = now - self.last_pong.get(name, now), self.pong_timeout_s
+            if silent > limit:
                 if role == "worker" and self.restart is not None:
                     self.restarts[name] = self.restarts.get(name, 0) + 1
-                    self.last_pong[name] = now + self.pong_timeout_s  # grace period for the new one
+                    self.starting[name] = (now, self.seq)
                     self.restart(name)
                     self._forget_credit(name)
                     self.send(name, StartMsg())
                 else:
-                    self.failure = f"{role} {name!r} did not answer a ping within {self.pong_timeout_s}s"
+                    self.failure = f"{role} {name!r} did not answer a ping within {limit:g}s"
                     self.stop_all(self.failure)
                     return
             self.seq += 1
