@@ -9,11 +9,19 @@ export NUMBA_CACHE_DIR ?= $(abspath $(VENV))/numba-cache
 
 .PHONY: setup compare test test-all bench clean
 
-# The pinned CPU torch is installed first (constraints.txt), so pip never pulls CUDA wheels.
+# torch is installed first, at the version constraints.txt pins. The pin says nothing about the
+# build: which one pip gets is up to the index. From PyPI on Linux, torch==2.13.0 is the CUDA build
+# with its nvidia-*/triton dependencies (about 3 GB); an index or find-links folder that offers the
+# CPU build (2.13.0+cpu, as the development and CI machines' pip configuration does) gives that.
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu make setup  takes torch (and its few
+# dependencies) from that index instead: the CPU build, about 200 MB. Empty (the default): pip's own
+# configuration decides, exactly as before.
+TORCH_INDEX_URL ?=
+TORCH_INDEX := $(if $(strip $(TORCH_INDEX_URL)),--index-url $(strip $(TORCH_INDEX_URL)),)
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt torch
+	$(BIN)/python -m pip install -q -c constraints.txt $(TORCH_INDEX) torch
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 

@@ -12,6 +12,7 @@ from janus.errors import (
     PipelineClosedError,
     PlacementUnavailableError,
 )
+from janus.policy import Policy, load_policy
 
 __version__ = "0.1.0"
 
@@ -26,8 +27,10 @@ __all__ = [
     "JanusError",
     "PipelineClosedError",
     "PlacementUnavailableError",
+    "Policy",
     "RunConfig",
     "StageStats",
     "WorkloadConfig",
     "__version__",
+    "load_policy",
 ]

@@ -64,6 +64,9 @@ class Budget:
     """Learner batches the run trains for; the Orchestrator stops at this count."""
     iterations: int
     """Rollouts per worker (0: until stopped)."""
+    env_steps: int = 0
+    """Env steps the run takes exactly (0: not counted in env steps). When set, the run ends only
+    once every worker sent all its ``iterations`` pieces and ``total_updates`` batches were trained."""
 
 
 @dataclass(frozen=True)

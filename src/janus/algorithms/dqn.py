@@ -17,6 +17,7 @@ an actor is therefore ``n_step - 1`` steps shorter than ``num_steps``; later pie
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -276,8 +277,12 @@ class DQN(GymAlgorithm):
         return replace(super().buffer_spec(cfg), sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
 
     def budget(self, cfg: Any) -> Budget:
+        """``total_env_steps`` in whole rounds of one piece from every worker (the smallest multiple of
+        ``num_actors x envs_per_actor x rollout_length`` at or above it); updates at the replay ratio."""
         a = self.config(cfg)
-        return Budget(max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency)), 0)
+        rounds = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
+        updates = max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency))
+        return Budget(updates, rounds, env_steps=rounds * cfg.rollout_transitions)
 
     def rates(self, cfg: Any) -> tuple[int, float]:
         """``learning_starts`` and the replay ratio, unless the runtime section sets them."""

@@ -319,8 +319,9 @@ class PPO(GymAlgorithm):
         return {**super().mapped(cfg), "num_minibatches": cfg.janus.num_minibatches, "update_epochs": cfg.workload.num_epochs}
 
     def budget(self, cfg: Any) -> Budget:
-        """``total_env_steps`` in whole rollouts of every worker."""
-        iterations = max(1, cfg.workload.total_env_steps // cfg.rollout_transitions)
+        """``total_env_steps`` in whole rollouts of every worker: the smallest multiple of
+        ``num_actors x envs_per_actor x rollout_length`` at or above it."""
+        iterations = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
         return Budget(iterations * cfg.updates_per_iteration, iterations)
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GymActorSide:

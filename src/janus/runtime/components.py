@@ -113,8 +113,8 @@ class Worker(Component):
         returns = list(info.get("episode_returns", ()))
         if returns:
             self.count("episodes", len(returns))
-            if self.orchestrator is not None:  # metrics, not data: a few floats
-                self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns}))
+        if self.orchestrator is not None:  # metrics, not data: a few floats (every piece: env_steps stays exact)
+            self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns}))
         if not self.lockstep:
             self._fetch(self.version + 1)
         return True

@@ -38,6 +38,8 @@ class Orchestrator(Component):
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
+        all_pieces: the goal also needs every one of ``total_pieces`` inserted (an env-step budget:
+            the run takes exactly those steps), and no batch beyond ``total_updates`` is sampled.
         start_timeout_s: how long a restarted worker may take to answer its first ping (spawning a
             process or a Ray actor on a loaded machine can take far longer than ``pong_timeout_s``).
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a
@@ -49,6 +51,7 @@ class Orchestrator(Component):
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
+        all_pieces: bool = False,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -85,6 +88,7 @@ class Orchestrator(Component):
         self.pieces_inserted = 0
         self.next_worker = 0
         self.total_pieces = total_pieces
+        self.all_pieces = all_pieces and total_pieces > 0
         self.flushed = False
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
@@ -140,10 +144,12 @@ class Orchestrator(Component):
     def step(self) -> bool:
         if self.finished or self.failure:
             return False
-        if self.trained >= self.total_updates:
+        if self.trained >= self.total_updates and (not self.all_pieces or self.pieces_inserted >= self.total_pieces):
             self.stop_all("goal reached")
             return False
         credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained)
+        if self.all_pieces:  # the workers finish their pieces; the learner stops at its budget
+            credits = min(credits, max(0, self.total_updates - self.requested))
         for _ in range(credits):
             self.send(self.tm, SampleBatchMsg(self.requested))
             self.requested += 1

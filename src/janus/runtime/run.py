@@ -79,7 +79,7 @@ def make_limiter(cfg: RunConfig) -> SampleToInsertRatio:
 def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
     p = algo_of(cfg).pacing(cfg)
     return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=p.lockstep,
-                  max_rollouts=p.max_pieces, pieces_per_rollout=p.pieces_per_rollout, orchestrator="orchestrator",
+                  max_rollouts=pieces_per_worker(cfg), pieces_per_rollout=p.pieces_per_rollout, orchestrator="orchestrator",
                   paced=make_limiter(cfg).limits_inserts)
 
 
@@ -135,19 +135,20 @@ def new_trainer(cfg: RunConfig) -> Trainer:
 
 def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
     r = cfg.runtime
-    total = algo_of(cfg).budget(cfg).total_updates
+    budget = algo_of(cfg).budget(cfg)
+    total = budget.total_updates
     names = checkpointed(cfg)
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
     return Orchestrator("orchestrator", roles, make_limiter(cfg), total, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg),
-                        stall_timeout_s=r.stall_timeout_s)
+                        stall_timeout_s=r.stall_timeout_s, all_pieces=budget.env_steps > 0)
 
 
 def check_progress_possible(cfg: RunConfig) -> None:
     """Reject, before any work, a run whose sampling threshold its workers can never meet."""
     p = algo_of(cfg).pacing(cfg)
     pieces = pieces_in_all(cfg)
-    produced = pieces * p.piece_steps * cfg.workload.envs_per_actor
+    produced = pieces * p.piece_steps * cfg.workload.envs_per_actor + int(load_run_state(cfg).get("inserted", 0))
     if pieces and p.min_size_to_sample > produced:
         raise ConfigError(
             f"this run can never sample: sampling starts after {p.min_size_to_sample:,} transitions "
@@ -158,7 +159,19 @@ def check_progress_possible(cfg: RunConfig) -> None:
 def pieces_in_all(cfg: RunConfig) -> int:
     """Off-policy pieces every worker sends in all (0: until stopped; on-policy rollouts are whole)."""
     p = algo_of(cfg).pacing(cfg)
-    return 0 if p.lockstep else p.max_pieces * cfg.workload.num_actors
+    return 0 if p.lockstep else pieces_per_worker(cfg) * cfg.workload.num_actors
+
+
+def pieces_per_worker(cfg: RunConfig) -> int:
+    """Pieces each Worker sends in this invocation (0: until stopped). Under an env-step budget a
+    resumed run sends only the rounds its committed ``env_steps`` have not covered (at least one)."""
+    p = algo_of(cfg).pacing(cfg)
+    budget = algo_of(cfg).budget(cfg)
+    if not p.max_pieces or not budget.env_steps or p.lockstep:
+        return p.max_pieces
+    round_steps = p.piece_steps * cfg.workload.envs_per_actor * cfg.workload.num_actors
+    done_rounds = int(load_run_state(cfg).get("env_steps", 0)) // round_steps
+    return max(1, p.max_pieces - done_rounds * p.pieces_per_rollout)
 
 
 def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
@@ -311,6 +324,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
         },
         counts={
             "updates": trained, "transitions_produced": int(transitions),
+            "env_steps": int(sum(c.get("env_steps", 0) for c in workers.values())),
             "transitions_inserted": inserted,
             "transitions_collected": int(tm.get("buffer.transitions_collected", 0)),
             "collect_calls": int(tm.get("buffer.collect_calls", 0)),

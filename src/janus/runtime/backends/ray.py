@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -24,11 +25,19 @@ import warnings
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, Callable, Mapping
 
-import ray
 import torch
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from janus.errors import RunFailed
+from janus.errors import ConfigError, RunFailed
+
+RAY_MISSING = ("--backend ray needs Ray, which is not installed here: pip install 'janus-rl[ray]' "
+               "(from a clone: .venv/bin/pip install -e '.[ray]'), or choose --backend local|process")
+try:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+except ModuleNotFoundError as _exc:  # Ray itself missing; a broken install's own error is kept as it is
+    if (_exc.name or "ray").split(".")[0] != "ray":
+        raise
+    raise ConfigError(RAY_MISSING) from None
 from janus.runtime.backends.local import SHUTDOWN_ORDER
 from janus.runtime.component import Component, Host
 from janus.runtime.stats import MessageStats, payload_bytes
@@ -59,6 +68,87 @@ def start_local_ray(**kwargs: Any) -> None:
         os.environ.pop(rc.ENABLE_RAY_CLUSTERS_ENV_VAR)
         if old_env is not None:
             os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR] = old_env
+
+
+CONNECT_TIMEOUT_S = 10.0
+"""How long joining a cluster (``--address``) may take before the run fails with an error naming it."""
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``(host, port)`` of ``HOST:PORT``; a ConfigError naming ``--address`` otherwise."""
+    host, sep, port = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"invalid --address: got {address!r}; accepted: 'auto' or HOST:PORT of a Ray head "
+                          f"(e.g. 127.0.0.1:6379)")
+    return host, int(port)
+
+
+def _probe(address: str, timeout_s: float) -> None:
+    """Fail fast, naming ``address``, when nothing accepts a TCP connection there (Ray itself would
+    retry for minutes inside C++ code, where neither Ctrl-C nor SIGTERM reach Python)."""
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except ConnectionRefusedError:
+        raise RunFailed(f"--address {address}: nothing is listening there (connection refused); start a Ray head "
+                        f"there (ray start --head --port {port}) or leave out --address to start a local Ray") from None
+    except socket.gaierror as exc:
+        raise RunFailed(f"--address {address}: cannot resolve host {host!r} ({exc.strerror})") from None
+    except OSError as exc:  # timeout, unreachable network...
+        reason = f"no answer within {timeout_s:.0f}s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise RunFailed(f"--address {address}: cannot reach a Ray head there: {reason}") from None
+
+
+def _auto_address() -> str | None:
+    """The cluster ``--address auto`` would join (RAY_ADDRESS, else the latest one started on this
+    machine), or None if there is none."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        return get_ray_address_from_environment("auto", None)
+    except (ConnectionError, ImportError):
+        return None
+
+
+def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Join the Ray cluster at ``address`` (``auto`` or ``HOST:PORT``) within ``timeout_s``.
+
+    Raises :class:`RunFailed` naming the address when there is no cluster, nothing listens there or
+    no Ray answers in time. ``ray.init`` runs in a helper thread so that this (main) thread waits
+    interruptibly: Ctrl-C and SIGTERM stop the attempt at once.
+    """
+    deadline = time.monotonic() + timeout_s
+    target = address
+    if address == "auto":
+        found = _auto_address()
+        if found is None:
+            raise RunFailed("--address auto: no running Ray cluster found (none started on this machine with "
+                            "`ray start --head`, and RAY_ADDRESS is not set); start one, pass --address HOST:PORT, "
+                            "or leave out --address to start a local Ray")
+        target = found
+    _probe(target, max(0.5, min(5.0, deadline - time.monotonic())))
+    outcome: list[BaseException | None] = []
+    done = threading.Event()
+
+    def attempt() -> None:
+        try:
+            ray.init(address=address, logging_level="warning")
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=attempt, name="janus-ray-connect", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        raise RunFailed(f"--address {address}: no Ray cluster answered at {target} within {timeout_s:.0f}s "
+                        f"(is it the GCS port of a Ray head, `ray start --head --port PORT`?)")
+    if outcome[0] is not None:
+        exc = outcome[0]
+        raise RunFailed(f"--address {address}: could not join the Ray cluster at {target}: "
+                        f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
 
 
 @dataclass(frozen=True)
@@ -296,7 +386,7 @@ class RayBackend:
             if self.address is None:
                 start_local_ray()
             else:
-                ray.init(address=self.address, logging_level="warning")
+                connect(self.address)
             self.owns_ray = True
         self.outbox = RayOutbox(self.namespace, "driver", self.restart.max_calls_in_flight)
         nodes = [n for n in ray.nodes() if n["Alive"]]

@@ -1,0 +1,116 @@
+"""``janus.load_policy(path)``: a trained DQN or PPO policy as an object with ``predict(obs)``.
+
+``path`` is a ``janus train`` run folder (its last checkpoint), its ``best/`` folder (the best
+policy periodic evaluation kept), its ``checkpoint/`` folder, or one of those files. ``janus
+rollout`` uses the same code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from janus.config import RunConfig, from_dict, read_yaml, resolve
+from janus.errors import CheckpointError, ConfigError
+
+TRAINER_FILE = "trainer.pt"
+BEST_FILE = "policy.pt"
+BEST_FORMAT = "janus.best_policy"
+
+
+def locate(path: str | Path) -> tuple[Path, Path]:
+    """``(run_dir, policy file)`` from a run folder, its ``checkpoint/`` or ``best/`` folder, or a file."""
+    path = Path(path)
+    candidates = [path / "checkpoint" / TRAINER_FILE, path / TRAINER_FILE, path / BEST_FILE, path]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        why = "it does not exist" if not path.exists() else "no checkpoint/trainer.pt, trainer.pt or policy.pt in it"
+        raise CheckpointError(f"no policy checkpoint at {str(path)!r} ({why}): expected a janus train RUN_DIR, RUN_DIR/best, "
+                              f"RUN_DIR/checkpoint or one of their files")
+    run_dir = found.parent.parent if found.parent.name in ("checkpoint", "best") else found.parent
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"{str(run_dir)!r} is not a janus train run folder (no config.yaml next to "
+                              f"{found.name}): the policy must sit in one")
+    return run_dir, found
+
+
+def policy_module(learner: Any) -> torch.nn.Module:
+    """The network a learner acts with (DQN: the Q-network; PPO: the agent)."""
+    return learner.q if hasattr(learner, "q") else learner.agent
+
+
+class Policy:
+    """A trained policy: :meth:`predict` maps observations to actions of the run's environment."""
+
+    def __init__(self, cfg: RunConfig, learner: Any, source: Path, info: dict[str, Any] | None = None) -> None:
+        from janus.algorithms.envs import env_spaces
+
+        self.cfg = cfg
+        self.learner = learner
+        self.source = source
+        self.info = dict(info or {})
+        """What the file says about itself (``best/``: ``env_steps`` and ``eval_return``)."""
+        self.observation_space, self.action_space = env_spaces(cfg.workload.env)
+        self._rng = torch.Generator().manual_seed(cfg.seed)
+
+    @property
+    def algo(self) -> str:
+        return self.cfg.workload.algo
+
+    @torch.no_grad()
+    def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+        """Actions for one observation (shaped like the env's) or a batch of them (one more leading axis).
+
+        ``deterministic``: the most likely action (DQN: argmax Q; PPO: the mode of its distribution);
+        ``False`` samples from PPO's distribution (DQN stays greedy). Actions are numpy, in the
+        environment's action space (Box actions clipped to its bounds).
+        """
+        shape = tuple(self.observation_space.shape)
+        x = np.asarray(obs, dtype=np.float32)
+        single = x.shape == shape
+        if not single and x.shape[1:] != shape:
+            raise ConfigError(f"predict: observation of shape {x.shape}; expected {shape} or (batch, *{shape})")
+        t = torch.as_tensor(x[None] if single else x)
+        if hasattr(self.learner, "q"):
+            action = self.learner.q(t).argmax(1).numpy()
+        else:
+            dist = self.learner.agent.dist(t)
+            if deterministic:
+                action = (dist.probs.argmax(-1) if hasattr(dist, "probs") else dist.mean).numpy()
+            else:
+                action = dist.sample().numpy()
+        space = self.action_space
+        if hasattr(space, "low"):
+            action = np.clip(action, space.low, space.high).astype(space.dtype)
+        elif hasattr(space, "start"):
+            action = action.astype(np.int64) + int(space.start)
+        return action[0] if single else action
+
+
+def load_policy(path: str | Path) -> Policy:
+    """The policy saved at ``path`` (a run folder, ``RUN_DIR/best``, ``RUN_DIR/checkpoint`` or a file)."""
+    from janus.algorithms.base import algorithm, names
+    from janus.algorithms.envs import load_snapshot
+    from janus.buffer.checkpoint import load_state
+
+    run_dir, found = locate(path)
+    cfg = resolve(from_dict(read_yaml(run_dir / "config.yaml")))
+    algo = algorithm(cfg.workload.algo)
+    if not algo.has_policy:
+        with_policy = [n for n in names() if algorithm(n).has_policy]
+        raise ConfigError(f"{str(run_dir)!r} is a run of the {algo.name} workload, which has no policy; "
+                          f"policies come from --algo {' or '.join(with_policy)}")
+    learner = algo.learner(cfg).learner
+    info: dict[str, Any] = {}
+    if found.name == BEST_FILE:
+        state = load_state(found, fmt=BEST_FORMAT)
+        load_snapshot(policy_module(learner), state["params"])
+        info = {k: state[k] for k in ("env_steps", "eval_return", "version") if k in state}
+    else:
+        state = load_state(found, fmt="janus.trainer")
+        learner.load_state_dict(state["learner"]["learner"])
+    policy_module(learner).eval()
+    return Policy(cfg, learner, found, info)
