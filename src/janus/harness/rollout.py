@@ -60,7 +60,7 @@ def rollout(checkpoint: str | Path, episodes: int, seed: int = 0) -> tuple[RunCo
     if episodes < 1:
         raise ConfigError(f"invalid --episodes: got {episodes}; accepted: an integer >= 1")
     cfg, learner = load_policy(checkpoint)
-    env = make_vector_env(cfg.workload.env, 1, seed)
+    env = make_vector_env(cfg.workload.env, 1, seed, cfg.workload.env_kwargs)
     space = env.single_action_space
     returns: list[float] = []
     obs, _ = env.reset(seed=seed)
