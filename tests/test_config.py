@@ -396,3 +396,31 @@ def test_default_yaml_loads_and_resolves_here():
 )
 def test_shipped_configs_load_and_validate(path):
     config.validate(config.load_yaml(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 12: YAML exponent floats, env kwargs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_yaml_exponent_without_a_dot_is_a_float(write_yaml, no_cuda):
+    """PyYAML (YAML 1.1) reads `1e-3` as a string; janus configs read it as the number it is."""
+    path = write_yaml("workload:\n  algo: ppo\n  env_step_ms: 5e-1\nalgorithm:\n  lr: 1e-3\n  ent_coef: 2E-2\n")
+    cfg = config.load_yaml(path)
+    assert cfg.algorithm == {"lr": 0.001, "ent_coef": 0.02} and cfg.workload.env_step_ms == 0.5
+    config.validate(config.from_dict({"is_on_policy": True, "g_select": 0.25}, base=cfg))  # accepted by ppo's checks
+    assert config.read_yaml(write_yaml("name: abc1e3\n"))["name"] == "abc1e3", "only whole numbers become floats"
+
+
+def test_non_numeric_hyperparameter_string_names_the_key(write_yaml, no_cuda):
+    cfg = config.load_yaml(write_yaml("is_on_policy: true\ng_select: 0.25\nworkload:\n  algo: ppo\nalgorithm:\n  lr: fast\n"))
+    with pytest.raises(ConfigError, match="algorithm.lr"):
+        config.validate(cfg)
+
+
+def test_env_kwargs_round_trip_and_validation(write_yaml, no_cuda):
+    cfg = config.load_yaml(write_yaml("workload:\n  env_kwargs: {max_episode_steps: 50}\n"))
+    assert cfg.workload.env_kwargs == {"max_episode_steps": 50}
+    assert config.from_dict(cfg.to_dict()).workload.env_kwargs == {"max_episode_steps": 50}
+    with pytest.raises(ConfigError, match="workload.env_kwargs"):
+        config.validate(config.load_yaml(write_yaml("workload:\n  env_kwargs: [1, 2]\n")))

@@ -1,16 +1,27 @@
-"""Command line: ``janus compare | train | eval --sweep placement|granularity|overlap``.
+"""Command line: ``janus compare | train | eval --sweep placement|granularity|overlap | rollout``.
 
-Every command takes ``--config FILE`` (default ``configs/default.yaml`` when present), data-path
-overrides with the artifact's flag names (``--placement cuda --overlap_collect 1 --g_collect 4``),
-workload overrides (``--iterations 100``), ``--quick`` and ``--out DIR``; it shows progress, prints a
-table and writes ``results.json``, ``results.csv`` and ``chart.png`` into the output folder.
+Every command takes ``--config FILE`` (default ``configs/default.yaml`` when present), and one flag
+per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
+workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
+hyperparameters the Gymnasium algorithms declare (``--lr``, ``--gamma``, ``--clip_coef`` ...,
+generated from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
+
+A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
+flag the run's algorithm or backend does not read is an error naming it. Help text and the defaults
+it shows come from the config dataclasses' field docs and the configuration a run resolves.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
+import inspect
+import json
+import re
 import signal
 import sys
+import textwrap
 import threading
 from dataclasses import fields
 from pathlib import Path
@@ -22,6 +33,19 @@ from janus.errors import ConfigError, JanusError
 DEFAULT_CONFIG = Path("configs/default.yaml")
 BOOL_FIELDS = {"is_on_policy"}
 PER_INVOCATION = {"resume", "checkpoint_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, --resume)
+NOT_FLAGS = {"hidden"}  # algorithm fields set through other flags (--hidden_size, --num_layers)
+
+JANUS_FLAGS = tuple(f.name for f in fields(JanusConfig))
+WORKLOAD_FLAGS = tuple(f.name for f in fields(WorkloadConfig))
+RUNTIME_FLAGS = tuple(f.name for f in fields(RuntimeConfig) if f.name not in PER_INVOCATION)
+SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "num_actions", "iterations",
+                  "updates_per_iteration", "is_on_policy"}
+"""Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget)."""
+GYM_ONLY = {"env", "env_kwargs", "total_env_steps"}
+"""Flags only the Gymnasium algorithms (dqn, ppo) read."""
+ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the Gymnasium algorithms
+OFF_POLICY_ONLY = {"batch_size"}
+RAY_ONLY = {"address", "max_calls_in_flight"}
 
 
 def _bool(text: str) -> bool:
@@ -45,109 +69,377 @@ def _number(text: str) -> Any:
         return text
 
 
+def _mapping(text: str) -> dict[str, Any]:
+    """A JSON object, e.g. ``{"max_episode_steps": 50}``."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"max_episode_steps\": 50}}': {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"max_episode_steps\": 50}}', got {text!r}")
+    return value
+
+
+# ---- help text and the defaults it shows ---------------------------------------------------------
+def field_docs(cls: type) -> dict[str, str]:
+    """Each dataclass field's docstring (the string literal under it), on one line."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):  # no source shipped
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(re.sub(r":\w+:|``", "", after.value.value).split())
+    return docs
+
+
+def hyperparameters() -> dict[str, dict[str, Any]]:
+    """Every hyperparameter flag: name -> {algorithm: its default}, from the algorithms' config dataclasses.
+
+    Fields set by the data-path config (``batch_size``, ``num_envs`` ...) and :data:`NOT_FLAGS` are not flags.
+    """
+    from janus.algorithms.base import algorithm, names
+    from janus.algorithms.gym_algorithm import MAPPED, GymAlgorithm
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in names():
+        algo = algorithm(name)
+        if isinstance(algo, GymAlgorithm):
+            defaults = algo.config_class()
+            for f in fields(algo.config_class):
+                if f.name not in MAPPED and f.name not in NOT_FLAGS:
+                    out.setdefault(f.name, {})[name] = getattr(defaults, f.name)
+    return out
+
+
+def _hyperparameter_docs() -> dict[str, str]:
+    from janus.algorithms.base import algorithm, names
+    from janus.algorithms.gym_algorithm import GymAlgorithm
+
+    docs: dict[str, str] = {}
+    for name in names():
+        algo = algorithm(name)
+        if isinstance(algo, GymAlgorithm):
+            docs = {**field_docs(algo.config_class), **docs}
+    return docs
+
+
+def _is_gym(name: str) -> bool:
+    from janus.algorithms.base import algorithm
+    from janus.algorithms.gym_algorithm import GymAlgorithm
+
+    return isinstance(algorithm(name), GymAlgorithm)
+
+
+def reads(algo_name: str, flag: str) -> bool:
+    """Whether a run of ``algo_name`` reads the config field behind ``--flag``."""
+    from janus.algorithms.base import algorithm
+
+    gym = _is_gym(algo_name)
+    if flag in SYNTHETIC_ONLY:
+        return not gym
+    if flag in GYM_ONLY:
+        return gym
+    if gym and flag in ON_POLICY_ONLY | OFF_POLICY_ONLY:
+        return algorithm(algo_name).on_policy == (flag in ON_POLICY_ONLY)
+    if flag in hyperparameters():
+        return algo_name in hyperparameters()[flag]
+    return True
+
+
+def value_of(cfg: RunConfig, flag: str) -> Any:
+    """The value behind ``--flag`` in ``cfg`` (for dqn/ppo, ``--hidden_size``/``--num_layers`` are the network's)."""
+    from janus.algorithms.base import algorithm
+
+    algo = cfg.workload.algo
+    if flag in hyperparameters() or (flag in ("hidden_size", "num_layers") and _is_gym(algo)):
+        hp = algorithm(algo).config(cfg)
+        if flag == "hidden_size":
+            return hp.hidden[0] if hp.hidden else 0
+        return len(hp.hidden) if flag == "num_layers" else getattr(hp, flag)
+    if flag == "seed":
+        return cfg.seed
+    for section in (cfg.janus, cfg.workload, cfg.runtime):
+        if flag in {f.name for f in fields(section)}:
+            return getattr(section, flag)
+    raise KeyError(flag)
+
+
+def shown(value: Any) -> str:
+    """A default as help shows it."""
+    if isinstance(value, (tuple, list)):
+        return " ".join(map(str, value))
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def flag_defaults() -> dict[str, dict[str, Any]]:
+    """``flag -> {algorithm: default}``: what a run without ``--config`` resolves, for the runs that read it.
+
+    Without ``--algo`` a run starts from ``configs/default.yaml`` (the synthetic workload); with
+    ``--algo dqn|ppo`` from that algorithm's preset.
+    """
+    from janus.algorithms.base import algorithm, names
+
+    bases = {}
+    default = _base_config(None, None, None)
+    bases[default.workload.algo] = default
+    for name in names():
+        if name not in bases and algorithm(name).preset:
+            bases[name] = _base_config(name, None, None)
+    flags = [*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters()]
+    out = {flag: {name: value_of(cfg, flag) for name, cfg in bases.items() if reads(name, flag)} for flag in flags}
+    out["algo"] = {default.workload.algo: default.workload.algo}  # --algo NAME is its own preset
+    return out
+
+
+def _help(doc: str, defaults: dict[str, Any], applies: str = "") -> str:
+    values = {shown(v) for v in defaults.values()}
+    if len(values) == 1:
+        text = f"[default {values.pop()}]"
+    else:
+        text = "[default " + "; ".join(f"{shown(v)} for {name}" for name, v in defaults.items()) + "]"
+    return f"{doc} {text}{applies}".strip().replace("%", "%%")
+
+
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("data-path overrides (the artifact's names)")
-    for f in fields(JanusConfig):
-        kind = _bool if f.name in BOOL_FIELDS else (str if f.type == "str" else _number)
-        group.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=_doc(JanusConfig, f.name))
-    wgroup = parser.add_argument_group("workload overrides")
-    for f in fields(WorkloadConfig):
-        if f.name == "obs_shape":
-            wgroup.add_argument("--obs_shape", type=int, nargs="+", default=None, help="observation shape, e.g. 4 84 84")
-            continue
-        kind = str if f.type == "str" else _number
-        wgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper())
+    defaults = flag_defaults()
+    gym = sorted(n for n in hyperparameters().get("lr", {}))
+    only = {
+        **{f: f" ({', '.join(gym)} only)" for f in GYM_ONLY}, **{f: " (synthetic only)" for f in SYNTHETIC_ONLY},
+        **{f: " (--backend ray only)" for f in RAY_ONLY},
+    }
+    group = parser.add_argument_group("data-path knobs (the artifact's names)")
+    docs = field_docs(JanusConfig)
+    for name in JANUS_FLAGS:
+        kind = _bool if name in BOOL_FIELDS else _number
+        group.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(),
+                           help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
+    wgroup = parser.add_argument_group("workload")
+    docs = {**field_docs(WorkloadConfig),
+            "hidden_size": "Width of every hidden layer of the learner's network (dqn/ppo: of algorithm.hidden).",
+            "num_layers": "Hidden layers of the learner's network (dqn/ppo: of algorithm.hidden).",
+            "env_kwargs": 'Keyword arguments of gymnasium.make for every environment, as a JSON object, e.g. '
+                          '\'{"max_episode_steps": 50}\' (saved in config.yaml).'}
+    wtypes = {f.name: f.type for f in fields(WorkloadConfig)}
+    for name in WORKLOAD_FLAGS:
+        extra: dict[str, Any] = {"type": str if wtypes[name] == "str" else _number}
+        if name == "obs_shape":
+            extra = {"type": int, "nargs": "+"}
+        elif name == "env_kwargs":
+            extra = {"type": _mapping, "metavar": "JSON"}
+        elif name == "algo":
+            from janus.algorithms.base import names
+
+            extra = {"type": str, "choices": names()}
+            docs["algo"] = ("Workload: synthetic (simulated actors), dqn or ppo (Gymnasium). Without it, --env picks "
+                            "dqn for Discrete and ppo for Box action spaces.")
+        wgroup.add_argument(f"--{name}", default=None, **{"metavar": name.upper(), **extra},
+                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup.add_argument("--num_workers", type=_number, default=None, dest="num_actors_alias", metavar="N",
-                        help="workers (actors); same as --num_actors")
-    rgroup = parser.add_argument_group("runtime (janus train)")
-    for f in fields(RuntimeConfig):
-        if f.name in PER_INVOCATION:
-            continue
-        kind = str if f.type in ("str", "str | None") else _number
-        text = _doc(RuntimeConfig, f.name)
-        if f.name == "backend":
-            text = f"{'|'.join(BACKENDS)}: threads in this process, worker processes, or Ray actors {text}"
-        rgroup.add_argument(f"--{f.name}", type=kind, default=None, metavar=f.name.upper(), help=text)
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default from the config, else 0)")
-
-
-def _doc(cls: type, name: str) -> str:
-    return f"(default {getattr(cls(), name)!r})"
+                        help="Workers (actors); same as --num_actors.")
+    rgroup = parser.add_argument_group("runtime")
+    docs = field_docs(RuntimeConfig)
+    rtypes = {f.name: f.type for f in fields(RuntimeConfig)}
+    for name in RUNTIME_FLAGS:
+        kind = str if rtypes[name] in ("str", "str | None") else _number
+        extra = {"choices": BACKENDS} if name == "backend" else {}
+        rgroup.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(), **extra,
+                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
+    parser.add_argument("--seed", type=int, default=None, help=_help("Random seed.", defaults["seed"]))
+    hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section; dqn, ppo)")
+    docs = _hyperparameter_docs()
+    for name, by_algo in hyperparameters().items():
+        example = next(iter(by_algo.values()))
+        if isinstance(example, bool):
+            extra = {"type": _bool, "nargs": "?", "const": True, "metavar": "BOOL"}
+        else:
+            extra = {"type": int if isinstance(example, int) else float, "metavar": name.upper()}
+        owners = f" ({', '.join(by_algo)} only)" if set(by_algo) != set(gym) else ""
+        hgroup.add_argument(f"--{name}", default=None, **extra, help=_help(docs.get(name, ""), defaults[name], owners))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=None, help="YAML config (default: configs/default.yaml)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<command>-<timestamp>)")
-    parser.add_argument("--quick", action="store_true", help="a tiny workload that finishes in seconds")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="YAML config whose values replace the defaults shown here "
+                             "[default configs/default.yaml if present, or the --algo preset]")
+    parser.add_argument("--out", type=Path, default=None, help="Output folder [default runs/<command>-<timestamp>].")
+    parser.add_argument("--quick", action="store_true",
+                        help="A tiny workload that finishes in seconds (caps iterations and total_env_steps; "
+                             "values given as flags are kept).")
     _add_overrides(parser)
 
 
+def package_version() -> str:
+    """The installed distribution's version (``janus-rl``), else the source tree's ``__version__``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("janus-rl")
+    except metadata.PackageNotFoundError:
+        from janus import __version__
+
+        return __version__
+
+
+DEFAULTS_NOTE = ("Defaults in [brackets] are those of a run without --config: configs/default.yaml (the synthetic "
+                 "workload) when this folder has it, or the --algo preset; a --config file's values replace them, "
+                 "and flags replace both.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="janus", description="Dual-End Staging for the RL data path.")
+    """The ``janus`` parser: no abbreviations anywhere (``--envs`` is an error, not ``--envs_per_actor``)."""
+    parser = argparse.ArgumentParser(prog="janus", description="Dual-End Staging for the RL data path.", allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"janus {package_version()}",
+                        help="Print the installed version and exit.")
     sub = parser.add_subparsers(dest="command", required=True)
-    _common(sub.add_parser("compare", help="baseline vs overlap vs granularity vs janus on one workload"))
-    train = sub.add_parser("train", help="one run of one configuration")
+    cmp = sub.add_parser("compare", help="baseline vs overlap vs granularity vs janus on one workload",
+                         description=DEFAULTS_NOTE, allow_abbrev=False)
+    _common(cmp)
+    train = sub.add_parser("train", help="one run of one configuration", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(train)
-    train.add_argument("--name", default=None, help="run name in the report (default: train)")
-    train.add_argument("--prioritized", action="store_true", default=None,
-                       help="dqn: proportional prioritized replay (algorithm.prioritized)")
-    train.add_argument("--n_step", type=int, default=None, help="dqn: n-step returns (algorithm.n_step)")
+    train.add_argument("--name", default=None, help="Run name in the report [default train].")
     train.add_argument("--tensorboard", action="store_true",
-                       help="also write TensorBoard scalars to OUT/tensorboard (needs the tensorboard package)")
+                       help="Also write TensorBoard scalars to OUT/tensorboard (needs the tensorboard package).")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                       help="continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay)")
+                       help="Continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay).")
     train.epilog = "every command runs through the actor-model runtime (--backend local|process|ray; local by default)."
-    ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return")
-    ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file")
-    ro.add_argument("--episodes", type=int, default=10)
-    ro.add_argument("--seed", type=int, default=0)
-    ev = sub.add_parser("eval", help="sweep one knob")
+    ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return",
+                        allow_abbrev=False)
+    ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
+    ro.add_argument("--episodes", type=int, default=10, help="Greedy episodes to run [default 10].")
+    ro.add_argument("--seed", type=int, default=0, help="Seed of the environment [default 0].")
+    ev = sub.add_parser("eval", help="sweep one knob", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(ev)
-    ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"))
+    ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"),
+                    help="The knob to sweep: placement, granularity (g_collect = g_select) or overlap (both flags).")
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """Algorithm preset < YAML config < command-line flags; not yet resolved.
-
-    Without ``--config``, ``configs/default.yaml`` is the base of the synthetic workload; ``--algo
-    dqn|ppo`` starts from that algorithm's preset instead.
-    """
+# ---- from flags to a configuration ---------------------------------------------------------------
+def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> RunConfig:
+    """Algorithm preset < YAML (``--resume`` RUN_DIR's config.yaml, ``--config``, else the default YAML)."""
     from janus.algorithms.base import algorithm
 
-    path = args.config
     raw: dict[str, Any] = {}
-    resume = getattr(args, "resume", None)
     if resume is not None:
         if not (Path(resume) / "config.yaml").is_file():
             raise ConfigError(f"invalid --resume: {str(resume)!r} is not a janus train run folder (no config.yaml)")
         raw = read_yaml(Path(resume) / "config.yaml")
     elif path is not None:
         raw = read_yaml(path)
-    elif args.algo is None or not algorithm(args.algo).preset:
+    elif algo is None or not algorithm(algo).preset:
         raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
-    name = args.algo or (raw.get("workload") or {}).get("algo", "synthetic")
+    name = algo or (raw.get("workload") or {}).get("algo", "synthetic")
     preset = algorithm(name).preset if isinstance(name, str) else {}
     base = from_dict(preset) if preset else RunConfig()
     cfg = from_dict(raw, base=base) if raw else base
-    janus_names = {f.name for f in fields(JanusConfig)}
-    workload_names = {f.name for f in fields(WorkloadConfig)}
-    overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in janus_names and v is not None}
-    workload = {k: v for k, v in vars(args).items() if k in workload_names and v is not None}
+    return from_dict({"workload": {"algo": algo}}, base=cfg) if algo else cfg
+
+
+def _typed(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration flags given on the command line (name -> value)."""
+    names = {*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters()}
+    typed = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if getattr(args, "num_actors_alias", None) is not None:
-        workload["num_actors"] = args.num_actors_alias
+        typed["num_actors"] = args.num_actors_alias
+    return typed
+
+
+def _algo_for_env(env: str, env_kwargs: dict[str, Any] | None) -> str:
+    """``--env`` without ``--algo``: dqn for a Discrete action space, ppo otherwise (Box)."""
+    from gymnasium import spaces
+
+    from janus.algorithms.envs import env_spaces
+
+    _, action_space = env_spaces(env, env_kwargs)
+    name = "dqn" if isinstance(action_space, spaces.Discrete) else "ppo"
+    print(f"janus: --env {env} has a {type(action_space).__name__} action space: running --algo {name} "
+          f"(give --algo to choose)", flush=True)
+    return name
+
+
+def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> None:
+    """Every typed flag is read by this run: else an error naming it and who reads it."""
+    from janus.algorithms.base import names
+
+    algo = cfg.workload.algo
+    where = " (the workload of the config file)" if from_file else ""
+    for flag in typed:
+        if not reads(algo, flag):
+            readers = [n for n in names() if reads(n, flag)]
+            hint = "; add --algo dqn or --algo ppo" if flag == "env" and not _is_gym(algo) else ""
+            raise ConfigError(f"--{flag} does not apply to --algo {algo}{where}: it is read by "
+                              f"--algo {' and '.join(readers)} only{hint}")
+        if flag in RAY_ONLY and cfg.runtime.backend != "ray":
+            raise ConfigError(f"--{flag} applies to --backend ray only (this run uses --backend {cfg.runtime.backend})")
+
+
+def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None:
+    """dqn/ppo: ``--hidden_size``/``--num_layers`` as ``algorithm.hidden`` (the other one from the current network)."""
+    from janus.algorithms.base import algorithm
+
+    if not ({"hidden_size", "num_layers"} & set(typed)) or not _is_gym(cfg.workload.algo):
+        return None
+    current = algorithm(cfg.workload.algo).config(cfg).hidden
+    width, layers = typed.get("hidden_size", current[0] if current else 64), typed.get("num_layers", len(current))
+    for flag, value in (("hidden_size", width), ("num_layers", layers)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
+            raise ConfigError(f"invalid --{flag}: got {value!r}; accepted: an integer >= 1 for --algo {cfg.workload.algo}")
+    return [width] * layers
+
+
+def _check_hyperparameters(typed: dict[str, Any], algo: str) -> None:
+    """Range checks of the hyperparameter flags, naming the flag (not the YAML key)."""
+    from janus.algorithms.gym_algorithm import check_value
+
+    for name, by_algo in hyperparameters().items():
+        if name in typed:
+            try:
+                check_value(name, typed[name], by_algo[algo])
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace(f"algorithm.{name}", f"--{name}")) from None
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Algorithm preset < YAML config < ``--quick`` < command-line flags; not yet resolved.
+
+    Without ``--config``, ``configs/default.yaml`` is the base of the synthetic workload; ``--algo
+    dqn|ppo`` starts from that algorithm's preset instead; ``--env`` alone picks dqn or ppo by the
+    environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
+    """
+    typed = _typed(args)
+    resume, path = getattr(args, "resume", None), args.config
+    algo = args.algo
+    cfg = _base_config(algo, path, resume)
+    if algo is None and resume is None and path is None and "env" in typed and not _is_gym(cfg.workload.algo):
+        algo = _algo_for_env(typed["env"], typed.get("env_kwargs"))
+        cfg = _base_config(algo, None, None)
+    runtime = {k: v for k, v in typed.items() if k in RUNTIME_FLAGS}
+    if runtime:
+        cfg = from_dict({"runtime": runtime}, base=cfg)
+    _check_applies(typed, cfg, from_file=args.algo is None and (path is not None or resume is not None))
+    if args.quick:
+        from janus.harness.experiments import quick
+
+        cfg = quick(cfg)
+    overrides: dict[str, Any] = {k: v for k, v in typed.items() if k in JANUS_FLAGS}
+    workload = {k: v for k, v in typed.items() if k in WORKLOAD_FLAGS}
     if workload:
         overrides["workload"] = workload
-    runtime_names = {f.name for f in fields(RuntimeConfig)}
-    runtime = {k: v for k, v in vars(args).items() if k in runtime_names - PER_INVOCATION and v is not None}
-    if runtime:
-        overrides["runtime"] = runtime
-    if args.seed is not None:
-        overrides["seed"] = args.seed
-    flags = {k: getattr(args, k, None) for k in ("prioritized", "n_step")}
-    flags = {k: v for k, v in flags.items() if v is not None}
-    if flags:
-        overrides["algorithm"] = flags
+    if "seed" in typed:
+        overrides["seed"] = typed["seed"]
+    _check_hyperparameters(typed, cfg.workload.algo)
+    hyper = {k: v for k, v in typed.items() if k in hyperparameters()}
+    hidden = _network_override(typed, cfg)
+    if hidden is not None:
+        hyper["hidden"] = hidden
+    if hyper:
+        overrides["algorithm"] = hyper
     return from_dict(overrides, base=cfg) if overrides else cfg
 
 
@@ -159,8 +451,21 @@ def _stop_on_signal(signum: int, frame: object) -> None:
     raise Terminated(signal.Signals(signum).name)
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown flag exits 2 with ``janus <cmd>: error:`` naming it (and close matches)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+        close = difflib.get_close_matches(next((u for u in unknown if u.startswith("-")), ""), known, n=3, cutoff=0.7)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _stop_on_signal)

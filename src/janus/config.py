@@ -82,7 +82,11 @@ class WorkloadConfig:
     algo: str = "synthetic"
     """Workload: ``synthetic`` (simulated actors, real torch learner), ``dqn`` or ``ppo`` (Gymnasium)."""
     env: str = "CartPole-v1"
-    """Gymnasium environment id (``dqn``/``ppo``); any id with a Box observation space."""
+    """Gymnasium environment id (``dqn``/``ppo``) with a Box observation space; ``module:EnvId`` imports
+    ``module`` first (in every worker), which registers ``EnvId``."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``gymnasium.make`` for every environment (``dqn``/``ppo``), e.g.
+    ``{"max_episode_steps": 50}``."""
     total_env_steps: int = 100_000
     """``dqn``/``ppo``: environment steps to train for (over all workers)."""
     num_actors: int = 2
@@ -261,7 +265,11 @@ SEED_LIMIT = 1 << 32  # the range every seeded library accepts (numpy's legacy s
 
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases: an alias bomb (nested ``*refs``) is tiny on disk and
-    expands exponentially as soon as the config is copied, printed or validated."""
+    expands exponentially as soon as the config is copied, printed or validated.
+
+    It also reads ``1e-3`` as a float (YAML 1.2): PyYAML's YAML 1.1 rules want a dot (``1.0e-3``)
+    and would hand ``lr: 1e-3`` over as the string ``'1e-3'``.
+    """
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -269,6 +277,11 @@ class _NoAliasLoader(yaml.SafeLoader):
             raise ConfigError(f"YAML aliases (*{event.anchor}) are not supported in janus configs "
                               f"(line {event.start_mark.line + 1}): write the value out")
         return super().compose_node(parent, index)
+
+
+_NoAliasLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -405,6 +418,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
         raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
+    check_env_kwargs(w.env_kwargs)
     for key in ("env_step_ms", "env_compute_ms"):
         value = getattr(w, key)
         if not _is_number(value) or not 0 <= value <= 60_000:
@@ -449,6 +463,13 @@ def validate(cfg: RunConfig) -> RunConfig:
                     "0 on-policy (the on-policy schedule paces sampling; this rate applies off-policy only)",
                 )
     return out
+
+
+def check_env_kwargs(kwargs: Any, name: str = "workload.env_kwargs") -> dict[str, Any]:
+    """``env_kwargs`` is a mapping of keyword names (strings) to values; returns it as a dict."""
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in kwargs):
+        raise invalid(name, kwargs, 'a mapping of gymnasium.make keyword names to values, e.g. {"max_episode_steps": 50}')
+    return dict(kwargs)
 
 
 def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:

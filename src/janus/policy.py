@@ -53,7 +53,7 @@ class Policy:
         self.source = source
         self.info = dict(info or {})
         """What the file says about itself (``best/``: ``env_steps`` and ``eval_return``)."""
-        self.observation_space, self.action_space = env_spaces(cfg.workload.env)
+        self.observation_space, self.action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         self._rng = torch.Generator().manual_seed(cfg.seed)
 
     @property

@@ -93,11 +93,12 @@ def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.space
 class DQNActor:
     """Actor side: epsilon-greedy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: DQNConfig, env_id: str, seed: int, num_envs: int | None = None) -> None:
+    def __init__(self, cfg: DQNConfig, env_id: str, seed: int, num_envs: int | None = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
         if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
         check_action_space("dqn", self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.num_actions = int(self.envs.single_action_space.n)
@@ -259,7 +260,8 @@ class DQN(GymAlgorithm):
     preset = {
         "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
-        "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000},
+        "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,
+                     "hidden_size": 128, "num_layers": 2},  # the network (DQNConfig.hidden), as config.yaml records it
     }
 
     def mapped(self, cfg: Any) -> dict[str, Any]:
@@ -296,7 +298,7 @@ class DQN(GymAlgorithm):
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
         w = cfg.workload
-        actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
         return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: DQNConfig, obs_space: Any, action_space: Any, seed: int) -> DQNLearner:

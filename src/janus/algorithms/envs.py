@@ -14,7 +14,8 @@ arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
 from __future__ import annotations
 
 import difflib
-from typing import Any, NamedTuple
+import importlib
+from typing import Any, Mapping, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -28,28 +29,61 @@ from janus.errors import ConfigError, invalid, one_of
 EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1")
 
 
-def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None) -> gym.vector.SyncVectorEnv:
+def registered_env_id(env_id: str) -> str:
+    """The registry id of ``env_id``: ``module:EnvId`` imports ``module`` (which registers ``EnvId``).
+
+    Raises :class:`~janus.errors.ConfigError` naming ``--env`` for a module that cannot be imported or
+    an id that is not registered (with close matches).
+    """
+    if not isinstance(env_id, str):
+        raise invalid("--env", env_id, "a Gymnasium environment id (a string)")
+    name = env_id
+    if ":" in env_id:
+        module, _, name = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"invalid --env: got {env_id!r}, but module {module!r} could not be imported "
+                              f"({exc}); put its folder on PYTHONPATH") from None
+        except Exception as exc:  # the user's module raised while registering
+            raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: "
+                              f"{type(exc).__name__}: {exc}") from None
+    if name not in gym.registry:
+        close = difflib.get_close_matches(name, list(gym.registry), n=3)
+        examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        where = f" (module {env_id.partition(':')[0]!r} did not register {name!r})" if name != env_id else ""
+        raise invalid("--env", env_id, f"a registered Gymnasium environment id, e.g. {', '.join(examples)}, "
+                                       f"or module:EnvId{where}{hint}")
+    return name
+
+
+def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
+                    env_kwargs: Mapping[str, Any] | None = None) -> gym.vector.SyncVectorEnv:
     """A ``SyncVectorEnv`` of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
 
-    ``seed`` seeds the action and observation spaces; the caller seeds the environments with the
-    first ``envs.reset(seed=seed)`` (sub-env ``i`` gets ``seed + i``). Raises
-    :class:`~janus.errors.ConfigError` naming ``--env`` for an unknown id, an environment that
-    cannot be built (e.g. a missing optional dependency) or a non-Box observation space.
+    ``env_id`` is a registered id or ``module:EnvId`` (see :func:`registered_env_id`);
+    ``env_kwargs`` go to every ``gymnasium.make``. ``seed`` seeds the action and observation spaces;
+    the caller seeds the environments with the first ``envs.reset(seed=seed)`` (sub-env ``i`` gets
+    ``seed + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
+    for an unknown id, an environment that cannot be built (e.g. a missing optional dependency,
+    a keyword it does not take) or a non-Box observation space.
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
-    if not isinstance(env_id, str) or env_id not in gym.registry:
-        close = difflib.get_close_matches(str(env_id), list(gym.registry), n=3)
-        examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise invalid("--env", env_id, f"a registered Gymnasium environment id, e.g. {', '.join(examples)}{hint}")
+    name = registered_env_id(env_id)
+    kwargs = dict(env_kwargs or {})
     try:
         envs = gym.vector.SyncVectorEnv(
-            [lambda: gym.make(env_id) for _ in range(num_envs)],
+            [lambda: gym.make(name, **kwargs) for _ in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
     except (gym.error.Error, ImportError) as exc:  # e.g. box2d/mujoco/jax/shimmy not installed
         raise ConfigError(f"invalid --env: got {env_id!r}, which could not be created: {exc}") from exc
+    except TypeError as exc:  # a keyword the environment does not take
+        if not kwargs:
+            raise
+        raise ConfigError(f"invalid --env_kwargs: {env_id!r} could not be created with {kwargs!r}: {exc}") from None
     space = envs.single_observation_space
     if not isinstance(space, spaces.Box):
         envs.close()
@@ -62,9 +96,9 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None) -> 
     return envs
 
 
-def env_spaces(env_id: str) -> tuple[spaces.Box, gym.Space]:
+def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[spaces.Box, gym.Space]:
     """``(observation_space, action_space)`` of one ``env_id`` sub-env (for a learner's networks)."""
-    envs = make_vector_env(env_id, 1)
+    envs = make_vector_env(env_id, 1, env_kwargs=env_kwargs)
     try:
         return envs.single_observation_space, envs.single_action_space
     finally:

@@ -67,7 +67,7 @@ class GymAlgorithm(Algorithm):
             check_value(key, cfg.algorithm[key], getattr(defaults, key))
         if bool(cfg.janus.is_on_policy) != self.on_policy:
             raise invalid("is_on_policy", cfg.janus.is_on_policy, f"{str(self.on_policy).lower()} for --algo {self.name}")
-        _, action_space = env_spaces(cfg.workload.env)
+        _, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         try:
             check_action_space(self.name, action_space, self.action_spaces)
         except ConfigError as exc:
@@ -76,7 +76,7 @@ class GymAlgorithm(Algorithm):
     def learner(self, cfg: Any) -> "GymLearnerSide":
         from janus.algorithms.envs import env_spaces
 
-        obs_space, action_space = env_spaces(cfg.workload.env)
+        obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         return GymLearnerSide(self.make_learner(self.config(cfg), obs_space, action_space, cfg.seed), self.budget(cfg).total_updates)
 
     def make_learner(self, config: Any, obs_space: Any, action_space: Any, seed: int) -> Any:

@@ -172,9 +172,10 @@ class FusedPolicyValue:
 class PPOActor:
     """Actor side: on-policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: PPOConfig, env_id: str, seed: int, num_envs: int | None = None) -> None:
+    def __init__(self, cfg: PPOConfig, env_id: str, seed: int, num_envs: int | None = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
@@ -311,7 +312,8 @@ class PPO(GymAlgorithm):
     preset = {
         "is_on_policy": True, "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 0.25,
-        "workload": {"algo": "ppo", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,
+        "workload": {"algo": "ppo", "hidden_size": 64, "num_layers": 2,  # the network (PPOConfig.hidden)
+                     "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,
                      "total_env_steps": 300_000},
     }
 
@@ -326,7 +328,7 @@ class PPO(GymAlgorithm):
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GymActorSide:
         w = cfg.workload
-        actor = PPOActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        actor = PPOActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
         return GymActorSide(actor, self.pacing(cfg).piece_steps, initial_env_steps)
 
     def make_learner(self, config: PPOConfig, obs_space: Any, action_space: Any, seed: int) -> PPOLearner:

@@ -13,7 +13,7 @@ from typing import Any
 
 from janus import fileio
 from janus.config import RunConfig
-from janus.harness.experiments import compare_configs, quick, resolve_all, sweep_configs
+from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, default_out_dir, format_table, write_learning_curve, write_results
 from janus.runtime.run import run_runtime
@@ -33,7 +33,9 @@ def runtime_summary(rt: dict) -> str:
 
 
 def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], list[dict[str, str]], str]:
-    """The configurations a command runs, those skipped here, and the baseline name for speedups."""
+    """The configurations a command runs, those skipped here, and the baseline name for speedups.
+
+    ``--quick`` is already in ``cfg`` (:func:`janus.cli.config_from_args`: below the typed flags)."""
     skipped: list[dict[str, str]] = []
     if args.command == "compare":
         configs = compare_configs(cfg)
@@ -41,8 +43,6 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
         configs = [replace(cfg, name=args.name or "train")]
     else:
         configs, skipped = sweep_configs(cfg, args.sweep)
-    if args.quick:
-        configs = [quick(c) for c in configs]
     configs = resolve_all(configs)
     baseline = "baseline" if args.command == "compare" else configs[0].name
     return configs, skipped, baseline

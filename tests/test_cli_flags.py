@@ -1,0 +1,277 @@
+"""Issue 12 items 4, 5, 10: every flag acts or is an error naming it; hyperparameters from the CLI;
+--version, ``python -m janus``, ``src/main.py`` without the venv; custom environments and env kwargs.
+
+Errors are checked through real subprocesses where the issue names a command line; values that
+need a configuration (defaults, network sizes) are checked on what :func:`config_from_args` builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import fields
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+from janus import cli
+from janus.algorithms.base import algorithm
+from janus.algorithms.gym_algorithm import MAPPED
+from janus.config import resolve, validate
+from janus.errors import JanusError
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def janus(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m janus ARGS`` on this checkout's code."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *(env or {}).get("PYTHONPATH", "").split(os.pathsep)]),
+           **{k: v for k, v in (env or {}).items() if k != "PYTHONPATH"}, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "janus", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=env)
+
+
+def config(*argv: str):  # noqa: ANN201 - RunConfig
+    return cli.config_from_args(cli.parse_args(list(argv)))
+
+
+# ---- item 1: no prefix matching ------------------------------------------------------------------
+@pytest.mark.parametrize("flag", [["--envs", "3"], ["--hidden", "64"]])
+def test_abbreviated_flags_are_errors_naming_them(flag: list[str]) -> None:
+    proc = janus("train", "--quick", *flag)
+    assert proc.returncode == 2
+    assert f"janus train: error: unrecognized arguments: {' '.join(flag)}" in proc.stderr
+
+
+# ---- item 2: flags that do not apply are errors; none is silently ignored ---------------------------
+def test_prioritized_with_ppo_names_the_flag() -> None:
+    proc = janus("train", "--algo", "ppo", "--prioritized", "--quick")
+    assert proc.returncode == 2
+    assert "janus train: error: --prioritized does not apply to --algo ppo" in proc.stderr
+    assert "algorithm.prioritized" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["--algo", "dqn", "--iterations", "5"], "--iterations"),
+    (["--algo", "dqn", "--num_epochs", "3"], "--num_epochs"),
+    (["--algo", "ppo", "--batch_size", "64"], "--batch_size"),
+    (["--algo", "ppo", "--n_step", "5"], "--n_step"),
+    (["--algo", "synthetic", "--env", "CartPole-v1"], "--env"),
+    (["--algo", "synthetic", "--lr", "0.1"], "--lr"),
+    (["--algo", "dqn", "--obs_shape", "8"], "--obs_shape"),
+    (["--address", "auto"], "--address"),
+])
+def test_flags_the_run_does_not_read_are_errors(argv: list[str], flag: str, capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    assert cli.main(["train", *argv, "--out", str(tmp_path / "run")]) == 2
+    assert f"janus train: error: {flag} " in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_env_with_a_synthetic_config_file_is_an_error() -> None:
+    proc = janus("train", "--config", str(ROOT / "configs" / "default.yaml"), "--env", "CartPole-v1", "--quick")
+    assert proc.returncode == 2
+    assert "--env does not apply to --algo synthetic" in proc.stderr and "--algo dqn or --algo ppo" in proc.stderr
+
+
+@pytest.mark.parametrize("env,algo", [("CartPole-v1", "dqn"), ("Pendulum-v1", "ppo")])
+def test_env_without_algo_picks_by_action_space(env: str, algo: str, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(ROOT)  # where configs/default.yaml (the synthetic workload) is the default
+    cfg = config("train", "--env", env)
+    assert cfg.workload.algo == algo and cfg.workload.env == env
+    assert cfg.janus.is_on_policy is algorithm(algo).on_policy, "the algorithm's preset, not the synthetic config"
+    assert f"running --algo {algo}" in capsys.readouterr().out
+
+
+def _parameters(module) -> int:  # noqa: ANN001 - torch module
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_hidden_size_and_num_layers_change_the_dqn_network() -> None:
+    cfg = resolve(config("train", "--algo", "dqn", "--hidden_size", "32", "--num_layers", "3"))
+    learner = algorithm("dqn").learner(cfg).learner
+    actor = algorithm("dqn").actor(cfg, 0).actor
+    obs, actions = 4, 2  # CartPole-v1
+    expected = (obs * 32 + 32) + 2 * (32 * 32 + 32) + (32 * actions + actions)
+    assert _parameters(learner.q) == _parameters(actor.net) == expected
+    actor.close()
+
+
+def test_hidden_size_changes_the_ppo_networks_keeping_the_preset_depth() -> None:
+    cfg = resolve(config("train", "--algo", "ppo", "--hidden_size", "16"))
+    agent = algorithm("ppo").learner(cfg).learner.agent
+    obs, actions = 4, 2
+    critic = (obs * 16 + 16) + (16 * 16 + 16) + (16 + 1)
+    policy = (obs * 16 + 16) + (16 * 16 + 16) + (16 * actions + actions)
+    assert _parameters(agent) == critic + policy
+    assert cfg.workload.hidden_size == 16, "config.yaml records the network it ran"
+
+
+@pytest.mark.parametrize("value", ["0", "2.5"])
+def test_num_layers_out_of_range_names_the_flag(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["train", "--algo", "dqn", "--num_layers", value]) == 2
+    assert "invalid --num_layers" in capsys.readouterr().err
+
+
+def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every configuration of ``compare --backend ray`` runs on the Ray backend (not a local run)."""
+    from janus.harness import commands
+    from janus.runtime.backends.ray import RayBackend
+    from janus.runtime.run import make_backend
+
+    ran: list[str] = []
+
+    def fake_run_runtime(cfg, progress):  # noqa: ANN001, ANN202
+        ran.append(type(make_backend(cfg)).__name__)
+        raise JanusError("stop before starting Ray")
+
+    monkeypatch.setattr(commands, "run_runtime", fake_run_runtime)
+    assert cli.main(["compare", "--quick", "--backend", "ray", "--out", "/dev/null/never"]) == 2
+    assert ran == [RayBackend.__name__]
+
+
+def test_quick_keeps_the_budget_flags_the_user_typed() -> None:
+    assert config("train", "--quick", "--iterations", "9").workload.iterations == 9
+    assert config("train", "--quick").workload.iterations == 6
+    assert config("train", "--quick", "--algo", "ppo", "--total_env_steps", "9000").workload.total_env_steps == 9000
+    assert config("train", "--quick", "--algo", "ppo").workload.total_env_steps == algorithm("ppo").quick_env_steps
+
+
+# ---- item 3: help shows a sentence per flag and the defaults a run resolves --------------------------
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_option_of_every_command_has_help_text() -> None:
+    for name, parser in {"janus": cli.build_parser(), **_subcommands()}.items():
+        for action in parser._actions:
+            if action.option_strings and action.dest != "help":
+                text = action.help or ""
+                assert len(text.split()) >= 2, f"janus {name} {action.option_strings[0]} has no help text"
+
+
+def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    defaults = cli.flag_defaults()
+    assert defaults["overlap_collect"] == {"synthetic": 1, "dqn": 1, "ppo": 1}, "configs/default.yaml runs 1, not 0"
+    assert defaults["g_collect"]["synthetic"] == 4
+    helps = {a.dest: a.help for a in _subcommands()["train"]._actions}
+    # validated (what the run gets, before `auto` placements resolve for this machine)
+    runs = {"synthetic": validate(config("train")), **{a: validate(config("train", "--algo", a)) for a in ("dqn", "ppo")}}
+    for flag, by_algo in defaults.items():
+        for algo_name, value in by_algo.items():
+            assert cli.value_of(runs[algo_name], flag) == value, f"--{flag} for {algo_name}"
+            assert cli.shown(value) in helps[flag], f"--{flag}: help does not show {value!r}"
+
+
+def test_help_of_a_subcommand_runs() -> None:
+    proc = janus("train", "--help")
+    assert proc.returncode == 0
+    assert "--overlap_collect" in proc.stdout and "--lr" in proc.stdout and "--env_kwargs" in proc.stdout
+
+
+# ---- item 4: hyperparameters from the command line ------------------------------------------------
+def test_hyperparameter_flags_are_generated_from_the_algorithms_fields() -> None:
+    for name in ("dqn", "ppo"):
+        declared = {f.name for f in fields(algorithm(name).config_class)} - set(MAPPED) - cli.NOT_FLAGS
+        assert declared == {k for k, owners in cli.hyperparameters().items() if name in owners}
+
+
+def test_hyperparameter_flags_reach_the_learner() -> None:
+    cfg = resolve(config("train", "--algo", "dqn", "--lr", "1e-3", "--gamma", "0.9", "--target_update_interval", "7",
+                         "--eps_end", "0.1", "--prioritized"))
+    learner = algorithm("dqn").learner(cfg).learner
+    assert learner.opt.param_groups[0]["lr"] == pytest.approx(1e-3)
+    assert (learner.cfg.gamma, learner.cfg.target_update_interval, learner.cfg.eps_end) == (0.9, 7, 0.1)
+    assert algorithm("dqn").buffer_spec(cfg).sampler == "prioritized"
+    ppo = algorithm("ppo").config(resolve(config("train", "--algo", "ppo", "--clip_coef", "0.1", "--anneal_lr", "false")))
+    assert (ppo.clip_coef, ppo.anneal_lr) == (0.1, False)
+
+
+def test_bad_hyperparameter_value_names_the_flag() -> None:
+    proc = janus("train", "--algo", "ppo", "--gae_lambda", "2")
+    assert proc.returncode == 2 and "invalid --gae_lambda" in proc.stderr
+    proc = janus("train", "--algo", "dqn", "--n_step", "1e3")
+    assert proc.returncode == 2 and "--n_step" in proc.stderr
+
+
+# ---- item 5: --version, python -m janus, src/main.py without the venv ---------------------------------
+def test_version_from_package_metadata() -> None:
+    proc = janus("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"janus {metadata.version('janus-rl')}"
+
+
+def test_main_py_without_the_dependencies_says_what_to_run() -> None:
+    # -S: no site-packages, like a system python outside the venv
+    proc = subprocess.run([sys.executable, "-S", str(SRC / "main.py"), "--version"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "janus: error:" in proc.stderr and "cannot import" in proc.stderr and "Traceback" not in proc.stderr
+    assert ".venv/bin/python" in proc.stderr or "pip install -e" in proc.stderr
+
+
+# ---- item 6: custom environments and env kwargs --------------------------------------------------
+TINY_ENV = textwrap.dedent('''
+    import gymnasium as gym
+    import numpy as np
+
+
+    class Endless(gym.Env):
+        """Never ends by itself: only max_episode_steps (an env kwarg) cuts its episodes."""
+
+        observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            return np.zeros(3, np.float32), {}
+
+        def step(self, action):
+            return np.full(3, 0.5, np.float32), float(action), False, False, {}
+
+
+    gym.register("Endless-v0", entry_point=Endless)
+''')
+
+
+def test_custom_env_module_and_env_kwargs_through_train_and_rollout(tmp_path: Path) -> None:
+    (tmp_path / "tiny_envs.py").write_text(TINY_ENV)
+    run = tmp_path / "run"
+    env = {"PYTHONPATH": str(tmp_path)}
+    proc = janus("train", "--env", "tiny_envs:Endless-v0", "--env_kwargs", '{"max_episode_steps": 5}',
+                 "--total_env_steps", "600", "--learning_starts", "256", "--out", str(run), env=env, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "running --algo dqn" in proc.stdout
+    saved = yaml.safe_load((run / "config.yaml").read_text())["workload"]
+    assert saved["env"] == "tiny_envs:Endless-v0" and saved["env_kwargs"] == {"max_episode_steps": 5}
+    (result,) = json.loads((run / "results.json").read_text())["runs"]
+    assert result["episodes"] >= 40, "every episode cut at 5 steps by the env kwarg (none end otherwise)"
+    proc = janus("rollout", "--checkpoint", str(run), "--episodes", "2", env=env, timeout=60)  # endless without the kwarg
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    best = float(re.search(r"max (\S+)\)", proc.stdout)[1])
+    assert 0 <= best <= 5, "rollout episodes are cut at 5 steps too (reward <= 1 per step)"
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["--env", "no_such_module_xyz:Foo-v0"], "invalid --env: got 'no_such_module_xyz:Foo-v0', but module"),
+    (["--env", "json:Foo-v0"], "module 'json' did not register 'Foo-v0'"),
+    (["--env", "CartPole-v1", "--env_kwargs", '{"no_such_kwarg": 1}'], "invalid --env_kwargs"),
+    (["--env", "CartPole-v1", "--env_kwargs", "[1, 2]"], "--env_kwargs: expected a JSON object"),
+])
+def test_bad_custom_env_or_kwargs_name_the_flag(argv: list[str], expected: str, tmp_path: Path) -> None:
+    proc = janus("train", "--algo", "ppo", *argv, "--quick", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()
