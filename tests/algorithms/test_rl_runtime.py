@@ -306,3 +306,13 @@ def test_bad_algorithm_values_are_config_errors(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(ConfigError, match=rf"algorithm\.{key}.*{re.escape(accepted)}"):
         rl_cfg(algo, 1000, algorithm={key: value})
     rl_cfg(algo, 1000, algorithm={"init_log_std": -0.5} if algo == "ppo" else {"learning_starts": 0})  # in range
+
+
+def test_dqn_with_learning_starts_below_batch_size_trains_to_its_budget() -> None:
+    """The limiter lets sampling start at learning_starts (64 < batch_size 128; sampling is with
+    replacement): the buffer must serve from there too, not wait for batch_size items (a deadlock
+    that the stall detector reported after 60 s)."""
+    cfg = rl_cfg("dqn", 400, algorithm={"learning_starts": 64}, runtime={"stall_timeout_s": 20.0})
+    assert cfg.janus.batch_size > 64
+    run = run_runtime(cfg, timeout_s=120)
+    assert run["counts"]["updates"] == algorithm("dqn").budget(cfg).total_updates

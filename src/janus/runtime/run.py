@@ -44,12 +44,17 @@ def learner_end_device(cfg: RunConfig) -> str:
 
 # ---- factories (top-level functions + partial: picklable for Ray and worker processes) -----------
 def make_buffer(cfg: RunConfig) -> JanusBuffer:
-    spec = algo_of(cfg).buffer_spec(cfg)
+    algo = algo_of(cfg)
+    spec = algo.buffer_spec(cfg)
     j = cfg.janus
+    # Off-policy, the buffer serves its first batch at the limiter's threshold (e.g. DQN's
+    # learning_starts, which may be below batch_size: sampling is with replacement); a buffer
+    # waiting for more than the limiter lets in would deadlock the two.
+    min_size = None if spec.on_policy else algo.pacing(cfg).min_size_to_sample
     return JanusBuffer(
         replace(j, learner_device=learner_end_device(cfg)),
         rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
-        seed=cfg.seed, sampler=spec.sampler, **spec.sampler_kwargs,
+        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, **spec.sampler_kwargs,
     )
 
 
