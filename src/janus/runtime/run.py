@@ -225,10 +225,6 @@ def make_backend(cfg: RunConfig) -> Any:
         from janus.runtime.backends.ray import RayBackend
 
         return RayBackend(cfg.runtime.address, cfg.runtime.max_calls_in_flight)
-    if cfg.runtime.backend == "process":
-        from janus.runtime.backends.process import ProcessBackend
-
-        return ProcessBackend(cfg)
     from janus.runtime.backends.local import LocalBackend
 
     return LocalBackend(serial=serial(cfg))
