@@ -32,7 +32,7 @@ from janus.errors import ConfigError, JanusError
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 BOOL_FIELDS = {"is_on_policy"}
-PER_INVOCATION = {"resume", "checkpoint_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, --resume)
+PER_INVOCATION = {"resume", "checkpoint_dir", "best_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, best, --resume)
 NOT_FLAGS = {"hidden"}  # algorithm fields set through other flags (--hidden_size, --num_layers)
 
 JANUS_FLAGS = tuple(f.name for f in fields(JanusConfig))
@@ -41,7 +41,7 @@ RUNTIME_FLAGS = tuple(f.name for f in fields(RuntimeConfig) if f.name not in PER
 SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "num_actions", "iterations",
                   "updates_per_iteration", "is_on_policy"}
 """Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget)."""
-GYM_ONLY = {"env", "env_kwargs", "total_env_steps"}
+GYM_ONLY = {"env", "env_kwargs", "total_env_steps", "eval_interval_steps", "eval_episodes"}
 """Flags only the Gymnasium algorithms (dqn, ppo) read."""
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the Gymnasium algorithms
 OFF_POLICY_ONLY = {"batch_size"}

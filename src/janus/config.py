@@ -153,6 +153,13 @@ class RuntimeConfig:
     stall_timeout_s: float = 60.0
     """No transition inserted and no batch trained for this long (outside a checkpoint) fails the run
     with a message naming the starved stage and the knob to change (0: never)."""
+    eval_interval_steps: int = 0
+    """Env steps between evaluations of the greedy policy on a separate environment, the best kept
+    in RUN_DIR/best (0: no evaluation)."""
+    eval_episodes: int = 10
+    """Episodes per evaluation (the same environment seeds every time)."""
+    best_dir: str | None = None
+    """Where periodic evaluation keeps the best policy; ``janus train`` sets RUN_DIR/best."""
     checkpoint_dir: str | None = None
     """Where the Trainer (policy, optimiser, counters) and TrajectoryManager (DQN replay buffer)
     save checkpoints, on stop and every ``checkpoint_interval_s``; ``janus train`` sets RUN_DIR/checkpoint."""
@@ -491,8 +498,12 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         raise invalid("checkpoint_dir", r.checkpoint_dir, "a folder path (string) or null")
     if not isinstance(r.resume, bool):
         raise invalid("resume", r.resume, "true or false")
+    if r.best_dir is not None and (not isinstance(r.best_dir, str) or not r.best_dir):
+        raise invalid("best_dir", r.best_dir, "a folder path (string) or null")
     return replace(
         r,
+        eval_interval_steps=_int("eval_interval_steps", r.eval_interval_steps, low=0),
+        eval_episodes=_int("eval_episodes", r.eval_episodes),
         workers_per_node=_int("workers_per_node", r.workers_per_node, low=0),
         min_inserts=_int("min_inserts", r.min_inserts, low=0),
         samples_per_param_load=_int("samples_per_param_load", r.samples_per_param_load),

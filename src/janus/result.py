@@ -34,6 +34,9 @@ class RunResult:
     """Episode ``return`` against ``env_steps`` and ``wall_s`` (RL runs)."""
     episodes: int | None = None
     final_mean_return: float | None = None
+    evaluations: list[dict[str, Any]] | None = None
+    """Periodic evaluations (``runtime.eval_interval_steps``): env steps, parameter version, mean and
+    std of the greedy episodes' returns, wall time."""
     """Mean return of the last 20 episodes (RL runs)."""
 
     def to_dict(self) -> dict[str, Any]:

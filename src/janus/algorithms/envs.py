@@ -179,9 +179,10 @@ def snapshot(module: nn.Module) -> dict[str, np.ndarray]:
     return out
 
 
-def load_snapshot(module: nn.Module, params: dict[str, np.ndarray]) -> None:
-    """Copy a :func:`snapshot` into ``module`` (strict: the names and shapes must match)."""
-    module.load_state_dict({k: torch.tensor(v) for k, v in params.items()})
+def load_snapshot(module: nn.Module, params: dict[str, Any]) -> None:
+    """Copy a :func:`snapshot` (numpy arrays, or tensors as saved in ``best/policy.pt``) into
+    ``module`` (strict: the names and shapes must match)."""
+    module.load_state_dict({k: v.clone() if isinstance(v, torch.Tensor) else torch.tensor(v) for k, v in params.items()})
 
 
 def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:

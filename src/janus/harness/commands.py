@@ -78,7 +78,8 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> Ru
     from janus.algorithms.base import algorithm
 
     if algorithm(cfg.workload.algo).has_policy:
-        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume)
+        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
+                          best_dir=str(out_dir / "best"))
         cfg = replace(cfg, runtime=runtime)
         if resume:
             _print_resume_point(str(runtime.checkpoint_dir))

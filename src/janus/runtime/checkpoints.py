@@ -219,6 +219,9 @@ def _run_state_problem(state: Any) -> str | None:
             for c in state["curve"])),  # an episode return may be NaN or inf: JSON as written by Python keeps it
         ("inserted", "inserted" not in state or _is_int(state["inserted"])),
         ("restarts", isinstance(state.get("restarts", {}), dict)),
+        ("evaluations", isinstance(state.get("evaluations", []), list) and all(
+            isinstance(e, dict) and _is_int(e.get("env_steps")) and isinstance(e.get("mean_return"), (int, float))
+            for e in state.get("evaluations", []))),
         ("files", isinstance(state.get("files"), dict) and bool(state["files"]) and all(
             isinstance(n, str) and n.endswith(".pt") and bool(_NAME.match(n[:-3])) and isinstance(e, dict)
             and _is_int(e.get("size")) and isinstance(e.get("sha256"), str) and bool(_SHA.match(e["sha256"]))

@@ -146,7 +146,15 @@ class CheckpointMsg:
     counters: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class EvaluateMsg:
+    """Orchestrator -> Evaluator: the run reached ``env_steps``; evaluate the latest policy."""
+
+    env_steps: int
+
+
 MESSAGE_TYPES = (
     InsertTransitionMsg, SampleBatchMsg, InsertCreditMsg, FlushMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
     LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
+    EvaluateMsg,
 )

@@ -16,14 +16,14 @@ from janus.runtime.checkpoints import CheckpointSchedule
 from janus.runtime.component import Component
 from janus.runtime.pacing import SampleToInsertRatio
 from janus.runtime.messages import (
-    CheckpointMsg, CountsMsg, FlushMsg, InsertCreditMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg,
+    CheckpointMsg, CountsMsg, EvaluateMsg, FlushMsg, InsertCreditMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg,
 )
 
 
 def run_state(summary: dict[str, Any]) -> dict[str, Any]:
     """The part of an Orchestrator :meth:`~Orchestrator.summary` that ``--resume`` continues."""
     return {"trained": summary["trained"], "env_steps": summary["env_steps"], "curve": summary["curve"],
-            "wall_s": summary["elapsed_s"], "restarts": summary["restarts"]}
+            "wall_s": summary["elapsed_s"], "restarts": summary["restarts"], "evaluations": summary["evaluations"]}
 
 
 class Orchestrator(Component):
@@ -51,7 +51,7 @@ class Orchestrator(Component):
         restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
-        all_pieces: bool = False,
+        all_pieces: bool = False, eval_interval_steps: int = 0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -90,10 +90,15 @@ class Orchestrator(Component):
         self.total_pieces = total_pieces
         self.all_pieces = all_pieces and total_pieces > 0
         self.flushed = False
+        self.eval_interval = eval_interval_steps
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
         # (seconds, env steps, episode return) per finished episode
         self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
+        self.evaluations = [dict(e) for e in initial.get("evaluations", [])]
+        # the next evaluation: the first multiple of the interval past the steps already taken
+        self.next_eval = (self.base_steps // self.eval_interval + 1) * self.eval_interval if self.eval_interval else 0
+        self.last_eval_asked = -1
         self._last_progress = (0, 0)
         self.stall_timeout_s = stall_timeout_s
         self.progress_at = time.monotonic()  # when inserted or trained last moved
@@ -101,7 +106,7 @@ class Orchestrator(Component):
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
-        order = ("trainer", "trajectory_manager", "proxy", "worker")
+        order = ("trainer", "trajectory_manager", "evaluator", "proxy", "worker")
         for role in order:
             for name, r in self.roles.items():
                 if r == role:
@@ -111,7 +116,9 @@ class Orchestrator(Component):
         self.last_pong = {n: start for n in self.roles}
 
     def on_CountsMsg(self, msg: CountsMsg) -> None:
-        if msg.sender == self.tm:
+        if "evaluation" in msg.counters:  # the Evaluator's report (see runtime/evaluator.py)
+            self.evaluations.append({**msg.counters["evaluation"], "wall_s": self.elapsed_s})
+        elif msg.sender == self.tm:
             self.inserted = int(msg.counters.get("inserted", self.inserted))
             self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
         elif msg.sender == self.trainer:
@@ -144,8 +151,10 @@ class Orchestrator(Component):
     def step(self) -> bool:
         if self.finished or self.failure:
             return False
+        self._maybe_evaluate()
         if self.trained >= self.total_updates and (not self.all_pieces or self.pieces_inserted >= self.total_pieces):
-            self.stop_all("goal reached")
+            if not self.evaluation_pending:  # the last evaluation asked for is part of the run
+                self.stop_all("goal reached")
             return False
         credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained)
         if self.all_pieces:  # the workers finish their pieces; the learner stops at its budget
@@ -166,6 +175,20 @@ class Orchestrator(Component):
             for name in self.checkpoints.names:
                 self.send(name, CheckpointMsg(tag))
         return credits > 0
+
+    def _maybe_evaluate(self) -> None:
+        """Ask the Evaluator for an evaluation once the env steps cross the next multiple of the interval."""
+        if self.next_eval and self.env_steps >= self.next_eval:
+            self.send("evaluator", EvaluateMsg(self.env_steps))
+            self.last_eval_asked = self.env_steps
+            self.next_eval = (self.env_steps // self.eval_interval + 1) * self.eval_interval
+
+    @property
+    def evaluation_pending(self) -> bool:
+        """An evaluation was asked for whose result has not arrived (the Evaluator plays the newest
+        request, so its last result names the last env steps asked for)."""
+        done = self.evaluations[-1]["env_steps"] if self.evaluations else -1
+        return self.last_eval_asked > done
 
     @property
     def pieces_in_flight(self) -> int:
@@ -201,7 +224,7 @@ class Orchestrator(Component):
     def _health(self, now: float) -> None:
         self.last_ping = now
         progress = (self.inserted, self.trained)
-        if progress == self._last_progress and not self.checkpoint_open:
+        if progress == self._last_progress and not self.checkpoint_open and not self.evaluation_pending:
             self.stalls += 1
             if self.stall_timeout_s and now - self.progress_at > self.stall_timeout_s:
                 self.failure = self.stall_diagnosis(now - self.progress_at)
@@ -271,4 +294,5 @@ class Orchestrator(Component):
             "pieces_granted": self.granted_total, "pieces_inserted": self.pieces_inserted,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
+            "evaluations": list(self.evaluations),
         }

@@ -13,6 +13,7 @@ import math
 import time
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable
 
 from janus.algorithms.base import Algorithm, algorithm
@@ -146,7 +147,8 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
     return Orchestrator("orchestrator", roles, make_limiter(cfg), total, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg),
-                        stall_timeout_s=r.stall_timeout_s, all_pieces=budget.env_steps > 0)
+                        stall_timeout_s=r.stall_timeout_s, all_pieces=budget.env_steps > 0,
+                        eval_interval_steps=r.eval_interval_steps if evaluates(cfg) else 0)
 
 
 def check_progress_possible(cfg: RunConfig) -> None:
@@ -188,8 +190,32 @@ def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
         out[f"proxy-{node}"] = ("proxy", f"node-{node}")
     for i in range(n):
         out[f"worker-{i}"] = ("worker", f"node-{i // per_node}")
+    if evaluates(cfg):
+        out["evaluator"] = ("evaluator", "node-0")
     out["orchestrator"] = ("orchestrator", "node-0")
     return out
+
+
+def evaluates(cfg: RunConfig) -> bool:
+    """Periodic evaluation is on (``runtime.eval_interval_steps``) for an algorithm with a policy."""
+    return bool(cfg.runtime.eval_interval_steps) and algo_of(cfg).has_policy
+
+
+def new_evaluator(cfg: RunConfig) -> Any:
+    from janus.runtime.evaluator import Evaluator
+
+    best = str(Path(cfg.runtime.best_dir) / "policy.pt") if cfg.runtime.best_dir else None
+    return Evaluator("evaluator", "trainer", "orchestrator", partial(evaluation_policy, cfg),
+                     cfg.runtime.eval_episodes, best, cfg.seed)
+
+
+def evaluation_policy(cfg: RunConfig) -> Any:
+    """A :class:`~janus.policy.Policy` of the run's algorithm; the Evaluator loads each snapshot into it."""
+    from janus.policy import Policy, policy_module
+
+    learner = algo_of(cfg).learner(cfg).learner
+    policy_module(learner).eval()
+    return Policy(cfg, learner, Path(cfg.runtime.best_dir or "."))
 
 
 def build(cfg: RunConfig, backend: Any) -> dict[str, tuple[str, str]]:
@@ -209,6 +235,8 @@ def build(cfg: RunConfig, backend: Any) -> dict[str, tuple[str, str]]:
             factory = partial(new_proxy, cfg, name, per_node[node])
         elif role == "worker":
             factory = partial(new_worker, cfg, int(name.split("-")[1]), f"proxy-{node.split('-')[1]}")
+        elif role == "evaluator":
+            factory = partial(new_evaluator, cfg)
         else:
             factory = partial(new_orchestrator, cfg, roles, backend.restart)
         backend.add(name, role, factory, node)
@@ -349,6 +377,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "priorities_dropped": int(tm.get("priorities_dropped", 0)),
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
+        evaluations=list(status.get("evaluations", [])) if evaluates(cfg) else None,
         **curve,
     )
 

@@ -1,0 +1,102 @@
+"""Periodic evaluation: greedy episodes every ``eval_interval_steps``, the best policy kept in RUN_DIR/best."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import janus
+from janus.algorithms.base import algorithm
+from janus.config import from_dict, resolve
+from janus.errors import RunFailed
+from janus.runtime.evaluator import Evaluator, previous_best, save_best
+from janus.runtime.run import layout, run_runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dqn_cfg(steps: int, best_dir: Path | None, **runtime: Any) -> Any:
+    return resolve(from_dict({"workload": {"total_env_steps": steps},
+                              "runtime": {"eval_interval_steps": 1000, "eval_episodes": 3,
+                                          "best_dir": str(best_dir) if best_dir else None, **runtime}},
+                             base=from_dict(algorithm("dqn").preset)))
+
+
+@pytest.mark.parametrize("backend", ["local", "process"])
+def test_evaluations_every_interval_and_the_best_policy_is_kept(tmp_path: Path, backend: str) -> None:
+    cfg = dqn_cfg(3000, tmp_path / "best", backend=backend)
+    assert "evaluator" in layout(cfg)
+    run = run_runtime(cfg, timeout_s=300)
+    evals = run["evaluations"]
+    assert [e["env_steps"] // 1000 for e in evals] == [1, 2, 3], evals  # one per 1,000 steps crossed
+    assert all(e["episodes"] == 3 and np.isfinite(e["mean_return"]) for e in evals)
+    assert [e["version"] for e in evals] == sorted(e["version"] for e in evals)
+    best = max(evals, key=lambda e: e["mean_return"])
+    saved = torch.load(tmp_path / "best" / "policy.pt", weights_only=True)["state"]
+    assert saved["eval_return"] == pytest.approx(best["mean_return"]) and saved["env_steps"] == best["env_steps"]
+    assert previous_best(tmp_path / "best" / "policy.pt") == pytest.approx(best["mean_return"])
+
+
+def test_no_evaluator_unless_asked() -> None:
+    assert "evaluator" not in layout(dqn_cfg(3000, None, eval_interval_steps=0))
+
+
+def test_an_evaluation_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import janus.harness.rollout as rollout
+
+    def broken(*_: Any, **__: Any) -> list[float]:
+        raise RuntimeError("the evaluation env broke on purpose")
+
+    monkeypatch.setattr(rollout, "episode_returns", broken)
+    with pytest.raises(RunFailed, match="evaluation env broke on purpose"):
+        run_runtime(dqn_cfg(3000, None), timeout_s=300)
+
+
+def test_a_worse_evaluation_keeps_the_best_file(tmp_path: Path) -> None:
+    path = tmp_path / "best" / "policy.pt"
+    params = {"w": torch.ones(2)}
+    save_best(path, params, env_steps=1000, mean_return=50.0, version=3)
+    before = path.read_bytes()
+    evaluator = Evaluator("evaluator", "trainer", "orchestrator", lambda: None, 3, str(path), seed=0)
+    evaluator.best_return = previous_best(path)  # what on_StartMsg does on a resumed run
+    assert evaluator.best_return == 50.0
+    evaluator.policy = type("P", (), {"learner": None})()
+
+    import janus.harness.rollout as rollout
+    import janus.policy as policy
+
+    original_returns, original_module = rollout.episode_returns, policy.policy_module
+    rollout.episode_returns = lambda *a, **k: [10.0, 20.0, 30.0]  # type: ignore[assignment]
+    policy.policy_module = lambda learner: torch.nn.Module()  # type: ignore[assignment]
+    try:
+        evaluator._play(2000, 7, {})
+    finally:
+        rollout.episode_returns, policy.policy_module = original_returns, original_module
+    assert evaluator.failure is None and evaluator.result == (2000, 7, [10.0, 20.0, 30.0])
+    assert path.read_bytes() == before, "a worse policy does not replace the best one"
+
+
+def test_cli_eval_flags_write_best_and_results(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-m", "janus", "train", "--algo", "dqn", "--total_env_steps", "2048",
+                           "--eval_interval_steps", "1024", "--eval_episodes", "2", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    evals = results["runs"][0]["evaluations"]
+    assert [e["env_steps"] for e in evals] == [1024, 2048]
+    policy = janus.load_policy(out / "best")
+    assert policy.info["eval_return"] == pytest.approx(max(e["mean_return"] for e in evals))
+    assert np.asarray(policy.predict(np.zeros(4, np.float32))).shape == ()
+    bad = subprocess.run([sys.executable, "-m", "janus", "train", "--eval_interval_steps", "100", "--out", str(tmp_path / "s")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "--eval_interval_steps" in bad.stderr
