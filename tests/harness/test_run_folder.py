@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -130,13 +131,15 @@ def test_a_second_run_into_a_locked_folder_exits_2_naming_the_lock(tmp_path: Pat
         while not ((out / LOCK_NAME).is_file() and (out / "config.yaml").is_file()):
             assert first.poll() is None and time.monotonic() < deadline, "the first run did not start"
             time.sleep(0.1)
-        for second in (["train", "--algo", "dqn", "--out", str(out)],
-                       ["train", "--algo", "dqn", "--out", str(out), "--force"],
-                       ["train", "--resume", str(out), "--total_env_steps", "20000000"]):
-            started = time.monotonic()
-            proc = janus(*second)
+        seconds = [["train", "--algo", "dqn", "--out", str(out)],
+                   ["train", "--algo", "dqn", "--out", str(out), "--force"],
+                   ["train", "--resume", str(out), "--total_env_steps", "20000000"]]
+        started = time.monotonic()
+        with ThreadPoolExecutor(len(seconds)) as pool:  # at once: each is refused before any work
+            procs = list(pool.map(lambda argv: janus(*argv), seconds))
+        for proc in procs:
             refused(proc, str(out / LOCK_NAME), f"pid {first.pid}", "in use by another janus run")
-            assert time.monotonic() - started < 60, "refused at once, not after a run"
+        assert time.monotonic() - started < 60, "refused at once, not after a run"
         assert first.poll() is None, "the first run goes on"
         assert not [p for p in tmp_path.iterdir() if p.name.startswith("R.old-")], "--force never moves a live run"
     finally:

@@ -207,27 +207,37 @@ def _serialized(folder: Path, flag: str) -> Iterator[None]:
         os.close(fd)
 
 
+def _holds_files(path: Path) -> bool:
+    """Whether folder ``path`` holds anything but a lock (a lone lock: a run killed as it started)."""
+    try:
+        return any(p.name != LOCK_NAME for p in path.iterdir())
+    except OSError as exc:
+        raise _flag_error("--out", path, f"cannot read the folder: {exc.strerror or exc}") from None
+
+
 def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
     """The locked, empty folder of a new run at ``path`` (an existing one moved aside with ``force``)."""
     check_out_path(path)
-    if path.is_dir() and any(p.name != LOCK_NAME for p in path.iterdir()):  # a lone lock: a run killed at start
+    if path.is_dir() and _holds_files(path):
         busy = RunLock(path).busy()
         if busy is not None:
             raise RunFolderError(busy)
         if not force:
             raise _flag_error("--out", path, "already holds a run (or other files); continue it with "
                               "--resume, choose another --out, or add --force to move it aside")
-        with RunLock(path).acquire():  # never move a folder a live run is writing
-            aside = _aside_name(path)
-            try:
-                os.rename(path, aside)
-            except OSError as exc:
-                raise _flag_error("--out", path, f"cannot move it aside: {exc.strerror or exc}") from None
-            os.unlink(aside / LOCK_NAME)
+        old = RunLock(path).acquire()  # never move a folder a live run is writing
+        aside = _aside_name(path)
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            old.release()
+            raise _flag_error("--out", path, f"cannot move it aside: {exc.strerror or exc}") from None
+        old.held = False  # the lock moved with the folder; a new lock at `path` is another run's
+        os.unlink(aside / LOCK_NAME)
         print(f"janus: --force: moved the existing {path} aside to {aside}", flush=True)
     _mkdir(path, "--out", exist_ok=True)
     lock = RunLock(path).acquire()
-    if any(p.name != LOCK_NAME for p in path.iterdir()):  # another run filled it between the check and the lock
+    if _holds_files(path):  # another run filled it between the check and the lock
         lock.release()
         raise _flag_error("--out", path, "was filled by another run meanwhile; choose another --out")
     return path, lock
