@@ -106,6 +106,10 @@ def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command:
     (out / "results.json").write_text("{}")
     refused(janus(*command, *SYNTHETIC, "--out", str(out)), f"--out {str(out)!r}", "--force")
     assert hashes(out) == {"results.json": hashlib.sha256(b"{}").hexdigest()}
+    proc = janus(*command, *SYNTHETIC, "--out", str(out), "--force")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("out.old-")]
+    assert (aside / "results.json").read_text() == "{}" and json.loads((out / "results.json").read_text())["runs"]
 
 
 def test_default_out_folders_never_collide(tmp_path: Path) -> None:
