@@ -112,6 +112,17 @@ def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command:
     assert (aside / "results.json").read_text() == "{}" and json.loads((out / "results.json").read_text())["runs"]
 
 
+def test_a_new_run_refuses_a_checkpoint_dir_that_holds_another_runs_checkpoint(run: Path, tmp_path: Path) -> None:
+    """runtime.checkpoint_dir chosen in the YAML, outside the run folder, is protected the same way."""
+    ckpt = run / "checkpoint"
+    before = hashes(ckpt)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"runtime:\n  checkpoint_dir: {ckpt}\nworkload:\n  total_env_steps: 1000\n")
+    proc = janus("train", "--algo", "dqn", "--config", str(config), "--out", str(tmp_path / "new"))
+    refused(proc, f"runtime.checkpoint_dir {str(ckpt)!r}", "--resume")
+    assert hashes(ckpt) == before and not (tmp_path / "new").exists()
+
+
 def test_default_out_folders_never_collide(tmp_path: Path) -> None:
     """Eight commands starting in the same second each get a folder of their own."""
     got: list[Path] = []

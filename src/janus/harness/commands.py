@@ -13,9 +13,9 @@ from typing import Any
 
 from janus import fileio
 from janus.config import RunConfig
+from janus.harness import run_folder
 from janus.harness.experiments import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.progress import ProgressLine
-from janus.harness import run_folder
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
 from janus.runtime.run import run_runtime
 
@@ -128,6 +128,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
         from janus.harness.tensorboard import check_tensorboard
 
         check_tensorboard()  # before any work: a missing package is a clear error, not a late crash
+    if args.command == "train" and getattr(args, "resume", None) is None:
+        run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML
     out_dir, lock = open_out_dir(args, label)
     with lock:
         return _run_in(args, label, out_dir, configs, skipped, baseline)
@@ -157,6 +159,7 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
 
 def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
                  skipped: list[dict[str, str]], baseline: str) -> int:
+    """Run each configuration (progress, interrupts) and write the results."""
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
     print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
     for s in skipped:

@@ -243,6 +243,17 @@ def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
     return path, lock
 
 
+def check_new_checkpoint_dir(checkpoint_dir: str | None) -> None:
+    """A new run's checkpoint folder chosen outside its run folder (``runtime.checkpoint_dir``)
+    must not hold another run's checkpoint: its files would be replaced."""
+    if checkpoint_dir is None:
+        return
+    path = Path(checkpoint_dir)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise RunFolderError(f"runtime.checkpoint_dir {str(path)!r} already holds files (another run's checkpoint?); "
+                             "continue that run with --resume, or choose an empty or new checkpoint_dir")
+
+
 def open_resumed(path: Path) -> RunLock:
     """The lock of the run folder ``path`` being resumed."""
     check_out_path(path, "--resume")
