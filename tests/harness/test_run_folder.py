@@ -222,6 +222,26 @@ def test_a_resume_that_fails_inside_the_run_leaves_the_folder_byte_identical(run
     assert "total_env_steps: 2500" in (run / "config.yaml").read_text(), "written once the resumed run committed"
 
 
+def test_a_resumed_run_writes_its_config_as_soon_as_it_has_committed(run: Path) -> None:
+    """config.yaml follows the first commit of the resumed run while it runs: a SIGKILL later
+    leaves a config that matches the newer checkpoint."""
+    state = run / "checkpoint" / "run_state.json"
+    seq = json.loads(state.read_text())["seq"]
+    proc = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--resume", str(run), "--total_env_steps",
+                             "10000000", "--checkpoint_interval_s", "0.3"], env=janus_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "total_env_steps: 10000000" not in (run / "config.yaml").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        assert json.loads(state.read_text())["seq"] > seq, "config.yaml was written before the resumed run committed"
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert "checkpoint_interval_s: 0.3" in (run / "config.yaml").read_text()
+
+
 # ---- item 3: a resume past its budget is an error, not a 0.05 s "run" ------------------------------
 def test_a_resume_whose_budget_is_reached_is_refused_and_keeps_the_results(run: Path) -> None:
     before = hashes(run)
