@@ -327,12 +327,12 @@ def check_changes(folder: Path, stored: RunConfig, requested: RunConfig) -> None
 def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], total_updates: int, budget_flag: str) -> None:
     """Refuse a resume whose budget (``total_updates`` learner updates) the run in ``folder``,
     at the commit ``state``, has already reached."""
-    trained = int(state.get("trained", 0))
+    trained, steps = int(state.get("trained", 0)), int(state.get("env_steps", 0))
     if state and trained >= total_updates:
         raise RunFolderError(
-            f"--resume {str(folder)!r}: the run is already at {int(state.get('env_steps', 0)):,} env steps "
-            f"({trained:,} updates), which reaches its budget {budget_flag} {_budget_value(requested, budget_flag):,} "
-            f"({total_updates:,} updates); raise {budget_flag} past {int(state.get('env_steps', 0)):,} to train further. {folder} was not changed "
+            f"--resume {str(folder)!r}: the run is already at {steps:,} env steps ({trained:,} updates), which "
+            f"reaches its budget {budget_flag} {_budget_value(requested, budget_flag):,} ({total_updates:,} updates); "
+            f"raise {budget_flag} past {steps:,} to train further. {folder} was not changed "
             "(results.json and results.csv are as they were)")
 
 
