@@ -66,9 +66,9 @@ echo "second node"
 start_node "$OUT/node.log" --address="127.0.0.1:$PORT" --num-cpus=2
 
 janus train --backend ray --address "127.0.0.1:$PORT" --num_workers 4 --workers_per_node 2 --quick \
-    --out "$OUT" "$@"
+    --out "$OUT/train" "$@"  # a folder of its own: janus refuses an --out that holds files (the node logs)
 
-python - "$OUT/results.json" <<'EOF'
+python - "$OUT/train/results.json" <<'EOF'
 import json, sys
 from collections import defaultdict
 

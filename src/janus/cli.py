@@ -271,6 +271,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="A tiny workload that finishes in seconds (caps iterations and total_env_steps; "
                              "values given as flags are kept).")
+    parser.add_argument("--force", action="store_true",
+                        help="If --out already holds a run, move it aside to OUT.old-<time> (never deleted).")
     _add_overrides(parser)
 
 
@@ -476,6 +478,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_rollout(args)
 
         cfg = config_from_args(args)
+        if getattr(args, "resume", None) is not None:  # before validate: a refused change is named as such
+            from janus.harness.run_folder import check_resume_request
+
+            check_resume_request(args, cfg)
         validate(cfg)  # fail on a bad config before any work starts; placements resolve per run
         return run_command(args, cfg)
     except JanusError as exc:

@@ -60,7 +60,7 @@ def test_a_failed_resume_does_not_poison_the_next_resume(run: Path, tmp_path: Pa
     failed = janus("train", "--resume", str(run), "--total_env_steps", "200000", "--checkpoint_interval_s", "600",
                    env=janus_env(fail_after=50))
     assert failed.returncode == 2 and "injected learner failure" in failed.stderr, failed.stderr[-2000:]
-    resumed = janus("train", "--resume", str(run), "--total_env_steps", STEPS, env=janus_env(capture=tmp_path / "seen"))
+    resumed = janus("train", "--resume", str(run), "--total_env_steps", "3500", env=janus_env(capture=tmp_path / "seen"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     seen = captured(tmp_path / "seen")
     assert seen is not None
@@ -92,7 +92,7 @@ def test_a_flipped_byte_in_a_buffer_save_fails_load(tmp_path: Path) -> None:
 
 def test_a_flipped_byte_in_trainer_pt_fails_resume_and_rollout(run: Path) -> None:
     _flip_in_largest_record(run / "checkpoint" / "trainer.pt")
-    resume = janus("train", "--resume", str(run), "--total_env_steps", STEPS)
+    resume = janus("train", "--resume", str(run), "--total_env_steps", "4500")  # past the budget spent
     assert resume.returncode == 2, resume.stderr[-2000:]
     assert "trainer.pt does not match run_state.json (sha256 differs)" in resume.stderr
     assert "start a new run with --out" in resume.stderr
@@ -157,6 +157,8 @@ def test_an_inconsistent_run_folder_is_a_clear_error(run: Path, case: str, capsy
 
 # ---- 7. writes never follow symlinks --------------------------------------------------------------
 def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path) -> None:
+    """A new run refuses a folder holding planted links (and --force moves it aside, links and all);
+    a resumed run replaces the links planted in its folder and never writes through them."""
     victims = tmp_path / "victims"
     victims.mkdir()
     out = tmp_path / "run"
@@ -167,12 +169,32 @@ def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path) 
         victim = victims / f"victim{i}"
         victim.write_text(f"precious {i}")
         (out / name).symlink_to(victim)
-    proc = janus("train", "--algo", "dqn", "--total_env_steps", "1500", "--out", str(out))
+    train = ["train", "--algo", "dqn", "--total_env_steps", "1500", "--out", str(out)]
+    refused = janus(*train)
+    assert refused.returncode == 2 and "--force" in refused.stderr, refused.stderr[-3000:]
+    proc = janus(*train, "--force")
     assert proc.returncode == 0, proc.stderr[-3000:]
     for i, name in enumerate(planted):
         assert (victims / f"victim{i}").read_text() == f"precious {i}", f"a write through {name} reached its target"
+
+    # a resume: links at every file it rewrites (config.yaml's target holds the run's own config,
+    # which the resume reads; run_state.json is read without following links, so it cannot be one)
+    rewritten = ["results.json", "results.csv", "chart.png", "learning_curve.png", "config.yaml",
+                 "checkpoint/run_state.json.tmp"]
+    for i, name in enumerate(rewritten):
+        victim = victims / f"resume{i}"
+        victim.write_bytes((out / name).read_bytes() if name == "config.yaml" else f"precious {i}".encode())
+        (out / name).unlink(missing_ok=True)
+        (out / name).symlink_to(victim)
+    config = (victims / f"resume{rewritten.index('config.yaml')}").read_text()
+    proc = janus("train", "--resume", str(out), "--total_env_steps", "2500")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for i, name in enumerate(rewritten):
+        expected = config if name == "config.yaml" else f"precious {i}"
+        assert (victims / f"resume{i}").read_text() == expected, f"a write through {name} reached its target"
     for name in ("results.json", "results.csv", "chart.png", "config.yaml", "checkpoint/run_state.json"):
         assert (out / name).is_file() and not (out / name).is_symlink(), name
+    assert "total_env_steps: 2500" in (out / "config.yaml").read_text()
     assert checkpoints.read_run_state(out / "checkpoint")["tag"] == checkpoints.FINAL
 
 

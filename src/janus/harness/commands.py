@@ -13,9 +13,10 @@ from typing import Any
 
 from janus import fileio
 from janus.config import RunConfig
+from janus.harness import run_folder
 from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
 from janus.harness.progress import ProgressLine
-from janus.harness.report import annotate, default_out_dir, format_table, write_learning_curve, write_results
+from janus.harness.report import annotate, format_table, write_learning_curve, write_results
 from janus.runtime.run import run_runtime
 
 
@@ -40,7 +41,8 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
     if args.command == "compare":
         configs = compare_configs(cfg)
     elif args.command == "train":
-        configs = [replace(cfg, name=args.name or "train")]
+        resumed = getattr(args, "resume", None) is not None  # a resumed run keeps its name unless --name
+        configs = [replace(cfg, name=args.name or (cfg.name if resumed else "train"))]
     else:
         configs, skipped = sweep_configs(cfg, args.sweep)
     configs = resolve_all(configs)
@@ -72,8 +74,9 @@ def _print_resume_point(folder: str) -> None:
     print(f"resuming from {which}: {state['trained']:,} updates, {state['env_steps']:,} env steps{replay}", flush=True)
 
 
-def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> RunConfig:
-    """Checkpoints for RL runs go to OUT/checkpoint; the resolved config is saved as OUT/config.yaml."""
+def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tuple[RunConfig, str]:
+    """Checkpoints for RL runs go to OUT/checkpoint; returns the config to run and the text of
+    OUT/config.yaml (the resolved config), which :func:`run_command` writes."""
     resume = getattr(args, "resume", None) is not None
     from janus.algorithms.base import algorithm
 
@@ -81,33 +84,84 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> Ru
         runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
                           best_dir=str(out_dir / "best"))
         cfg = replace(cfg, runtime=runtime)
-        if resume:
-            _print_resume_point(str(runtime.checkpoint_dir))
-    out_dir.mkdir(parents=True, exist_ok=True)
     saved = cfg.to_dict()
     # resume is per invocation; a checkpoint folder of the user's choosing is kept (absolute), the
     # default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
     chosen = cfg.runtime.checkpoint_dir
     if chosen is not None and Path(chosen).resolve() == (out_dir / "checkpoint").resolve():
         chosen = None
-    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": str(Path(chosen).resolve()) if chosen else None, "resume": False}
-    fileio.write_text(out_dir / "config.yaml", yaml.safe_dump(saved, sort_keys=False))
-    return cfg
+    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": str(Path(chosen).resolve()) if chosen else None, "resume": False,
+                        "best_dir": None}  # RUN_DIR/best, wherever the folder moves
+    return cfg, yaml.safe_dump(saved, sort_keys=False)
+
+
+def open_out_dir(args: argparse.Namespace, label: str) -> tuple[Path, run_folder.RunLock]:
+    """The run folder of this command, locked: a fresh one, or the one ``--resume`` names."""
+    run_folder.check_flags(args)
+    if getattr(args, "resume", None) is not None:
+        out_dir = Path(args.resume)
+        return out_dir, run_folder.open_resumed(out_dir)
+    if args.out is None:
+        out_dir = run_folder.claim_default(label)
+        return out_dir, run_folder.RunLock(out_dir).acquire()
+    return run_folder.open_new(Path(args.out), getattr(args, "force", False))
+
+
+def check_resume(out_dir: Path, cfg: RunConfig) -> None:
+    """``--resume``: refuse, before anything is written, a change the checkpoint does not allow or
+    a budget already reached (the stored config against ``cfg``, the config planned now)."""
+    from janus.algorithms.base import algorithm
+    from janus.runtime import checkpoints
+
+    algo = algorithm(cfg.workload.algo)
+    state = checkpoints.read_run_state(cfg.runtime.checkpoint_dir) if cfg.runtime.checkpoint_dir else {}
+    budget_flag = "--total_env_steps" if algo.has_policy else "--iterations"
+    run_folder.check_changes(out_dir, run_folder.stored_config(out_dir), cfg)  # as planned: resolved, --quick
+    run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, budget_flag)
+    if algo.has_policy:
+        _print_resume_point(str(cfg.runtime.checkpoint_dir))
 
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Run a parsed ``janus`` command; returns the exit code."""
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
-    out_dir = Path(args.out) if args.out else default_out_dir(label)
-    if getattr(args, "resume", None) is not None:
-        out_dir = Path(args.resume)
-    if args.command == "train":
-        if getattr(args, "tensorboard", False):
-            from janus.harness.tensorboard import check_tensorboard
+    if getattr(args, "tensorboard", False):
+        from janus.harness.tensorboard import check_tensorboard
 
-            check_tensorboard()  # before any work: a missing package is a clear error, not a late crash
-        configs = [prepare_train(args, c, out_dir) for c in configs]
+        check_tensorboard()  # before any work: a missing package is a clear error, not a late crash
+    if args.command == "train" and getattr(args, "resume", None) is None:
+        run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML
+    out_dir, lock = open_out_dir(args, label)
+    with lock:
+        return _run_in(args, label, out_dir, configs, skipped, baseline)
+
+
+def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
+            skipped: list[dict[str, str]], baseline: str) -> int:
+    """Run ``configs`` into the locked folder ``out_dir``: a resumed run's config.yaml is
+    written once it has committed a checkpoint, a new run's at once."""
+    resumed: run_folder.ResumeCommit | None = None
+    if args.command == "train":
+        prepared = [prepare_train(args, c, out_dir) for c in configs]
+        configs = [c for c, _ in prepared]
+        if getattr(args, "resume", None) is not None:
+            check_resume(out_dir, configs[0])
+            ckpt = configs[0].runtime.checkpoint_dir
+            resumed = run_folder.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None)
+            resumed.start()
+        else:
+            fileio.write_text(out_dir / "config.yaml", prepared[0][1])
+    try:
+        return _run_configs(args, label, out_dir, configs, skipped, baseline)
+    finally:
+        if resumed is not None:
+            resumed.finish()
+
+
+def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
+                 skipped: list[dict[str, str]], baseline: str) -> int:
+    """Run each configuration (progress, interrupts) and write the results."""
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
     print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
     for s in skipped:

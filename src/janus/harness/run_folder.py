@@ -1,0 +1,432 @@
+"""The run folder as a unit of trust: who may write it, and when.
+
+* A new run gets a fresh folder: an existing non-empty ``--out`` is refused unless ``--force``,
+  which moves the old folder aside (``OUT.old-<time>``), never deletes it. The default
+  ``runs/<command>-<time>`` is claimed with an exclusive ``mkdir``, so two runs never share one.
+* :class:`RunLock`: ``OUT/.janus.lock`` (pid and host), created with ``O_EXCL`` while the run lasts;
+  a second run into the folder is refused at once; a lock whose process is dead is taken over.
+* ``--resume``: :func:`check_resume` compares the stored configuration with the requested one
+  before anything is written and refuses a change of anything the checkpoint fixes, or a budget
+  the run has already reached. :class:`ResumeCommit` writes the new ``config.yaml`` only once the
+  resumed run has committed a checkpoint; a resumed run that commits nothing leaves its checkpoint
+  folder as it was.
+* Bad ``--out`` paths (a file, a path under a file, a place that cannot be written) are errors
+  naming the path, before any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+from janus.config import RunConfig, from_dict, read_yaml
+from janus.errors import CheckpointError, JanusError
+
+LOCK_NAME = ".janus.lock"
+
+# Configuration entries a resumed run may change (config path -> the flag that sets it): budgets,
+# timing of checkpoints and liveness checks, where the components run. Everything else is fixed
+# by the checkpoint (env, algorithm, network, buffer, hyperparameters, data path, seed).
+MAY_CHANGE_ON_RESUME: dict[str, str] = {
+    "name": "--name",
+    "workload.total_env_steps": "--total_env_steps",
+    "workload.iterations": "--iterations",
+    "runtime.checkpoint_interval_s": "--checkpoint_interval_s",
+    "runtime.stall_timeout_s": "--stall_timeout_s",
+    "runtime.ping_interval_s": "--ping_interval_s",
+    "runtime.pong_timeout_s": "--pong_timeout_s",
+    "runtime.backend": "--backend",
+    "runtime.address": "--address",
+    "runtime.workers_per_node": "--workers_per_node",
+    "runtime.max_calls_in_flight": "--max_calls_in_flight",
+    "runtime.eval_interval_steps": "--eval_interval_steps",
+    "runtime.eval_episodes": "--eval_episodes",
+}
+NOT_COMPARED = {"runtime.checkpoint_dir", "runtime.resume", "runtime.best_dir"}  # set per invocation by `janus train`
+ALGORITHM_FLAGS = {"prioritized", "n_step"}  # algorithm.<key> entries that have a flag of their own
+
+
+class RunFolderError(JanusError, ValueError):
+    """An output folder janus may not use (taken, locked, not a folder, not writable), or a resume
+    that would change what its checkpoint fixes."""
+
+
+def _flag_error(flag: str, path: Path, why: str) -> RunFolderError:
+    return RunFolderError(f"{flag} {str(path)!r}: {why}")
+
+
+def check_out_path(path: Path, flag: str = "--out") -> None:
+    """``path`` can be a run folder: not a file, not under a file (nothing is created here)."""
+    if path.exists() and not path.is_dir():
+        raise _flag_error(flag, path, "is a file, not a folder; choose another path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise _flag_error(flag, path, f"{str(parent)!r} is a file, not a folder; choose another path")
+            break
+
+
+def _mkdir(path: Path, flag: str, exist_ok: bool) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise _flag_error(flag, path, f"cannot create the folder: {exc.strerror or exc}") from None
+
+
+def claim_default(label: str, root: Path = Path("runs")) -> Path:
+    """Create ``runs/<label>-<YYYYmmdd-HHMMSS>`` (``-2``, ``-3``... when taken) exclusively."""
+    base = root / f"{label}-{datetime.now():%Y%m%d-%H%M%S}"
+    path, n = base, 2
+    check_out_path(base)
+    while True:
+        try:
+            _mkdir(path, "--out", exist_ok=False)
+            return path
+        except FileExistsError:
+            path, n = base.with_name(f"{base.name}-{n}"), n + 1
+
+
+def _aside_name(path: Path) -> Path:
+    base = path.with_name(f"{path.name}.old-{datetime.now():%Y%m%d-%H%M%S}")
+    aside, n = base, 2
+    while aside.exists():
+        aside, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return aside
+
+
+class RunLock:
+    """``FOLDER/.janus.lock``: this process writes the folder. Created with ``O_EXCL`` (pid, host,
+    start time); released by :meth:`release`. A lock left by a dead process on this host is taken over."""
+
+    def __init__(self, folder: Path, flag: str = "--out") -> None:
+        self.folder = folder
+        self.path = folder / LOCK_NAME
+        self.flag = flag
+        self.held = False
+
+    def acquire(self) -> RunLock:
+        with _serialized(self.folder, self.flag):
+            try:
+                self._create()
+            except FileExistsError:
+                owner = self._owner()
+                if owner is None or _alive(owner):
+                    raise RunFolderError(self._busy_message(owner)) from None
+                print(f"janus: taking over the stale lock {self.path} of pid {owner.get('pid')} "
+                      f"(that process is no longer running)", flush=True)
+                os.unlink(self.path)
+                self._create()
+        self.held = True
+        return self
+
+    def _create(self) -> None:
+        text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise _flag_error(self.flag, self.folder, f"cannot write in this folder: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+
+    def busy(self) -> str | None:
+        """Why another live run holds this folder (None: no lock, or a stale one)."""
+        if not self.path.exists():
+            return None
+        owner = self._owner()
+        return self._busy_message(owner) if owner is None or _alive(owner) else None
+
+    def _owner(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.path.read_text()[:4096])
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+
+    def _busy_message(self, owner: dict[str, Any] | None) -> str:
+        who = (f"pid {owner['pid']} on {owner.get('host')}, since "
+               f"{datetime.fromtimestamp(float(owner.get('started', 0))):%Y-%m-%d %H:%M:%S}") if owner else "an unreadable lock"
+        return (f"{self.flag} {str(self.folder)!r} is in use by another janus run ({who}): its lock {self.path} exists; "
+                f"wait for that run to end, or delete the lock if no run is using the folder")
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _alive(owner: dict[str, Any]) -> bool:
+    """Whether the lock's process may still run (another host's process is assumed alive)."""
+    if owner.get("host") != socket.gethostname():
+        return True
+    pid = int(owner["pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (killed, not yet reaped by its parent) runs no more
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@contextlib.contextmanager
+def _serialized(folder: Path, flag: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` so two processes never take over one stale lock together."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: O_EXCL alone
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise _flag_error(flag, folder, f"cannot open the folder: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _holds_files(path: Path) -> bool:
+    """Whether folder ``path`` holds anything but a lock (a lone lock: a run killed as it started)."""
+    try:
+        return any(p.name != LOCK_NAME for p in path.iterdir())
+    except OSError as exc:
+        raise _flag_error("--out", path, f"cannot read the folder: {exc.strerror or exc}") from None
+
+
+def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
+    """The locked, empty folder of a new run at ``path`` (an existing one moved aside with ``force``)."""
+    check_out_path(path)
+    if path.is_dir() and _holds_files(path):
+        busy = RunLock(path).busy()
+        if busy is not None:
+            raise RunFolderError(busy)
+        if not force:
+            raise _flag_error("--out", path, "already holds a run (or other files); continue it with "
+                              "--resume, choose another --out, or add --force to move it aside")
+        old = RunLock(path).acquire()  # never move a folder a live run is writing
+        aside = _aside_name(path)
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            old.release()
+            raise _flag_error("--out", path, f"cannot move it aside: {exc.strerror or exc}") from None
+        old.held = False  # the lock moved with the folder; a new lock at `path` is another run's
+        os.unlink(aside / LOCK_NAME)
+        print(f"janus: --force: moved the existing {path} aside to {aside}", flush=True)
+    _mkdir(path, "--out", exist_ok=True)
+    lock = RunLock(path).acquire()
+    if _holds_files(path):  # another run filled it between the check and the lock
+        lock.release()
+        raise _flag_error("--out", path, "was filled by another run meanwhile; choose another --out")
+    return path, lock
+
+
+def check_new_checkpoint_dir(checkpoint_dir: str | None) -> None:
+    """A new run's checkpoint folder chosen outside its run folder (``runtime.checkpoint_dir``)
+    must not hold another run's checkpoint: its files would be replaced."""
+    if checkpoint_dir is None:
+        return
+    path = Path(checkpoint_dir)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise RunFolderError(f"runtime.checkpoint_dir {str(path)!r} already holds files (another run's checkpoint?); "
+                             "continue that run with --resume, or choose an empty or new checkpoint_dir")
+
+
+def open_resumed(path: Path) -> RunLock:
+    """The lock of the run folder ``path`` being resumed."""
+    check_out_path(path, "--resume")
+    return RunLock(path, "--resume").acquire()
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Flags that contradict ``--resume``: each is an error naming it, never silently ignored."""
+    resume = getattr(args, "resume", None)
+    if resume is None:
+        return
+    if args.out is not None and Path(args.out).resolve() != Path(resume).resolve():
+        raise RunFolderError(f"--out {str(args.out)!r} with --resume {str(resume)!r}: a resumed run writes into "
+                             "its own folder; drop --out (or start a new run with --out and no --resume)")
+    if getattr(args, "force", False):
+        raise RunFolderError("--force with --resume: --force moves an old run aside for a new one; "
+                             "drop --force to continue the run")
+    if getattr(args, "config", None) is not None:
+        raise RunFolderError(f"--config with --resume: a resumed run keeps {Path(resume) / 'config.yaml'}; "
+                             "change its budget with flags such as --total_env_steps")
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def flag_of(path: str) -> str:
+    """The command-line flag (or config entry) behind configuration path ``path``."""
+    if path in MAY_CHANGE_ON_RESUME:
+        return MAY_CHANGE_ON_RESUME[path]
+    section, _, key = path.rpartition(".")
+    if section == "algorithm":
+        return f"--{key}" if key in ALGORITHM_FLAGS else f"algorithm.{key}"
+    if path == "workload.algo":
+        return "--algo"
+    if path == "workload.num_actors":
+        return "--num_actors/--num_workers"
+    return f"--{key}"
+
+
+def check_resume_request(args: argparse.Namespace, requested: RunConfig) -> None:
+    """``janus train --resume``, before the config is validated or anything written: flags that
+    contradict ``--resume`` and changes of what the checkpoint fixes are errors naming the flag."""
+    check_flags(args)
+    folder = Path(args.resume)
+    check_changes(folder, stored_config(folder), requested)
+
+
+def check_changes(folder: Path, stored: RunConfig, requested: RunConfig) -> None:
+    """Refuse a resume of the run in ``folder`` that changes what its checkpoint fixes."""
+    old = _flat(json.loads(json.dumps(stored.to_dict())))
+    new = _flat(json.loads(json.dumps(requested.to_dict())))
+    changed = sorted(p for p in set(old) | set(new) if p not in NOT_COMPARED and old.get(p) != new.get(p))
+    fixed = [p for p in changed if p not in MAY_CHANGE_ON_RESUME]
+    if fixed:
+        what = "; ".join(f"{flag_of(p)}: {old.get(p)!r:.60} in the run, {new.get(p)!r:.60} asked" for p in fixed)
+        allowed = ", ".join(sorted(set(MAY_CHANGE_ON_RESUME.values())) + ["--tensorboard"])
+        raise RunFolderError(
+            f"--resume {str(folder)!r} cannot change {', '.join(flag_of(p) for p in fixed)} ({what}): the run's "
+            f"checkpoint fixes it. A resumed run may change only {allowed}; start a new run with --out to train "
+            f"with other settings. {folder} was not changed")
+
+
+def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], total_updates: int, budget_flag: str) -> None:
+    """Refuse a resume whose budget (``total_updates`` learner updates) the run in ``folder``,
+    at the commit ``state``, has already reached."""
+    trained, steps = int(state.get("trained", 0)), int(state.get("env_steps", 0))
+    if state and trained >= total_updates:
+        raise RunFolderError(
+            f"--resume {str(folder)!r}: the run is already at {steps:,} env steps ({trained:,} updates), which "
+            f"reaches its budget {budget_flag} {_budget_value(requested, budget_flag):,} ({total_updates:,} updates); "
+            f"raise {budget_flag} past {steps:,} to train further. {folder} was not changed "
+            "(results.json and results.csv are as they were)")
+
+
+def _budget_value(cfg: RunConfig, flag: str) -> int:
+    return int(getattr(cfg.workload, flag.lstrip("-")))
+
+
+class ResumeCommit:
+    """A resumed run's folder changes only once the run has committed a checkpoint.
+
+    :meth:`start` before the run, :meth:`finish` after it (whatever the outcome). Between them a
+    thread writes ``config.yaml`` as soon as ``run_state.json`` shows a commit newer than the one
+    resumed from. If the run commits nothing, :meth:`finish` puts ``run.json`` back and removes
+    every file the run added to the checkpoint folder (parts of checkpoints never committed).
+    """
+
+    def __init__(self, config_path: Path, config_text: str, checkpoint_dir: Path | None) -> None:
+        self.config_path = config_path
+        self.config_text = config_text
+        self.checkpoint_dir = checkpoint_dir
+        self.seq0 = self._seq()
+        self.run_file = self._read(checkpoint_dir / "run.json") if checkpoint_dir else None
+        self.files0 = set(os.listdir(checkpoint_dir)) if checkpoint_dir and checkpoint_dir.is_dir() else set()
+        self.written = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="janus-resume-commit", daemon=True)
+
+    @staticmethod
+    def _read(path: Path) -> bytes | None:
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _seq(self) -> int:
+        from janus.runtime.checkpoints import read_run_state
+
+        if self.checkpoint_dir is None:
+            return 0
+        try:
+            return int(read_run_state(self.checkpoint_dir).get("seq", 0))
+        except (CheckpointError, OSError):
+            return -1
+
+    def committed(self) -> bool:
+        """Whether the resumed run has committed a checkpoint (always true without checkpoints)."""
+        return self.checkpoint_dir is None or self._seq() > self.seq0
+
+    def _write_config(self) -> None:
+        from janus import fileio
+
+        with self._lock:
+            if not self.written:
+                fileio.write_text(self.config_path, self.config_text)
+                self.written = True
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            if self.committed():
+                self._write_config()
+                return
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> None:
+        """After the run: write the config if it committed, else undo what it added."""
+        self._stop.set()
+        self._thread.join()
+        if self.committed():
+            self._write_config()
+            return
+        folder = self.checkpoint_dir
+        if folder is None or not folder.is_dir():
+            return
+        for name in set(os.listdir(folder)) - self.files0:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(folder / name)
+        if self.run_file is not None and self._read(folder / "run.json") != self.run_file:
+            from janus import fileio
+
+            fileio.write_bytes(folder / "run.json", self.run_file)
+
+
+def stored_config(folder: Path) -> RunConfig:
+    """The configuration ``janus train`` saved in ``folder/config.yaml`` (on its algorithm's preset,
+    as ``janus.cli.config_from_args`` reads it)."""
+    from janus.algorithms.base import algorithm
+
+    raw = read_yaml(folder / "config.yaml")
+    name = (raw.get("workload") or {}).get("algo", "synthetic")
+    preset = algorithm(name).preset if isinstance(name, str) else {}
+    base = from_dict(preset) if preset else RunConfig()
+    return from_dict(raw, base=base) if raw else base
