@@ -1,4 +1,4 @@
-"""janus (runtime, default backend, its presets) vs Stable-Baselines3 DQN and PPO: speed and return.
+"""janus (runtime, default backend, its presets) vs Stable-Baselines3 DQN, PPO and SAC: speed and return.
 
 Both libraries train, one after the other in this process, on the same environment with the same
 env-step budget, the same networks and the hyperparameters matched wherever both have them (see
@@ -11,6 +11,7 @@ ratios of back-to-back runs. One torch thread (the target machine is a shared 2-
     PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py                 # dqn 50k + ppo 100k, seed 0
     PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py --quick         # smoke test, < 1 min
     PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py --algos ppo --seeds 0 1 2 --json runs/rl_peers.json
+    PYTHONPATH=src .venv/bin/python benchmarks/rl_peers.py --algos sac --seeds 0 1 2   # Pendulum-v1, 20k steps
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from janus.config import from_dict, resolve
 from janus.runtime.run import make_backend, run_runtime
 from janus.algorithms.base import algorithm
 
-STEPS = {"dqn": 50_000, "ppo": 100_000}
-QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192}
+STEPS = {"dqn": 50_000, "ppo": 100_000, "sac": 20_000}
+QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192, "sac": 2_000}
+ENVS = {"dqn": "CartPole-v1", "ppo": "CartPole-v1", "sac": "Pendulum-v1"}  # without --env
 WINDOW, EVAL_EPISODES = 20, 10  # training episodes averaged; greedy episodes after training
 
 
@@ -77,10 +79,12 @@ def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
     out = run_runtime(cfg, backend=backend).to_dict()  # wall_s: StartMsg to finished, start-up excluded
     cpu = time.process_time() + children_cpu_s() - cpu  # every thread, and worker processes
     learner = backend.component("trainer").learner.learner  # type: ignore[attr-defined]
-    net = learner.q if algo == "dqn" else learner.agent.actor  # greedy: argmax Q / argmax logits
 
     @torch.no_grad()
-    def act(obs: np.ndarray) -> int:
+    def act(obs: np.ndarray) -> Any:
+        if algo == "sac":  # the squashed mean action, scaled to the env's bounds
+            return learner.greedy_action(obs[None])[0]
+        net = learner.q if algo == "dqn" else learner.agent.actor  # greedy: argmax Q / argmax logits
         return int(net(torch.as_tensor(obs, dtype=torch.float32)[None]).argmax(1).item())
 
     env_steps = out["counts"]["transitions_produced"]
@@ -92,7 +96,7 @@ def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
 
 def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
     """The SB3 model with janus's settings (the registered algorithm's config of the same run) carried over."""
-    from stable_baselines3 import DQN, PPO
+    from stable_baselines3 import DQN, PPO, SAC
     from stable_baselines3.common.env_util import make_vec_env
 
     a = algorithm(algo).config(janus_config(algo, env, steps, seed))
@@ -109,6 +113,17 @@ def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
             target_update_interval=round(a.target_update_interval * a.train_frequency),
             exploration_fraction=min(1.0, a.exploration_steps / steps), exploration_initial_eps=a.eps_start,
             exploration_final_eps=a.eps_end, max_grad_norm=a.max_grad_norm,
+            policy_kwargs={"net_arch": list(a.hidden), "activation_fn": nn.ReLU},
+            stats_window_size=WINDOW, seed=seed, device="cpu", verbose=0,
+        )
+    if algo == "sac":
+        dim = int(np.prod(gym.make(env).action_space.shape))
+        return SAC(
+            "MlpPolicy", venv, learning_rate=a.lr, buffer_size=a.buffer_size, learning_starts=a.learning_starts,
+            batch_size=a.batch_size, tau=a.tau, gamma=a.gamma, train_freq=(a.rollout_steps, "step"),
+            gradient_steps=round(a.rollout_steps * a.num_envs / a.train_frequency),
+            ent_coef=f"auto_{a.init_alpha}" if a.autotune_alpha else a.init_alpha,
+            target_entropy=-a.target_entropy_scale * dim,
             policy_kwargs={"net_arch": list(a.hidden), "activation_fn": nn.ReLU},
             stats_window_size=WINDOW, seed=seed, device="cpu", verbose=0,
         )
@@ -133,8 +148,9 @@ def run_sb3(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     returns = [info["r"] for info in model.ep_info_buffer][-WINDOW:]
 
-    def act(obs: np.ndarray) -> int:
-        return int(model.predict(obs, deterministic=True)[0])
+    def act(obs: np.ndarray) -> Any:
+        action = model.predict(obs, deterministic=True)[0]
+        return action if algo == "sac" else int(action)
 
     updates = model._n_updates  # gradient steps; PPO counts epochs, so times minibatches per epoch
     if algo == "ppo":
@@ -187,8 +203,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", default="dqn,ppo", help="comma-separated: dqn, ppo")
-    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--algos", default="dqn,ppo", help="comma-separated: dqn, ppo, sac")
+    parser.add_argument("--env", default=None, help=f"environment id (default per algorithm: {ENVS})")
     parser.add_argument("--steps", type=int, default=None, help=f"env-step budget (default {STEPS})")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--libs", default="janus,sb3", help="comma-separated: janus, sb3")
@@ -206,15 +222,16 @@ def main() -> None:
     import stable_baselines3
 
     print(f"janus vs stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}, "
-          f"gymnasium {gym.__version__}, python {platform.python_version()}, env {args.env}")
+          f"gymnasium {gym.__version__}, python {platform.python_version()}")
     rows = []
     for algo in args.algos.split(","):
         steps = args.steps or (QUICK_STEPS if args.quick else STEPS)[algo]
+        env = args.env or ENVS[algo]
         for seed in args.seeds:
             for lib in args.libs.split(","):  # alternate libraries so load drift hits both
-                res = RUNNERS[lib](algo, args.env, steps, seed)
+                res = RUNNERS[lib](algo, env, steps, seed)
                 res["cpu_us_per_step"] = 1e6 * res["cpu_s"] / res["env_steps"]
-                rows.append({"algo": algo, "lib": lib, "seed": seed, "budget": steps, **res})
+                rows.append({"algo": algo, "lib": lib, "seed": seed, "budget": steps, "env": env, **res})
                 print(f"{algo} {lib:5s} seed {seed}: {res['steps_per_s']:,.0f} env steps/s, {res['wall_s']:.1f} s, "
                       f"final return {res['final_return']:.1f}, eval {res['eval_return']:.1f}", flush=True)
     print_table(rows)
@@ -222,7 +239,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            json.dump({"env": args.env, "date": date, "rows": rows, "summary": summary}, f, indent=1)
+            json.dump({"env": args.env or ENVS, "date": date, "rows": rows, "summary": summary}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,7 @@ MODULES = {
     "synthetic": "janus.algorithms.synthetic",
     "dqn": "janus.algorithms.dqn",
     "ppo": "janus.algorithms.ppo",
+    "sac": "janus.algorithms.sac",
 }
 """Name -> module that registers it when imported (looked up lazily)."""
 _REGISTRY: dict[str, Algorithm] = {}

@@ -12,7 +12,7 @@ import math
 from dataclasses import fields, replace
 from typing import Any
 
-from janus.algorithms.base import Algorithm, BufferSpec
+from janus.algorithms.base import Algorithm, Budget, BufferSpec
 from janus.errors import ConfigError, invalid
 
 MAPPED = {  # algorithm field -> where the data-path config sets it
@@ -22,7 +22,7 @@ MAPPED = {  # algorithm field -> where the data-path config sets it
 }
 UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "tau"}
 ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
-POSITIVE = {"lr", "train_frequency"}  # numbers that must be > 0
+POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
 
 
@@ -83,6 +83,32 @@ class GymAlgorithm(Algorithm):
         raise NotImplementedError
 
 
+class ReplayGymAlgorithm(GymAlgorithm):
+    """An off-policy algorithm learning from replay: its config has ``batch_size``, ``buffer_size``,
+    ``learning_starts`` and ``train_frequency`` (env steps per gradient update)."""
+
+    on_policy = False
+
+    def mapped(self, cfg: Any) -> dict[str, Any]:
+        return {**super().mapped(cfg), "batch_size": cfg.janus.batch_size, "buffer_size": cfg.janus.buffer_capacity}
+
+    def budget(self, cfg: Any) -> Budget:
+        """One update per ``train_frequency`` env steps after ``learning_starts``."""
+        a = self.config(cfg)
+        return Budget(max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency)), 0)
+
+    def rates(self, cfg: Any) -> tuple[int, float]:
+        """``learning_starts`` and the replay ratio ``batch_size / train_frequency``, unless the
+        runtime section sets them."""
+        a, r = self.config(cfg), cfg.runtime
+        return r.min_inserts or a.learning_starts or cfg.minibatch_size, r.samples_per_insert or a.batch_size / a.train_frequency
+
+    def publish_every(self, cfg: Any) -> int:
+        """One version per round of one piece from every worker (the updates the ratio allots it)."""
+        w = cfg.workload
+        return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
+
+
 def check_value(key: str, value: Any, default: Any) -> None:
     """``algorithm.<key>`` has the default's type and a sensible range: see the sets above."""
     name = f"algorithm.{key}"
@@ -133,6 +159,18 @@ class GymActorSide:
 
     def load_params(self, snapshot: Any) -> None:
         self.actor.load_params(dict(snapshot.arrays), snapshot.version)
+
+
+class GlobalStepActorSide(GymActorSide):
+    """An actor whose schedule (exploration, random warm-up) follows the global env-step count,
+    estimated as this worker's steps times the number of workers."""
+
+    def __init__(self, actor: Any, piece_steps: int, num_workers: int, initial_env_steps: int = 0) -> None:
+        super().__init__(actor, piece_steps, initial_env_steps)
+        self.num_workers = num_workers
+
+    def act(self) -> tuple[dict, Any]:
+        return self.actor.rollout(self.piece_steps, global_step=self.actor.env_steps * self.num_workers)
 
 
 class GymLearnerSide:

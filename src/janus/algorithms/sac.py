@@ -1,0 +1,312 @@
+"""Soft Actor-Critic (Haarnoja et al., 2018) for Box action spaces.
+
+* :class:`SACActor` (runs in a Worker) acts with the squashed Gaussian policy in a vector env (or
+  uniformly at random for the first ``learning_starts`` global env steps) and returns pieces of
+  one-step transitions, time-major ``[T, num_envs, ...]``: ``obs, action, reward, next_obs,
+  terminated, truncated``. Actions are stored in the policy's ``[-1, 1]`` range; the actor maps
+  them affinely onto the environment's ``[low, high]`` when it steps.
+* :class:`SACLearner` (runs in the Trainer): twin Q-networks with Polyak-averaged targets, a
+  tanh-squashed Gaussian policy trained against the smaller of the two Q values, and an entropy
+  temperature ``alpha`` tuned automatically towards ``target_entropy`` (``-action_dim`` by default).
+
+The bootstrap is cut only at termination (``terminated``); a truncated episode (time limit)
+bootstraps from its real last observation, which :func:`~janus.algorithms.envs.next_obs_of` keeps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from janus.algorithms.base import register
+from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
+from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
+from janus.algorithms.optim import adam
+from janus.errors import invalid
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+@dataclass
+class SACConfig:
+    """SAC hyperparameters. The defaults follow SB3's and CleanRL's SAC (they solve Pendulum-v1)."""
+
+    num_envs: int = 1
+    """Sub-environments per actor (set by ``workload.envs_per_actor``)."""
+    rollout_steps: int = 8
+    """Vector-env steps per piece (set by ``workload.rollout_length``)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Widths of the hidden layers of the policy and of each Q-network (ReLU)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak step of the target Q-networks: ``target <- tau * online + (1 - tau) * target``."""
+    lr: float = 3e-4
+    """Adam learning rate of the Q-networks, the policy and the temperature."""
+    batch_size: int = 256
+    """Transitions per gradient update (set by the top-level ``batch_size``)."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions (set by the top-level ``buffer_capacity``)."""
+    learning_starts: int = 1_000
+    """Env steps of uniformly random actions (and collected) before the first update."""
+    train_frequency: float = 1.0
+    """Env steps per gradient update (the replay ratio is ``batch_size / train_frequency``)."""
+    init_alpha: float = 1.0
+    """Initial entropy temperature."""
+    autotune_alpha: bool = True
+    """Tune ``alpha`` so the policy's entropy tracks ``target_entropy``; else keep ``init_alpha``."""
+    target_entropy_scale: float = 1.0
+    """``target_entropy = -target_entropy_scale * action_dim``."""
+
+
+def _check_box(space: gym.Space) -> gym.spaces.Box:
+    check_action_space("sac", space, (gym.spaces.Box,))
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        raise invalid("--env action space for --algo sac", str(space), "a Box with finite low and high bounds")
+    return space  # type: ignore[return-value]
+
+
+class SquashedGaussianPolicy(nn.Module):
+    """Observation -> tanh-squashed Gaussian over ``[-1, 1]^action_dim``."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.torso = mlp(obs_dim, hidden[:-1], hidden[-1])
+        self.mean = nn.Linear(hidden[-1], action_dim)
+        self.log_std = nn.Linear(hidden[-1], action_dim)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = F.relu(self.torso(obs.flatten(1)))
+        log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return self.mean(h), log_std
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in ``[-1, 1]`` and its log-probability (tanh-corrected)."""
+        mean, log_std = self(obs)
+        std = log_std.exp()
+        u = mean + std * torch.randn_like(mean)
+        action = torch.tanh(u)
+        gauss = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        # log |d tanh(u)/du| = log(1 - tanh(u)^2), in the numerically stable form
+        correction = (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
+        return action, gauss - correction
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """The mean action, squashed into ``[-1, 1]``."""
+        return torch.tanh(self(obs)[0])
+
+
+class TwinQ(nn.Module):
+    """Two independent Q-networks over ``(obs, action)``."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.q1 = mlp(obs_dim + action_dim, hidden, 1)
+        self.q2 = mlp(obs_dim + action_dim, hidden, 1)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.cat([obs.flatten(1), action], 1)
+        return self.q1(x).squeeze(1), self.q2(x).squeeze(1)
+
+
+def policy_network(cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Box) -> SquashedGaussianPolicy:
+    return SquashedGaussianPolicy(flat_size(obs_space), int(action_space.shape[0]), cfg.hidden)
+
+
+class ActionScale:
+    """Affine map between the policy's ``[-1, 1]`` and the environment's ``[low, high]``."""
+
+    def __init__(self, space: gym.spaces.Box) -> None:
+        self.low = space.low.astype(np.float32)
+        self.half = ((space.high - space.low) / 2).astype(np.float32)
+
+    def to_env(self, action: np.ndarray) -> np.ndarray:
+        return self.low + (np.clip(action, -1.0, 1.0) + 1.0) * self.half
+
+
+class SACActor:
+    """Actor side: stochastic policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
+
+    def __init__(self, cfg: SACConfig, env_id: str, seed: int, num_envs: int | None = None) -> None:
+        self.cfg = cfg
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed)
+        space = _check_box(self.envs.single_action_space)
+        self.num_envs = self.envs.num_envs
+        self.action_dim = int(space.shape[0])
+        self.scale = ActionScale(space)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = policy_network(cfg, self.envs.single_observation_space, space)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.obs, _ = self.envs.reset(seed=seed)
+        self.episodes = EpisodeTracker(self.num_envs)
+        self.version = -1
+        self.env_steps = 0
+
+    def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
+        """Copy a learner snapshot of the policy into the local network."""
+        load_snapshot(self.policy, params)
+        self.version = int(version)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, random: bool) -> np.ndarray:
+        """Actions in ``[-1, 1]``: uniform while ``random``, else drawn from the policy."""
+        if random:
+            return self.rng.uniform(-1.0, 1.0, (self.num_envs, self.action_dim)).astype(np.float32)
+        mean, log_std = self.policy(torch.as_tensor(obs, dtype=torch.float32))
+        noise = torch.randn(mean.shape, generator=self.generator)
+        return torch.tanh(mean + log_std.exp() * noise).numpy()
+
+    def rollout(self, num_steps: int, global_step: int | None = None) -> tuple[dict[str, np.ndarray], Episodes]:
+        """Step ``num_steps`` times; return a piece of transitions and the finished episodes.
+
+        ``global_step`` (env steps over all actors, default: this actor's own count) decides when
+        the random warm-up of ``learning_starts`` steps ends.
+        """
+        step0 = self.env_steps if global_step is None else int(global_step)
+        out: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated", "truncated")}
+        for t in range(num_steps):
+            action = self.act(self.obs, random=step0 + t * self.num_envs < self.cfg.learning_starts)
+            obs, reward, term, trunc, info = self.envs.step(self.scale.to_env(action))
+            out["obs"].append(np.asarray(self.obs, dtype=np.float32))
+            out["action"].append(action)
+            out["reward"].append(np.asarray(reward, dtype=np.float32))
+            out["next_obs"].append(next_obs_of(obs, term, trunc, info).astype(np.float32))
+            out["terminated"].append(term)
+            out["truncated"].append(trunc)
+            self.episodes.step(reward, term | trunc)
+            self.obs = obs
+        self.env_steps += num_steps * self.num_envs
+        return {k: np.stack(v) for k, v in out.items()}, self.episodes.pop()
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class SACLearner:
+    """Learner side: one SAC step per batch (critics, then policy, then temperature, then targets)."""
+
+    def __init__(self, cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.Space, seed: int) -> None:
+        space = _check_box(action_space)
+        self.cfg = cfg
+        obs_dim, action_dim = flat_size(obs_space), int(space.shape[0])
+        self.scale = ActionScale(space)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = SquashedGaussianPolicy(obs_dim, action_dim, cfg.hidden)
+            self.critic = TwinQ(obs_dim, action_dim, cfg.hidden)
+        self.target = TwinQ(obs_dim, action_dim, cfg.hidden)
+        self.target.load_state_dict(self.critic.state_dict())
+        self.target.requires_grad_(False)
+        self._critic_params = list(self.critic.parameters())
+        self._target_params = list(self.target.parameters())
+        self.critic_opt = adam(self._critic_params, lr=cfg.lr)
+        self.policy_opt = adam(self.policy.parameters(), lr=cfg.lr)
+        self.log_alpha = torch.tensor(math.log(cfg.init_alpha), requires_grad=True)
+        self.alpha_opt = adam([self.log_alpha], lr=cfg.lr)
+        self.target_entropy = -cfg.target_entropy_scale * action_dim
+        self.updates = 0
+
+    @property
+    def alpha(self) -> float:
+        return float(self.log_alpha.detach().exp())
+
+    def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
+        """One gradient step of the critics, the policy and (autotuned) the temperature."""
+        obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
+        action, reward = batch["action"].float(), batch["reward"].float()
+        alpha = self.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_action, next_logp = self.policy.sample(next_obs)
+            t1, t2 = self.target(next_obs, next_action)
+            keep = 1.0 - batch["terminated"].float()
+            target = reward + self.cfg.gamma * keep * (torch.min(t1, t2) - alpha * next_logp)
+        q1, q2 = self.critic(obs, action)
+        q_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
+        self.critic_opt.zero_grad(set_to_none=True)
+        q_loss.backward()
+        self.critic_opt.step()
+
+        new_action, logp = self.policy.sample(obs)
+        self.critic.requires_grad_(False)  # the policy's loss moves the policy only
+        p1, p2 = self.critic(obs, new_action)
+        self.critic.requires_grad_(True)
+        policy_loss = (alpha * logp - torch.min(p1, p2)).mean()
+        self.policy_opt.zero_grad(set_to_none=True)
+        policy_loss.backward()
+        self.policy_opt.step()
+
+        if self.cfg.autotune_alpha:
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
+        self.updates += 1
+        metrics = {"q_loss": q_loss.item(), "policy_loss": policy_loss.item(), "q_mean": q1.mean().item(),
+                   "entropy": -logp.mean().item(), "alpha": float(alpha)}
+        return UpdateResult(None, metrics)
+
+    @torch.no_grad()
+    def greedy_action(self, obs: np.ndarray) -> np.ndarray:
+        """The deterministic (mean) action, in the environment's ``[low, high]``."""
+        return self.scale.to_env(self.policy.deterministic(torch.as_tensor(obs, dtype=torch.float32)).numpy())
+
+    def params(self) -> dict[str, np.ndarray]:
+        """An immutable snapshot of the policy for the actors."""
+        return snapshot(self.policy)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy.state_dict(), "critic": self.critic.state_dict(), "target": self.target.state_dict(),
+                "log_alpha": self.log_alpha.detach().clone(), "critic_opt": self.critic_opt.state_dict(),
+                "policy_opt": self.policy_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.critic.load_state_dict(state["critic"])
+        self.target.load_state_dict(state["target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.policy_opt.load_state_dict(state["policy_opt"])
+        self.alpha_opt.load_state_dict(state["alpha_opt"])
+        self.updates = int(state["updates"])
+
+
+# ---- the runtime's view of SAC (see janus.algorithms.base) ----------------------------------------
+class SAC(ReplayGymAlgorithm):
+    """Off-policy replay with the ratio ``batch_size / train_frequency`` after ``learning_starts``."""
+
+    name = "sac"
+    config_class = SACConfig
+    action_spaces = (gym.spaces.Box,)
+    action_space_hint = "; use --algo dqn or ppo for discrete actions"
+    quick_env_steps = 2048
+    # Defaults that solve Pendulum-v1 (see docs/benchmarks.md); a user's config and flags override them.
+    preset = {
+        "is_on_policy": False, "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
+        "overlap_select": 1, "g_collect": 1, "g_select": 1,
+        "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,
+                     "total_env_steps": 20_000},
+    }
+
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
+        w = cfg.workload
+        actor = SACActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        return GlobalStepActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
+
+    def make_learner(self, config: SACConfig, obs_space: Any, action_space: Any, seed: int) -> SACLearner:
+        return SACLearner(config, obs_space, action_space, seed)
+
+
+register(SAC())
