@@ -83,7 +83,7 @@ def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
     @torch.no_grad()
     def act(obs: np.ndarray) -> Any:
         if algo == "sac":  # the squashed mean action, scaled to the env's bounds
-            return learner.greedy_action(obs[None])[0]
+            return learner.act(obs[None])[0]
         net = learner.q if algo == "dqn" else learner.agent.actor  # greedy: argmax Q / argmax logits
         return int(net(torch.as_tensor(obs, dtype=torch.float32)[None]).argmax(1).item())
 

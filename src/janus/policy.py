@@ -1,4 +1,4 @@
-"""``janus.load_policy(path)``: a trained DQN or PPO policy as an object with ``predict(obs)``.
+"""``janus.load_policy(path)``: a trained DQN, PPO or SAC policy as an object with ``predict(obs)``.
 
 ``path`` is a ``janus train`` run folder (its last checkpoint), its ``best/`` folder (the best
 policy periodic evaluation kept), its ``checkpoint/`` folder, or one of those files. ``janus
@@ -38,8 +38,12 @@ def locate(path: str | Path) -> tuple[Path, Path]:
 
 
 def policy_module(learner: Any) -> torch.nn.Module:
-    """The network a learner acts with (DQN: the Q-network; PPO: the agent)."""
-    return learner.q if hasattr(learner, "q") else learner.agent
+    """The network a learner acts with and publishes to its workers (DQN: the Q-network; PPO: the
+    agent; SAC: the policy)."""
+    for name in ("q", "agent", "policy"):
+        if hasattr(learner, name):
+            return getattr(learner, name)
+    raise ConfigError(f"{type(learner).__name__} has no policy network (q, agent or policy)")
 
 
 class Policy:
@@ -64,8 +68,8 @@ class Policy:
     def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
         """Actions for one observation (shaped like the env's) or a batch of them (one more leading axis).
 
-        ``deterministic``: the most likely action (DQN: argmax Q; PPO: the mode of its distribution);
-        ``False`` samples from PPO's distribution (DQN stays greedy). Actions are numpy, in the
+        ``deterministic``: the most likely action (DQN: argmax Q; PPO: the mode of its distribution;
+        SAC: the squashed mean); ``False`` samples from PPO's or SAC's distribution (DQN stays greedy). Actions are numpy, in the
         environment's action space (Box actions clipped to its bounds).
         """
         shape = tuple(self.observation_space.shape)
@@ -76,6 +80,8 @@ class Policy:
         t = torch.as_tensor(x[None] if single else x)
         if hasattr(self.learner, "q"):
             action = self.learner.q(t).argmax(1).numpy()
+        elif not hasattr(self.learner, "agent"):  # SAC: the squashed Gaussian, scaled to the env's bounds
+            action = self.learner.act(t, deterministic)
         else:
             dist = self.learner.agent.dist(t)
             if deterministic:

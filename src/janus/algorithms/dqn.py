@@ -17,7 +17,6 @@ an actor is therefore ``n_step - 1`` steps shorter than ``num_steps``; later pie
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,10 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from janus.algorithms.base import BufferSpec, Budget, register
+from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
-from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
@@ -236,22 +235,10 @@ class DQNLearner:
 
 
 # ---- the runtime's view of DQN (see janus.algorithms.base) ----------------------------------------
-class DQNActorSide(GymActorSide):
-    """Epsilon follows the (estimated) global step count: this worker's steps times the workers."""
-
-    def __init__(self, actor: DQNActor, piece_steps: int, num_workers: int, initial_env_steps: int = 0) -> None:
-        super().__init__(actor, piece_steps, initial_env_steps)
-        self.num_workers = num_workers
-
-    def act(self) -> tuple[dict, Episodes]:
-        return self.actor.rollout(self.piece_steps, global_step=self.actor.env_steps * self.num_workers)
-
-
-class DQN(GymAlgorithm):
+class DQN(ReplayGymAlgorithm):
     """Off-policy replay with the ratio ``batch_size / train_frequency`` after ``learning_starts``."""
 
     name = "dqn"
-    on_policy = False
     config_class = DQNConfig
     action_spaces = (gym.spaces.Discrete,)
     action_space_hint = "; use --algo ppo for continuous actions"
@@ -264,9 +251,6 @@ class DQN(GymAlgorithm):
                      "hidden_size": 128, "num_layers": 2},  # the network (DQNConfig.hidden), as config.yaml records it
     }
 
-    def mapped(self, cfg: Any) -> dict[str, Any]:
-        return {**super().mapped(cfg), "batch_size": cfg.janus.batch_size, "buffer_size": cfg.janus.buffer_capacity}
-
     def validate(self, cfg: Any) -> None:
         super().validate(cfg)
         if cfg.workload.rollout_length < self.config(cfg).n_step:
@@ -278,28 +262,10 @@ class DQN(GymAlgorithm):
             return super().buffer_spec(cfg)
         return replace(super().buffer_spec(cfg), sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
 
-    def budget(self, cfg: Any) -> Budget:
-        """``total_env_steps`` in whole rounds of one piece from every worker (the smallest multiple of
-        ``num_actors x envs_per_actor x rollout_length`` at or above it); updates at the replay ratio."""
-        a = self.config(cfg)
-        rounds = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
-        updates = max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency))
-        return Budget(updates, rounds, env_steps=rounds * cfg.rollout_transitions)
-
-    def rates(self, cfg: Any) -> tuple[int, float]:
-        """``learning_starts`` and the replay ratio, unless the runtime section sets them."""
-        a, r = self.config(cfg), cfg.runtime
-        return r.min_inserts or a.learning_starts or cfg.minibatch_size, r.samples_per_insert or a.batch_size / a.train_frequency
-
-    def publish_every(self, cfg: Any) -> int:
-        """One version per round of one piece from every worker (the updates the ratio allots it)."""
-        w = cfg.workload
-        return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
-
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
         w = cfg.workload
         actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
-        return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
+        return GlobalStepActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: DQNConfig, obs_space: Any, action_space: Any, seed: int) -> DQNLearner:
         return DQNLearner(config, obs_space, action_space, seed)

@@ -93,9 +93,13 @@ class ReplayGymAlgorithm(GymAlgorithm):
         return {**super().mapped(cfg), "batch_size": cfg.janus.batch_size, "buffer_size": cfg.janus.buffer_capacity}
 
     def budget(self, cfg: Any) -> Budget:
-        """One update per ``train_frequency`` env steps after ``learning_starts``."""
+        """``total_env_steps`` in whole rounds of one piece from every worker (the smallest multiple of
+        ``num_actors x envs_per_actor x rollout_length`` at or above it); one update per
+        ``train_frequency`` env steps after ``learning_starts``."""
         a = self.config(cfg)
-        return Budget(max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency)), 0)
+        rounds = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
+        updates = max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency))
+        return Budget(updates, rounds, env_steps=rounds * cfg.rollout_transitions)
 
     def rates(self, cfg: Any) -> tuple[int, float]:
         """``learning_starts`` and the replay ratio ``batch_size / train_frequency``, unless the

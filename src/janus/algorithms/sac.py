@@ -135,9 +135,10 @@ class ActionScale:
 class SACActor:
     """Actor side: stochastic policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: SACConfig, env_id: str, seed: int, num_envs: int | None = None) -> None:
+    def __init__(self, cfg: SACConfig, env_id: str, seed: int, num_envs: int | None = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.action_dim = int(space.shape[0])
@@ -258,9 +259,12 @@ class SACLearner:
         return UpdateResult(None, metrics)
 
     @torch.no_grad()
-    def greedy_action(self, obs: np.ndarray) -> np.ndarray:
-        """The deterministic (mean) action, in the environment's ``[low, high]``."""
-        return self.scale.to_env(self.policy.deterministic(torch.as_tensor(obs, dtype=torch.float32)).numpy())
+    def act(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations, in the environment's ``[low, high]``: the squashed
+        mean (``deterministic``) or a draw from the policy."""
+        x = torch.as_tensor(obs, dtype=torch.float32)
+        unit = self.policy.deterministic(x) if deterministic else self.policy.sample(x)[0]
+        return self.scale.to_env(unit.numpy())
 
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the policy for the actors."""
@@ -297,12 +301,12 @@ class SAC(ReplayGymAlgorithm):
         "is_on_policy": False, "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
         "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,
-                     "total_env_steps": 20_000},
+                     "total_env_steps": 20_000, "hidden_size": 256, "num_layers": 2},  # the networks (SACConfig.hidden)
     }
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
         w = cfg.workload
-        actor = SACActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor)
+        actor = SACActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
         return GlobalStepActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: SACConfig, obs_space: Any, action_space: Any, seed: int) -> SACLearner:
