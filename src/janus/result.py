@@ -38,6 +38,11 @@ class RunResult:
     """Periodic evaluations (``runtime.eval_interval_steps``): env steps, parameter version, mean and
     std of the greedy episodes' returns, wall time."""
     """Mean return of the last 20 episodes (RL runs)."""
+    train_metrics: dict[str, list[float | None]] | None = None
+    """The learner's training scalars as columns: ``wall_s``, ``env_steps``, ``updates`` and the
+    mean of each metric over the updates of each row (DQN: ``loss``, ``q_mean``, ``grad_norm``, ``lr``,
+    ``td_abs_mean`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
+    ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run as ``results.json`` holds it (fields that are None are left out)."""
