@@ -69,6 +69,22 @@ class RunResult:
         return {f.name for f in fields(cls)}
 
 
+SYNTHETIC_ONLY = ("obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "hidden_size", "num_layers",
+                  "num_actions", "iterations", "updates_per_iteration")
+"""Workload fields only the synthetic workload reads (an RL run's result leaves them out)."""
+RL_ONLY = ("env", "total_env_steps")
+"""Workload fields only RL algorithms read (a synthetic run's result leaves them out)."""
+
+
+def reported_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's config (``RunConfig.to_dict()``) as its result reports it: without the workload
+    fields its algorithm never reads (see :data:`SYNTHETIC_ONLY`, :data:`RL_ONLY`). The run
+    folder's config.yaml keeps every field."""
+    workload = dict(config.get("workload") or {})
+    unused = SYNTHETIC_ONLY if workload.get("algo", "synthetic") != "synthetic" else RL_ONLY
+    return {**config, "workload": {k: v for k, v in workload.items() if k not in unused}}
+
+
 def as_dict(run: RunResult | dict[str, Any]) -> dict[str, Any]:
     """A run as a plain dict (a :class:`RunResult` serialised, a loaded dict as is)."""
     return run.to_dict() if isinstance(run, RunResult) else run

@@ -20,7 +20,7 @@ from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
 from janus.errors import ConfigError, RunFailed
-from janus.result import RunResult
+from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
@@ -353,7 +353,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     metrics = metric_columns(status.get("train_metrics", []))
     return RunResult(
         name=cfg.name,
-        config=cfg.to_dict(),
+        config=reported_config(cfg.to_dict()),
         samples_per_s=trained * cfg.minibatch_size / wall,
         actor_steps_per_s=transitions / wall,
         wall_s=wall,
