@@ -218,9 +218,11 @@ def command_line(label: str) -> str:
 
 
 def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]], baseline: str) -> dict[str, Path]:
-    """results.json/csv, chart.png and learning_curve.png of ``runs``, each written atomically."""
-    paths = write_results(out_dir, command, runs, skipped, baseline=baseline)
+    """learning_curve.png, results.csv, chart.png and results.json of ``runs``, each written
+    atomically; results.json last, so once it is rewritten the other files are of the same run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     curve = write_learning_curve(out_dir / "learning_curve.png", runs)
+    paths = write_results(out_dir, command, runs, skipped, baseline=baseline)
     if curve is not None:
         paths["learning_curve"] = curve
     return paths

@@ -250,7 +250,7 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
 def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, Any]],
                   skipped: list[dict[str, Any]] | None = None,
                   meta: dict[str, Any] | None = None, baseline: str = "baseline") -> dict[str, Path]:
-    """Write ``results.json``, ``results.csv`` and ``chart.png`` into ``out_dir`` (created).
+    """Write ``results.csv``, ``chart.png`` and, last, ``results.json`` into ``out_dir`` (created).
 
     ``meta`` is merged over :func:`collect_meta`. Returns ``{"json", "csv", "chart"}`` paths.
     """
@@ -265,13 +265,13 @@ def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, An
         "runs": runs,
         "skipped": [{"name": s.get("name"), "reason": s.get("reason")} for s in skipped or []],
     }
-    fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")
     rows = [_csv_row(r) for r in runs]
     with fileio.atomic_open(paths["csv"], "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_HEADER)
         writer.writeheader()
         writer.writerows(rows)
     write_chart(paths["chart"], command, runs)
+    fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")  # last: the others are there
     return paths
 
 
