@@ -72,7 +72,7 @@ class RunResult:
 SYNTHETIC_ONLY = ("obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "hidden_size", "num_layers",
                   "num_actions", "iterations", "updates_per_iteration")
 """Workload fields only the synthetic workload reads (an RL run's result leaves them out)."""
-RL_ONLY = ("env", "total_env_steps")
+RL_ONLY = ("env", "env_kwargs", "total_env_steps")
 """Workload fields only RL algorithms read (a synthetic run's result leaves them out)."""
 
 

@@ -175,21 +175,25 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         progress = ProgressLine(f"  {c.name}")
         print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
               f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
-        live = live_run(args, label, out_dir, c, runs, skipped, baseline)
+        live = live_run(args, label, out_dir, c, runs, skipped, baseline)  # None: compare, eval
         try:
-            run = run_runtime(c, progress, observer=live)
+            run = run_runtime(c, progress) if live is None else run_runtime(c, progress, observer=live)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
                 progress.finish(f"interrupted after {partial['wall_s']:.2f}s; writing the run so far")
-                live.finish(partial)
+                if live is not None:
+                    live.finish(partial)
                 write_outputs(args, label, out_dir, [*runs, partial], skipped, baseline)
-            live.close()
+            if live is not None:
+                live.close()
             raise
         except BaseException:
-            live.close()  # a failed run keeps the event file as last flushed
+            if live is not None:
+                live.close()  # a failed run keeps the event file as last flushed
             raise
-        live.finish(run)
+        if live is not None:
+            live.finish(run)
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
         runs.append(run)
     write_outputs(args, label, out_dir, runs, skipped, baseline)
@@ -197,11 +201,11 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
 
 
 def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig, runs: list[Any],
-             skipped: list[dict[str, Any]], baseline: str) -> LiveRun:
+             skipped: list[dict[str, Any]], baseline: str) -> LiveRun | None:
     """The live logs of one ``janus train`` run (TensorBoard, periodic results files); compare and
     eval measure throughput and get none (a periodic chart would cost the run it measures)."""
     if args.command != "train":
-        return LiveRun(None)
+        return None
     from janus.runtime.run import load_run_state
 
     def save(so_far: Any) -> None:
