@@ -295,20 +295,25 @@ def test_live_run_appends_only_new_points_skips_resumed_ones_and_survives_a_fail
             raise OSError("disk full")
         saved.append(result)
 
-    live = LiveRun(save, results_interval_s=0.0, tensorboard_dir=tmp_path, skip_episodes=1, tensorboard_interval_s=0.0)
-    curve = [(0.5, 10, 1.0)]  # an earlier session's episode (resumed): logged back then
+    live = LiveRun(save, results_interval_s=0.0, tensorboard_dir=tmp_path, skip_episodes=1, tensorboard_interval_s=0.0,
+                   skip_evaluations=1)
+    curve = [(0.5, 10, 1.0)]  # an earlier session's episode and evaluation (resumed): logged back then
+    evaluations = [{"env_steps": 10, "mean_return": 9.0, "std_return": 1.0, "wall_s": 0.5}]
     rows: list[dict[str, float]] = []
-    live({"elapsed_s": 1.0, "curve": list(curve), "train_metrics": rows}, lambda: "first")
+    live({"elapsed_s": 1.0, "curve": list(curve), "train_metrics": rows, "evaluations": list(evaluations)}, lambda: "first")
     curve += [(1.5, 20, 2.0), (2.0, 30, 3.0)]
     rows.append({"wall_s": 2.0, "env_steps": 30, "updates": 5, "loss": 0.5})
-    live({"elapsed_s": 2.0, "curve": list(curve), "train_metrics": list(rows)}, lambda: "broken")
-    live({"elapsed_s": 2.1, "curve": list(curve), "train_metrics": list(rows)}, lambda: "third")
+    evaluations.append({"env_steps": 30, "mean_return": 50.0, "std_return": 2.0, "wall_s": 2.0})
+    live({"elapsed_s": 2.0, "curve": list(curve), "train_metrics": list(rows), "evaluations": list(evaluations)}, lambda: "broken")
+    live({"elapsed_s": 2.1, "curve": list(curve), "train_metrics": list(rows), "evaluations": list(evaluations)}, lambda: "third")
     assert saved == ["first", "third"]  # a failed save is reported and tried again, the run goes on
     live.finish({"wall_s": 2.5, "learning_curve": {"wall_s": [t for t, _, _ in curve], "env_steps": [s for _, s, _ in curve],
                                                    "return": [r for _, _, r in curve]},
-                 "train_metrics": {"wall_s": [2.0], "env_steps": [30], "updates": [5], "loss": [0.5]}})
+                 "train_metrics": {"wall_s": [2.0], "env_steps": [30], "updates": [5], "loss": [0.5]},
+                 "evaluations": evaluations})
     scalars = read_scalars(tmp_path)
     assert [(s, v) for s, v, _ in scalars["episode/return"]] == [(20, 2.0), (30, 3.0)]  # each once, none resumed
     assert [(s, v) for s, v, _ in scalars["episode/return_mean20"]] == [(20, 1.5), (30, 2.0)]  # the window spans sessions
     assert [(s, v) for s, v, _ in scalars["train/loss"]] == [(30, 0.5)]
+    assert [(s, v) for s, v, _ in scalars["eval/mean_return"]] == [(30, 50.0)]
     assert [v for _, v, _ in scalars["run/wall_s"]] == [2.5]

@@ -212,7 +212,9 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
         write_files(command_line(label), out_dir, [*runs, so_far], skipped, baseline)
 
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
-    return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(load_run_state(cfg).get("curve", [])))
+    earlier = load_run_state(cfg)  # a resumed run's earlier sessions were logged back then
+    return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
+                   skip_evaluations=len(earlier.get("evaluations", [])))
 
 
 def command_line(label: str) -> str:

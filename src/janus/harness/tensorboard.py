@@ -14,7 +14,8 @@ them back (tests, tools). :func:`write_scalars` writes a finished run dict at on
 
 Tags: ``episode/return`` and ``episode/return_mean20`` (each episode at the env step it finished),
 ``throughput/env_steps_per_s``, ``train/<metric>`` (the learner's scalars: loss, q_mean, epsilon,
-lr, policy_loss, value_loss, entropy, approx_kl, clipfrac...), and once at the end ``run/env_steps_per_s``,
+lr, policy_loss, value_loss, entropy, approx_kl, clipfrac...), ``eval/mean_return`` and
+``eval/std_return`` (periodic greedy evaluations), and once at the end ``run/env_steps_per_s``,
 ``run/samples_per_s``, ``run/wall_s`` and ``stage_s/<stage>``.
 """
 
@@ -232,6 +233,17 @@ def write_train_metrics(writer: EventWriter, series: dict[str, list[float]], sta
     return max(n, start)
 
 
+def write_evaluations(writer: EventWriter, evaluations: list[dict[str, Any]], start: int, run_start: float) -> int:
+    """``eval/mean_return`` and ``eval/std_return`` of a run's periodic evaluations from index
+    ``start`` on (at each one's ``env_steps``). Returns the number written in all."""
+    for e in evaluations[start:]:
+        when = run_start + float(e.get("wall_s", 0.0))
+        for key in ("mean_return", "std_return"):
+            if e.get(key) is not None:
+                writer.add_scalar(f"eval/{key}", float(e[key]), int(e["env_steps"]), walltime=when)
+    return max(len(evaluations), start)
+
+
 def write_run_totals(writer: EventWriter, run: dict[str, Any], when: float) -> None:
     """The run's overall rates, wall time and stage seconds, once, at its last env step."""
     curve = run.get("learning_curve") or {}
@@ -255,5 +267,6 @@ def write_scalars(logdir: str | Path, run: dict[str, Any]) -> Path:
     with EventWriter(logdir) as writer:
         write_episodes(writer, curve, 0, start)
         write_train_metrics(writer, run.get("train_metrics") or {}, 0, start)
+        write_evaluations(writer, run.get("evaluations") or [], 0, start)
         write_run_totals(writer, run, start + span)
     return Path(logdir)
