@@ -126,17 +126,22 @@ def test_episodes_of_one_piece_are_spread_over_its_env_steps() -> None:
 
 # ------------------------------------------------------------------- a real run, three backends
 def _tiny(algo: str, backend: str, **overrides: Any) -> Any:
+    """A run of a few seconds (tests/algorithms/test_rl_runtime.py's; SAC: 768 Pendulum steps)."""
     sys.path.insert(0, str(ROOT / "tests" / "algorithms"))
     try:
-        from test_rl_runtime import tiny
+        from test_rl_runtime import rl_cfg, tiny
     finally:
         sys.path.pop(0)
+    if algo == "sac":
+        return rl_cfg("sac", 768, workload={"env": "Pendulum-v1"}, algorithm={"learning_starts": 256},
+                      runtime={"backend": backend}, **overrides)
     return tiny(algo, runtime={"backend": backend}, **overrides)
 
 
 EXPECTED = {
     "dqn": {"loss", "q_mean", "lr", "epsilon", "grad_norm"},
     "ppo": {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "lr"},
+    "sac": {"q_loss", "policy_loss", "q_mean", "entropy", "alpha"},
 }
 
 
@@ -153,11 +158,13 @@ def assert_training_scalars(run: Any, algo: str, config: Any) -> None:
     assert all(v is not None and v == v for name in EXPECTED[algo] for v in metrics[name])  # no NaN, no gap
     if algo == "dqn":
         assert 0.05 <= min(metrics["epsilon"]) <= max(metrics["epsilon"]) <= 1.0
-    else:
+    elif algo == "ppo":
         assert all(0 <= v <= 1 for v in metrics["clipfrac"]) and all(v > 0 for v in metrics["entropy"])
+    else:
+        assert all(v > 0 for v in metrics["alpha"])
 
 
-@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+@pytest.mark.parametrize("algo", ["dqn", "ppo", "sac"])
 def test_local_run_carries_training_scalars(algo: str) -> None:
     from janus.runtime.run import run_runtime
 
