@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(train)
     train.add_argument("--name", default=None, help="Run name in the report [default train].")
     train.add_argument("--tensorboard", action="store_true",
-                       help="Also write TensorBoard scalars to OUT/tensorboard (needs the tensorboard package).")
+                       help="Also write TensorBoard scalars to OUT/tensorboard as the run goes (every 2 s).")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                        help="Continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay).")
     train.epilog = "every command runs through the actor-model runtime (--backend local|process|ray; local by default)."

@@ -165,6 +165,8 @@ class RuntimeConfig:
     save checkpoints, on stop and every ``checkpoint_interval_s``; ``janus train`` sets RUN_DIR/checkpoint."""
     checkpoint_interval_s: float = 60.0
     """Seconds between periodic checkpoints."""
+    results_interval_s: float = 30.0
+    """Seconds between rewrites of results.json/csv and the curves while a run goes (also on Ctrl-C)."""
     resume: bool = False
     """Restore from ``checkpoint_dir`` at start (``janus train --resume RUN_DIR``)."""
 
@@ -485,7 +487,7 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         raise invalid("backend", r.backend, one_of(BACKENDS))
     if r.address is not None and (not isinstance(r.address, str) or not r.address):
         raise invalid("address", r.address, "'auto' or HOST:PORT of a Ray cluster")
-    for name in ("ping_interval_s", "pong_timeout_s", "checkpoint_interval_s"):
+    for name in ("ping_interval_s", "pong_timeout_s", "checkpoint_interval_s", "results_interval_s"):
         value = getattr(r, name)
         if not _is_number(value) or value <= 0:
             raise invalid(name, value, "a finite number of seconds > 0")

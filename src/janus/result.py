@@ -38,6 +38,11 @@ class RunResult:
     """Periodic evaluations (``runtime.eval_interval_steps``): env steps, parameter version, mean and
     std of the greedy episodes' returns, wall time."""
     """Mean return of the last 20 episodes (RL runs)."""
+    train_metrics: dict[str, list[float | None]] | None = None
+    """The learner's training scalars as columns: ``wall_s``, ``env_steps``, ``updates`` and the
+    mean of each metric over the updates of each row (DQN: ``loss``, ``q_mean``, ``grad_norm``, ``lr``,
+    ``td_abs_mean`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
+    ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run as ``results.json`` holds it (fields that are None are left out)."""
@@ -62,6 +67,22 @@ class RunResult:
     @classmethod
     def _names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
+
+
+SYNTHETIC_ONLY = ("obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "hidden_size", "num_layers",
+                  "num_actions", "iterations", "updates_per_iteration")
+"""Workload fields only the synthetic workload reads (an RL run's result leaves them out)."""
+RL_ONLY = ("env", "env_kwargs", "total_env_steps")
+"""Workload fields only RL algorithms read (a synthetic run's result leaves them out)."""
+
+
+def reported_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's config (``RunConfig.to_dict()``) as its result reports it: without the workload
+    fields its algorithm never reads (see :data:`SYNTHETIC_ONLY`, :data:`RL_ONLY`). The run
+    folder's config.yaml keeps every field."""
+    workload = dict(config.get("workload") or {})
+    unused = SYNTHETIC_ONLY if workload.get("algo", "synthetic") != "synthetic" else RL_ONLY
+    return {**config, "workload": {k: v for k, v in workload.items() if k not in unused}}
 
 
 def as_dict(run: RunResult | dict[str, Any]) -> dict[str, Any]:

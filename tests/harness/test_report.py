@@ -157,3 +157,67 @@ def test_progress_rates_count_from_where_a_resumed_run_started() -> None:
     assert "10.0 updates/s" in text, text
     curve = [(0.0, 20_000, 1.0), (5.0, 21_000, 2.0)]
     assert "200 env-steps/s" in rl_note(curve, 5.0, base_steps=20_000)
+
+
+# ---------------------------------------------------------------- RL runs (issue 12 items 6, 10)
+def make_rl_run(returns: list[float]) -> dict[str, Any]:
+    """An RL run dict: ``returns`` one episode each, 100 env steps apart."""
+    from janus.config import RunConfig
+    from janus.result import reported_config
+
+    config = reported_config({**RunConfig().to_dict(), "workload": {**RunConfig().to_dict()["workload"], "algo": "ppo"}})
+    run = make_run("train", 1000.0, 10.0, (4.0, 2.0, 1.0, 3.0, 0.5, 0.25))
+    run["config"] = {**config, "name": "train"}
+    run["learning_curve"] = {"env_steps": [100 * (i + 1) for i in range(len(returns))],
+                             "wall_s": [0.1 * (i + 1) for i in range(len(returns))], "return": returns}
+    run["episodes"] = len(returns)
+    run["final_mean_return"] = sum(returns[-20:]) / len(returns[-20:])
+    return run
+
+
+def test_rl_results_leave_out_the_synthetic_workload_fields() -> None:
+    from janus.config import RunConfig
+    from janus.result import RL_ONLY, SYNTHETIC_ONLY, reported_config
+
+    full = RunConfig().to_dict()
+    synthetic = reported_config(full)["workload"]
+    rl = reported_config({**full, "workload": {**full["workload"], "algo": "dqn"}})["workload"]
+    assert not set(SYNTHETIC_ONLY) & set(rl) and {"algo", "env", "total_env_steps", "num_actors"} <= set(rl)
+    assert not set(RL_ONLY) & set(synthetic) and {"obs_shape", "env_step_ms", "iterations"} <= set(synthetic)
+    assert full["workload"]["obs_shape"] == [1024]  # the config itself (config.yaml) keeps every field
+
+
+def test_results_csv_has_return_columns_for_rl_runs(tmp_path: Path, runs: list[dict[str, Any]]) -> None:
+    returns = [float(i % 7) for i in range(30)] + [100.0]
+    paths = write_results(tmp_path, "train", [make_rl_run(returns), runs[0]], baseline="train")
+    with paths["csv"].open(newline="") as fh:
+        rl, synthetic = list(csv.DictReader(fh))
+    assert rl["algo"] == "ppo" and rl["env"] == "CartPole-v1" and rl["episodes"] == "31" and rl["env_steps"] == "3100"
+    assert float(rl["final_mean_return"]) == pytest.approx(sum(returns[-20:]) / 20)
+    assert float(rl["best_return"]) == 100.0
+    best_window = max(sum(returns[i - 19:i + 1]) / 20 for i in range(19, len(returns)))
+    assert float(rl["best_mean_return"]) == pytest.approx(max(best_window, *[sum(returns[:i + 1]) / (i + 1) for i in range(19)]))
+    assert synthetic["episodes"] == synthetic["final_mean_return"] == synthetic["best_return"] == ""
+    (doc_run, _) = json.loads(paths["json"].read_text())["runs"]
+    assert "obs_shape" not in doc_run["config"]["workload"] and "iterations" not in doc_run["config"]["workload"]
+
+
+def test_learning_curve_names_its_moving_mean_and_axes(tmp_path: Path, runs: list[dict[str, Any]],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from janus import fileio
+    from janus.harness.report import write_learning_curve
+
+    assert write_learning_curve(tmp_path / "none.png", runs) is None and not (tmp_path / "none.png").exists()
+    figures: list[Any] = []
+    save = fileio.save_figure
+    monkeypatch.setattr(fileio, "save_figure", lambda fig, path, **kw: (figures.append(fig), save(fig, path, **kw)))
+    path = write_learning_curve(tmp_path / "curve.png", [make_rl_run([float(i) for i in range(50)])])
+    assert path is not None and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    by_steps, by_time = figures[0].axes
+    for ax, xlabel in ((by_steps, "environment steps"), (by_time, "wall time (s)")):
+        assert "20-episode moving mean" in ax.get_title()
+        assert ax.get_xlabel() == xlabel and ax.get_ylabel() == "episode return"
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "each episode" in labels and any("mean of last 20" in t for t in labels)
+        (line,) = ax.get_lines()
+        assert list(line.get_ydata())[-1] == pytest.approx(sum(range(30, 50)) / 20)

@@ -216,8 +216,11 @@ class DQNLearner:
         if self.updates % self.cfg.target_update_interval == 0:
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.target.parameters()), self._params, self.cfg.tau)  # exactly p when tau == 1
-        metrics = {"loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": float(grad_norm)}
+        metrics = {"loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": float(grad_norm),
+                   "lr": self.opt.param_groups[0]["lr"]}
         priorities = td.detach().abs() if self.cfg.prioritized else None
+        if priorities is not None:
+            metrics["td_abs_mean"] = priorities.mean().item()
         return UpdateResult(priorities, metrics)
 
     def params(self) -> dict[str, np.ndarray]:
@@ -235,6 +238,15 @@ class DQNLearner:
 
 
 # ---- the runtime's view of DQN (see janus.algorithms.base) ----------------------------------------
+class DQNActorSide(GlobalStepActorSide):
+    """Reports the exploration ``epsilon`` the next piece acts with (``info["metrics"]``)."""
+
+    def rollout(self) -> tuple[dict, dict]:
+        piece, info = super().rollout()
+        info["metrics"] = {"epsilon": self.actor.cfg.epsilon(self.actor.env_steps * self.num_workers)}
+        return piece, info
+
+
 class DQN(ReplayGymAlgorithm):
     """Off-policy replay with the ratio ``batch_size / train_frequency`` after ``learning_starts``."""
 
@@ -262,10 +274,10 @@ class DQN(ReplayGymAlgorithm):
             return super().buffer_spec(cfg)
         return replace(super().buffer_spec(cfg), sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
         w = cfg.workload
         actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
-        return GlobalStepActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
+        return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: DQNConfig, obs_space: Any, action_space: Any, seed: int) -> DQNLearner:
         return DQNLearner(config, obs_space, action_space, seed)

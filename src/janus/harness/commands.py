@@ -15,6 +15,7 @@ from janus import fileio
 from janus.config import RunConfig
 from janus.harness import run_folder
 from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
+from janus.harness.live import LiveRun
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
 from janus.runtime.run import run_runtime
@@ -126,10 +127,6 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Run a parsed ``janus`` command; returns the exit code."""
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
-    if getattr(args, "tensorboard", False):
-        from janus.harness.tensorboard import check_tensorboard
-
-        check_tensorboard()  # before any work: a missing package is a clear error, not a late crash
     if args.command == "train" and getattr(args, "resume", None) is None:
         run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML
     out_dir, lock = open_out_dir(args, label)
@@ -178,41 +175,78 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         progress = ProgressLine(f"  {c.name}")
         print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
               f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
+        live = live_run(args, label, out_dir, c, runs, skipped, baseline)  # None: compare, eval
         try:
-            run = run_runtime(c, progress)
+            run = run_runtime(c, progress) if live is None else run_runtime(c, progress, observer=live)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
                 progress.finish(f"interrupted after {partial['wall_s']:.2f}s; writing the run so far")
+                if live is not None:
+                    live.finish(partial)
                 write_outputs(args, label, out_dir, [*runs, partial], skipped, baseline)
+            if live is not None:
+                live.close()
             raise
+        except BaseException:
+            if live is not None:
+                live.close()  # a failed run keeps the event file as last flushed
+            raise
+        if live is not None:
+            live.finish(run)
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
         runs.append(run)
     write_outputs(args, label, out_dir, runs, skipped, baseline)
     return 0
 
 
+def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig, runs: list[Any],
+             skipped: list[dict[str, Any]], baseline: str) -> LiveRun | None:
+    """The live logs of one ``janus train`` run (TensorBoard, periodic results files); compare and
+    eval measure throughput and get none (a periodic chart would cost the run it measures)."""
+    if args.command != "train":
+        return None
+    from janus.runtime.run import load_run_state
+
+    def save(so_far: Any) -> None:
+        write_files(command_line(label), out_dir, [*runs, so_far], skipped, baseline)
+
+    tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
+    earlier = load_run_state(cfg)  # a resumed run's earlier sessions were logged back then
+    return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
+                   skip_evaluations=len(earlier.get("evaluations", [])))
+
+
+def command_line(label: str) -> str:
+    """The command as typed (``janus train ...``), for results.json."""
+    argv = sys.argv[1:] if sys.argv and Path(sys.argv[0]).name in ("janus", "main.py") else [label]
+    return "janus " + " ".join(argv)
+
+
+def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]], baseline: str) -> dict[str, Path]:
+    """learning_curve.png, results.csv, chart.png and results.json of ``runs``, each written
+    atomically; results.json last, so once it is rewritten the other files are of the same run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    curve = write_learning_curve(out_dir / "learning_curve.png", runs)
+    paths = write_results(out_dir, command, runs, skipped, baseline=baseline)
+    if curve is not None:
+        paths["learning_curve"] = curve
+    return paths
+
+
 def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]],
                   baseline: str) -> None:
-    """The table, results.json/csv, charts, learning curve and TensorBoard scalars of ``runs``."""
+    """The table, results.json/csv, charts and learning curve of ``runs`` (TensorBoard: :class:`LiveRun`)."""
     annotated = annotate(runs, baseline=baseline)
     print()
     print(format_table(annotated, baseline=baseline))
-    argv = sys.argv[1:] if sys.argv and Path(sys.argv[0]).name in ("janus", "main.py") else [label]
-    command_line = "janus " + " ".join(argv)
-    paths = write_results(out_dir, command_line, runs, skipped, baseline=baseline)
+    paths = write_files(command_line(label), out_dir, runs, skipped, baseline)
     for run in runs:
         if "runtime" in run:
             print(runtime_summary(run["runtime"]))
         if "final_mean_return" in run:
             print(f"\n{run['name']}: mean return of the last 20 episodes {run['final_mean_return']:.1f} "
                   f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
-    curve = write_learning_curve(out_dir / "learning_curve.png", runs)
-    if curve is not None:
-        paths["learning_curve"] = curve
     if getattr(args, "tensorboard", False):
-        from janus.harness.tensorboard import write_scalars
-
-        for run in runs:
-            paths[f"tensorboard:{run['name']}"] = write_scalars(out_dir / "tensorboard", run)
+        paths["tensorboard"] = out_dir / "tensorboard"
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))

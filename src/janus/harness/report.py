@@ -170,9 +170,32 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+CSV_RETURNS = ("algo", "env", "env_steps", "episodes", "final_mean_return", "best_mean_return", "best_return")
+"""RL columns of ``results.csv`` (empty for synthetic runs): the env steps of the last episode, the
+mean return of the last 20 episodes, the best such 20-episode mean and the best single return."""
+CSV_HEADER = ("name", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "actor_steps_per_s", "wall_s",
+              *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency")
+"""The columns of ``results.csv``, in order."""
+
+
+def return_summary(run: dict[str, Any]) -> dict[str, Any]:
+    """The RL columns of ``results.csv`` (see :data:`CSV_RETURNS`); ``None`` where a run has no curve."""
+    workload = (run.get("config") or {}).get("workload") or {}
+    curve = run.get("learning_curve") or {}
+    returns = list(curve.get("return") or [])
+    algo = workload.get("algo")
+    return {
+        "algo": algo, "env": workload.get("env") if algo != "synthetic" else None,
+        "env_steps": curve["env_steps"][-1] if curve.get("env_steps") else None,
+        "episodes": run.get("episodes"), "final_mean_return": run.get("final_mean_return"),
+        "best_mean_return": max(_moving_mean(returns, CURVE_WINDOW)) if returns else None,
+        "best_return": max(returns) if returns else None,
+    }
+
+
 def _csv_row(run: dict[str, Any]) -> dict[str, Any]:
     cfg = run.get("config") or {}
-    row: dict[str, Any] = {"name": run.get("name"), **{k: cfg.get(k) for k in CSV_KNOBS}}
+    row: dict[str, Any] = {"name": run.get("name"), **{k: cfg.get(k) for k in CSV_KNOBS}, **return_summary(run)}
     row.update({k: run.get(k) for k in ("samples_per_s", "actor_steps_per_s", "wall_s")})
     row.update({f"{s}_s": _stage(run, s) for s in STAGES})
     row.update(speedup_vs_baseline=run["speedup_vs_baseline"],
@@ -227,7 +250,7 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
 def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, Any]],
                   skipped: list[dict[str, Any]] | None = None,
                   meta: dict[str, Any] | None = None, baseline: str = "baseline") -> dict[str, Path]:
-    """Write ``results.json``, ``results.csv`` and ``chart.png`` into ``out_dir`` (created).
+    """Write ``results.csv``, ``chart.png`` and, last, ``results.json`` into ``out_dir`` (created).
 
     ``meta`` is merged over :func:`collect_meta`. Returns ``{"json", "csv", "chart"}`` paths.
     """
@@ -242,15 +265,13 @@ def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, An
         "runs": runs,
         "skipped": [{"name": s.get("name"), "reason": s.get("reason")} for s in skipped or []],
     }
-    fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")
     rows = [_csv_row(r) for r in runs]
-    header = ["name", *CSV_KNOBS, "samples_per_s", "actor_steps_per_s", "wall_s",
-              *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency"]
     with fileio.atomic_open(paths["csv"], "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=header)
+        writer = csv.DictWriter(fh, fieldnames=CSV_HEADER)
         writer.writeheader()
         writer.writerows(rows)
     write_chart(paths["chart"], command, runs)
+    fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")  # last: the others are there
     return paths
 
 
@@ -267,30 +288,41 @@ def default_out_dir(command: str, root: str | Path = "runs") -> Path:
     return path
 
 
+CURVE_WINDOW = 20
+"""Episodes in the moving mean of the learning curve (and of ``final_mean_return``)."""
+
+
 def write_learning_curve(path: str | Path, runs: list[dict[str, Any]]) -> Path | None:
-    """Episode return vs env steps and vs wall time for runs that have a learning curve."""
+    """Episode return vs env steps and vs wall time for runs that have a learning curve.
+
+    Each episode is a faint dot at the env step (wall time) it finished; the line is the mean of
+    the last :data:`CURVE_WINDOW` episodes. Returns ``None`` (nothing written) without curves.
+    """
     curves = [r for r in runs if r.get("learning_curve")]
     if not curves:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(12, 4.4))
     FigureCanvasAgg(fig)
     by_steps, by_time = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for run in curves:
-        c = run["learning_curve"]
-        env = run["config"]["workload"].get("env", "")
-        label = f"{run['name']} ({run['config']['workload']['algo']} {env})"
-        smooth = _moving_mean(c["return"], 20)
-        by_steps.plot(c["env_steps"], c["return"], alpha=0.25)
-        by_steps.plot(c["env_steps"], smooth, label=label)
-        by_time.plot(c["wall_s"], smooth, label=label)
-    by_steps.set(xlabel="environment steps", ylabel="episode return", title="return vs env steps (mean of 20)")
-    by_time.set(xlabel="wall time (s)", ylabel="episode return", title="return vs wall time")
+    for k, run in enumerate(curves):
+        c, color = run["learning_curve"], f"C{k % 10}"
+        workload = run["config"]["workload"]
+        label = f"{run['name']} ({workload['algo']} {workload.get('env', '')})"
+        smooth = _moving_mean(c["return"], CURVE_WINDOW)
+        for ax, x in ((by_steps, c["env_steps"]), (by_time, c["wall_s"])):
+            ax.scatter(x, c["return"], s=6, alpha=0.25, color=color, linewidths=0,
+                       label="each episode" if k == 0 else None)
+            ax.plot(x, smooth, color=color, label=f"{label}: mean of last {CURVE_WINDOW}")
+    by_steps.set(xlabel="environment steps", ylabel="episode return",
+                 title=f"return vs env steps (line: {CURVE_WINDOW}-episode moving mean)")
+    by_time.set(xlabel="wall time (s)", ylabel="episode return",
+                title=f"return vs wall time (line: {CURVE_WINDOW}-episode moving mean)")
     for ax in (by_steps, by_time):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     path = Path(path)
     fileio.save_figure(fig, path, dpi=110)  # atomic, never through a symlink
@@ -298,6 +330,7 @@ def write_learning_curve(path: str | Path, runs: list[dict[str, Any]]) -> Path |
 
 
 def _moving_mean(values: list[float], window: int) -> list[float]:
+    """The mean of the last ``window`` values at each index (fewer at the start)."""
     out, total = [], 0.0
     for i, v in enumerate(values):
         total += v

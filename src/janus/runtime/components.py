@@ -110,6 +110,8 @@ class Worker(Component):
         self.count("transitions", count)
         self.count("rollouts")
         self.count("env_steps", info.get("env_steps", count))
+        for key, value in info.get("metrics", {}).items():  # e.g. DQN's epsilon: read from the Pong
+            self.counters[f"actor.{key}"] = float(value)
         returns = list(info.get("episode_returns", ()))
         if returns:
             self.count("episodes", len(returns))
@@ -376,7 +378,9 @@ class Trainer(Component):
         self.pending: list[FetchParamsMsg] = []
         self.trained = 0
         self.reported = 0  # `trained` as last told to the Orchestrator
-        self.metrics: dict[str, float] = {}
+        self.metrics: dict[str, float] = {}  # of the last update
+        self.metric_sums: dict[str, float] = {}  # over the updates since the last report
+        self.metric_updates = 0
         self.idle_since = 0.0  # end of the last update (or start): waiting for a batch since then
 
     def on_StartMsg(self, msg: StartMsg) -> None:
@@ -443,6 +447,10 @@ class Trainer(Component):
         self.count("update_s", self.idle_since - t0)
         self.trained += 1
         self.metrics = dict(getattr(result, "metrics", {}) or {})
+        if self.metrics:
+            self.metric_updates += 1
+            for key, value in self.metrics.items():
+                self.metric_sums[key] = self.metric_sums.get(key, 0.0) + float(value)
         priorities = getattr(result, "priorities", None)
         if priorities is not None:
             keys = msg.batch["index"]
@@ -455,8 +463,14 @@ class Trainer(Component):
 
     def step(self) -> bool:
         """Report batches trained when the mailbox is drained or every ``report_every`` batches
-        (not per batch: on Ray each count is a remote call)."""
+        (not per batch: on Ray each count is a remote call), with the sums of the learner's
+        metrics since the last report (``metric.<name>``) over ``metric_updates`` updates."""
         if self.trained != self.reported:
             self.reported = self.trained
-            self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
+            counts: dict[str, float] = {"trained": self.trained}
+            if self.metric_updates:
+                counts["metric_updates"] = self.metric_updates
+                counts.update({f"metric.{k}": v for k, v in self.metric_sums.items()})
+                self.metric_sums, self.metric_updates = {}, 0
+            self.send(self.orchestrator, CountsMsg(self.name, counts))
         return False

@@ -44,6 +44,8 @@ class Orchestrator(Component):
             process or a Ray actor on a loaded machine can take far longer than ``pong_timeout_s``).
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a
             checkpoint) fails the run with a message naming the starved stage (0: never).
+        metrics_interval_s: the learner's metrics (sums the Trainer reports with its counts) are
+            averaged into one row of :attr:`train_metrics` at most this often (and at the stop).
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class Orchestrator(Component):
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
         all_pieces: bool = False, eval_interval_steps: int = 0,
+        metrics_interval_s: float = 2.0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -103,6 +106,14 @@ class Orchestrator(Component):
         self.stall_timeout_s = stall_timeout_s
         self.progress_at = time.monotonic()  # when inserted or trained last moved
         self.checkpoint_open = False  # a checkpoint was asked for and is not committed yet
+        # training scalars: one row (wall_s, env_steps, updates, mean of each learner metric since
+        # the previous row, latest actor metrics averaged over workers) every metrics_interval_s
+        self.metrics_interval_s = metrics_interval_s
+        self.train_metrics: list[dict[str, float]] = []
+        self._metric_sums: dict[str, float] = {}
+        self._metric_updates = 0
+        self._metrics_at = time.monotonic()
+        self.worker_elapsed: dict[str, float] = {}  # when each worker last reported episodes
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -112,7 +123,7 @@ class Orchestrator(Component):
                 if r == role:
                     self.send(name, StartMsg())
         start = time.monotonic()
-        self.started_at = self.progress_at = start
+        self.started_at = self.progress_at = self._metrics_at = start
         self.last_pong = {n: start for n in self.roles}
 
     def on_CountsMsg(self, msg: CountsMsg) -> None:
@@ -123,11 +134,57 @@ class Orchestrator(Component):
             self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
+            self._add_metrics(msg.counters)
         elif "episode_returns" in msg.counters:  # a worker finished episodes: the learning curve
-            self.worker_steps[msg.sender] = int(msg.counters.get("env_steps", 0))
-            steps = self.env_steps
-            elapsed = self.elapsed_s
-            self.curve.extend((elapsed, steps, float(r)) for r in msg.counters["episode_returns"])
+            self._add_episodes(msg.sender, int(msg.counters.get("env_steps", 0)), msg.counters["episode_returns"])
+
+    def _add_episodes(self, worker: str, worker_steps: int, returns: list[float]) -> None:
+        """Episodes a worker finished in its last piece, spread evenly over the env steps and the
+        time of that piece in the order they finished (one rollout of PPO finishes many episodes:
+        they must not all share its last step)."""
+        before = self.worker_steps.get(worker, 0)
+        self.worker_steps[worker] = worker_steps
+        steps, elapsed = self.env_steps, self.elapsed_s
+        span = max(worker_steps - before, 0)
+        last_point = self.curve[-1][0] if self.curve else self.base_elapsed  # wall times never decrease
+        since = min(max(self.worker_elapsed.get(worker, self.base_elapsed), last_point), elapsed)
+        self.worker_elapsed[worker] = elapsed
+        k = len(returns)
+        for i, r in enumerate(returns, 1):
+            at_steps = steps - span + round(span * i / k)
+            self.curve.append((since + (elapsed - since) * i / k, at_steps, float(r)))
+
+    def _add_metrics(self, counters: Any) -> None:
+        """Add the Trainer's metric sums; close a row of :attr:`train_metrics` when one is due."""
+        n = int(counters.get("metric_updates", 0))
+        if n:
+            self._metric_updates += n
+            for key, value in counters.items():
+                if key.startswith("metric."):
+                    name = key[len("metric."):]
+                    self._metric_sums[name] = self._metric_sums.get(name, 0.0) + float(value)
+        if self.finished or time.monotonic() - self._metrics_at >= self.metrics_interval_s:
+            self._close_metrics_row()
+
+    def _close_metrics_row(self) -> None:
+        """Append the means since the last row to :attr:`train_metrics` (if any update reported)."""
+        self._metrics_at = time.monotonic()
+        if not self._metric_updates:
+            return
+        row: dict[str, float] = {"wall_s": self.elapsed_s, "env_steps": self.env_steps, "updates": self.trained}
+        row.update({k: v / self._metric_updates for k, v in self._metric_sums.items()})
+        row.update(self.actor_metrics())
+        self.train_metrics.append(row)
+        self._metric_sums, self._metric_updates = {}, 0
+
+    def actor_metrics(self) -> dict[str, float]:
+        """The workers' latest ``actor.<name>`` counters (from their Pongs), averaged over workers."""
+        values: dict[str, list[float]] = {}
+        for name in self.workers:
+            for key, value in self.component_counters.get(name, {}).items():
+                if key.startswith("actor."):
+                    values.setdefault(key[len("actor."):], []).append(float(value))
+        return {k: sum(v) / len(v) for k, v in values.items()}
 
     def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
         assert self.checkpoints is not None
@@ -287,6 +344,7 @@ class Orchestrator(Component):
             if role == "worker":
                 self.send(name, StopMsg(reason))
         self.finished = True
+        self._close_metrics_row()  # the last window, not lost with the stop
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -295,4 +353,5 @@ class Orchestrator(Component):
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
             "evaluations": list(self.evaluations),
+            "train_metrics": list(self.train_metrics),
         }

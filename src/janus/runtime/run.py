@@ -20,7 +20,7 @@ from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
 from janus.errors import ConfigError, RunFailed
-from janus.result import RunResult
+from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
@@ -29,6 +29,9 @@ from janus.runtime.orchestrator import Orchestrator, run_state
 from janus.runtime.pacing import SampleToInsertRatio
 
 Progress = Callable[[int, int, str], None]
+Observer = Callable[[dict[str, Any], Callable[[], RunResult]], None]
+"""Called on every poll of a run with the Orchestrator's status and a function that builds the
+run's :class:`RunResult` so far (costly: call it only when writing, e.g. every 30 s)."""
 __all__ = ["RunFailed", "run_runtime", "make_backend", "build", "learner_end_device"]
 
 
@@ -258,8 +261,11 @@ def make_backend(cfg: RunConfig) -> Any:
     return LocalBackend(serial=serial(cfg))
 
 
-def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0) -> RunResult:
-    """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C."""
+def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0,
+                observer: Observer | None = None) -> RunResult:
+    """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C.
+
+    ``observer`` (see :data:`Observer`) sees the run as it goes: live logs, periodic results."""
     check_progress_possible(cfg)
     if checkpointed(cfg):  # resuming: finish a commit a crash cut short, verify every file; then a new run id
         checkpoints.start_run(str(cfg.runtime.checkpoint_dir), cfg.runtime.resume)
@@ -278,6 +284,8 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
             if progress is not None:
                 note = rl_note(status["curve"], time.perf_counter() - start, base_steps=base_steps)
                 progress(min(status["trained"], total), total, note)
+            if observer is not None:
+                observer(status, partial(result_so_far, cfg, backend, status, start))
             if backend.fatal is not None:
                 name, text = backend.fatal
                 raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
@@ -326,6 +334,11 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
+def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: float) -> RunResult:
+    """The :class:`RunResult` of a run still going (counters as last reported)."""
+    return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start)
+
+
 def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures."""
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
@@ -337,9 +350,10 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     limiter = make_limiter(cfg)
     inserted = int(tm.get("transitions_inserted", 0))
     curve = learning_curve(status.get("curve", []))
+    metrics = metric_columns(status.get("train_metrics", []))
     return RunResult(
         name=cfg.name,
-        config=cfg.to_dict(),
+        config=reported_config(cfg.to_dict()),
         samples_per_s=trained * cfg.minibatch_size / wall,
         actor_steps_per_s=transitions / wall,
         wall_s=wall,
@@ -378,8 +392,17 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
         evaluations=list(status.get("evaluations", [])) if evaluates(cfg) else None,
+        train_metrics=metrics or None,
         **curve,
     )
+
+
+def metric_columns(rows: list[dict[str, float]]) -> dict[str, list[float | None]]:
+    """The Orchestrator's rows of training scalars as columns (``None`` where a row lacks one)."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    return {name: [row.get(name) for row in rows] for name in names}
 
 
 def rl_note(curve: list[tuple[float, int, float]], elapsed: float, window: int = 20, base_steps: int = 0) -> str:

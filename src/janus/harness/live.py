@@ -1,0 +1,104 @@
+"""A run's logs while it trains: :class:`LiveRun`, the observer ``janus`` commands give the runtime.
+
+* TensorBoard (``--tensorboard``): every ``tensorboard_interval_s`` (2 s) the episodes finished,
+  the rows of training scalars closed and the evaluations done since the last write are appended to the run's event file
+  and flushed, so TensorBoard shows the run as it goes; :meth:`LiveRun.finish` adds the rest and
+  the run's totals.
+* Results files: every ``results_interval_s`` the run so far is handed to ``save`` (the command
+  writes results.json/csv and the curves atomically), so a run folder always holds the run up to
+  at most that long ago, even after a crash or a kill.
+
+The tags are those of :mod:`janus.harness.tensorboard`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from janus.harness.tensorboard import EventWriter, write_episodes, write_evaluations, write_run_totals, write_train_metrics
+from janus.result import RunResult, as_dict
+
+
+def _columns(curve: list[tuple[float, int, float]]) -> dict[str, list[float]]:
+    return {"wall_s": [t for t, _, _ in curve], "env_steps": [s for _, s, _ in curve], "return": [r for _, _, r in curve]}
+
+
+class LiveRun:
+    """Writes TensorBoard scalars and the results files of one run while it trains.
+
+    Args:
+        save: writes the results files of a run so far (None: no periodic results).
+        results_interval_s: seconds between calls of ``save``.
+        tensorboard_dir: where the event file goes (None: no TensorBoard).
+        skip_episodes: episodes of the learning curve already logged by an earlier session (resume).
+        skip_evaluations: periodic evaluations already logged by an earlier session (resume).
+        tensorboard_interval_s: seconds between appends to the event file.
+    """
+
+    def __init__(self, save: Callable[[RunResult], None] | None, results_interval_s: float = 30.0,
+                 tensorboard_dir: str | Path | None = None, skip_episodes: int = 0,
+                 tensorboard_interval_s: float = 2.0, skip_evaluations: int = 0) -> None:
+        self.save = save
+        self.results_interval_s = results_interval_s
+        self.tensorboard_interval_s = tensorboard_interval_s
+        self.writer = EventWriter(tensorboard_dir) if tensorboard_dir is not None else None
+        self.tensorboard_dir = Path(tensorboard_dir) if tensorboard_dir is not None else None
+        self.episodes_written = skip_episodes
+        self.rows_written = 0
+        self.evaluations_written = skip_evaluations
+        self.run_start: float | None = None  # epoch seconds at the run's (resumed) clock zero
+        self.saved_at: float | None = None
+        self.logged_at = 0.0
+        self.saves = 0
+
+    def __call__(self, status: dict[str, Any], result_so_far: Callable[[], RunResult]) -> None:
+        """Observe one poll of the run (``janus.runtime.run.Observer``)."""
+        now = time.monotonic()
+        if self.run_start is None:
+            self.run_start = time.time() - float(status.get("elapsed_s", 0.0))
+            self.saved_at = now
+        if self.writer is not None and now - self.logged_at >= self.tensorboard_interval_s:
+            self.logged_at = now
+            self._log(_columns(status.get("curve", [])), _rows_as_columns(status.get("train_metrics", [])),
+                      status.get("evaluations") or [])
+        if self.save is not None and self.saved_at is not None and now - self.saved_at >= self.results_interval_s:
+            self.saved_at = now
+            try:
+                self.save(result_so_far())
+                self.saves += 1
+            except Exception as exc:  # noqa: BLE001 - the run goes on; the next period tries again
+                print(f"janus: could not write the results so far ({type(exc).__name__}: {exc}); "
+                      f"trying again in {self.results_interval_s:g}s", file=sys.stderr, flush=True)
+
+    def _log(self, curve: dict[str, list[float]], metrics: dict[str, list[Any]], evaluations: list[dict[str, Any]]) -> None:
+        assert self.writer is not None
+        start = self.run_start if self.run_start is not None else time.time()
+        self.episodes_written = write_episodes(self.writer, curve, self.episodes_written, start)
+        self.rows_written = write_train_metrics(self.writer, metrics, self.rows_written, start)
+        self.evaluations_written = write_evaluations(self.writer, evaluations, self.evaluations_written, start)
+        self.writer.flush()
+
+    def finish(self, run: RunResult | dict[str, Any]) -> None:
+        """Log what the last polls did not see and the run's totals (its end, or an interrupt), then close."""
+        if self.writer is not None:
+            run = as_dict(run)
+            if self.run_start is None:
+                self.run_start = time.time() - float(run.get("wall_s", 0.0))
+            self._log(run.get("learning_curve") or {}, run.get("train_metrics") or {}, run.get("evaluations") or [])
+            write_run_totals(self.writer, run, time.time())
+        self.close()
+
+    def close(self) -> None:
+        """Close the event file (what was flushed stays readable)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _rows_as_columns(rows: list[dict[str, float]]) -> dict[str, list[Any]]:
+    from janus.runtime.run import metric_columns
+
+    return metric_columns(rows)
