@@ -324,3 +324,22 @@ def test_live_run_appends_only_new_points_skips_resumed_ones_and_survives_a_fail
     assert [(s, v) for s, v, _ in scalars["train/loss"]] == [(30, 0.5)]
     assert [(s, v) for s, v, _ in scalars["eval/mean_return"]] == [(30, 50.0)]
     assert [v for _, v, _ in scalars["run/wall_s"]] == [2.5]
+
+
+def test_live_run_writes_nothing_until_ready_then_catches_up(tmp_path: Path) -> None:
+    """A resumed run's live logs wait for its first commit (``ready``), then write what they missed."""
+    from janus.harness.live import LiveRun
+
+    saves: list[Any] = []
+    gate = {"open": False}
+    live = LiveRun(saves.append, results_interval_s=0.0, tensorboard_dir=tmp_path / "tb", tensorboard_interval_s=0.0,
+                   ready=lambda: gate["open"])
+    status = {"elapsed_s": 1.0, "curve": [(0.5, 100, 10.0), (0.9, 200, 20.0)], "train_metrics": [], "evaluations": []}
+    for _ in range(3):
+        live(status, lambda: "so far")
+    assert saves == [] and not (tmp_path / "tb").exists(), "nothing, not even an empty event file"
+    gate["open"] = True
+    live(status, lambda: "so far")
+    live.close()
+    assert saves == ["so far"]
+    assert sorted(v for _, v, _ in read_scalars(tmp_path / "tb")["episode/return"]) == [10.0, 20.0]

@@ -272,3 +272,25 @@ def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path) -> No
         place.rmdir()
         pytest.skip("this machine lets the test create a folder under /sys")
     refused(janus("train", *SYNTHETIC, "--out", str(place / "R")), f"--out {str(place / 'R')!r}", "cannot create the folder")
+
+
+def test_a_resume_that_commits_nothing_puts_the_best_policy_back(tmp_path: Path) -> None:
+    """Periodic evaluation may write RUN_DIR/best/policy.pt before a resumed run's first commit: a
+    run that then commits nothing leaves it as it was (and removes one it created)."""
+    from janus.harness.run_folder import ResumeCommit
+
+    best = tmp_path / "best" / "policy.pt"
+    best.parent.mkdir()
+    best.write_bytes(b"the best policy of the committed run")
+    guard = ResumeCommit(tmp_path / "config.yaml", "new config", tmp_path / "no-commit", best)  # nothing ever commits
+    guard.start()
+    best.write_bytes(b"written by the resumed run, which then failed")
+    guard.finish()
+    assert best.read_bytes() == b"the best policy of the committed run"
+    assert not (tmp_path / "config.yaml").exists()
+    best.unlink()
+    guard = ResumeCommit(tmp_path / "config.yaml", "new config", tmp_path / "no-commit", best)
+    guard.start()
+    best.write_bytes(b"created by the failed run")
+    guard.finish()
+    assert not best.exists()

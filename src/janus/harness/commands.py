@@ -9,7 +9,7 @@ import sys
 import yaml
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from janus import fileio
 from janus.config import RunConfig
@@ -145,19 +145,23 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
         if getattr(args, "resume", None) is not None:
             check_resume(out_dir, configs[0])
             ckpt = configs[0].runtime.checkpoint_dir
-            resumed = run_folder.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None)
+            best = configs[0].runtime.best_dir
+            resumed = run_folder.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None,
+                                              Path(best) / "policy.pt" if best else None)
             resumed.start()
         else:
             fileio.write_text(out_dir / "config.yaml", prepared[0][1])
     try:
-        return _run_configs(args, label, out_dir, configs, skipped, baseline)
+        # a resumed run's live logs and results wait for its first commit, like its config.yaml
+        ready = (lambda: resumed.written) if resumed is not None else None
+        return _run_configs(args, label, out_dir, configs, skipped, baseline, ready)
     finally:
         if resumed is not None:
             resumed.finish()
 
 
 def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
-                 skipped: list[dict[str, str]], baseline: str) -> int:
+                 skipped: list[dict[str, str]], baseline: str, ready: Callable[[], bool] | None = None) -> int:
     """Run each configuration (progress, interrupts) and write the results."""
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
     print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
@@ -175,7 +179,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         progress = ProgressLine(f"  {c.name}")
         print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
               f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
-        live = live_run(args, label, out_dir, c, runs, skipped, baseline)  # None: compare, eval
+        live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
             run = run_runtime(c, progress) if live is None else run_runtime(c, progress, observer=live)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
@@ -201,7 +205,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
 
 
 def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig, runs: list[Any],
-             skipped: list[dict[str, Any]], baseline: str) -> LiveRun | None:
+             skipped: list[dict[str, Any]], baseline: str, ready: Callable[[], bool] | None = None) -> LiveRun | None:
     """The live logs of one ``janus train`` run (TensorBoard, periodic results files); compare and
     eval measure throughput and get none (a periodic chart would cost the run it measures)."""
     if args.command != "train":
@@ -214,7 +218,7 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
     earlier = load_run_state(cfg)  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
-                   skip_evaluations=len(earlier.get("evaluations", [])))
+                   skip_evaluations=len(earlier.get("evaluations", [])), ready=ready)
 
 
 def command_line(label: str) -> str:

@@ -36,15 +36,19 @@ class LiveRun:
         skip_episodes: episodes of the learning curve already logged by an earlier session (resume).
         skip_evaluations: periodic evaluations already logged by an earlier session (resume).
         tensorboard_interval_s: seconds between appends to the event file.
+        ready: nothing is written while it returns False (a resumed run before its first commit).
     """
 
     def __init__(self, save: Callable[[RunResult], None] | None, results_interval_s: float = 30.0,
                  tensorboard_dir: str | Path | None = None, skip_episodes: int = 0,
-                 tensorboard_interval_s: float = 2.0, skip_evaluations: int = 0) -> None:
+                 tensorboard_interval_s: float = 2.0, skip_evaluations: int = 0,
+                 ready: Callable[[], bool] | None = None) -> None:
         self.save = save
+        self.ready = ready
         self.results_interval_s = results_interval_s
         self.tensorboard_interval_s = tensorboard_interval_s
-        self.writer = EventWriter(tensorboard_dir) if tensorboard_dir is not None else None
+        self.writer: EventWriter | None = None  # opened at the first write (nothing is created before)
+        self.closed = False
         self.tensorboard_dir = Path(tensorboard_dir) if tensorboard_dir is not None else None
         self.episodes_written = skip_episodes
         self.rows_written = 0
@@ -60,7 +64,9 @@ class LiveRun:
         if self.run_start is None:
             self.run_start = time.time() - float(status.get("elapsed_s", 0.0))
             self.saved_at = now
-        if self.writer is not None and now - self.logged_at >= self.tensorboard_interval_s:
+        if self.ready is not None and not self.ready():
+            return  # a resumed run touches its folder only once it has committed (it catches up then)
+        if self.tensorboard_dir is not None and now - self.logged_at >= self.tensorboard_interval_s:
             self.logged_at = now
             self._log(_columns(status.get("curve", [])), _rows_as_columns(status.get("train_metrics", [])),
                       status.get("evaluations") or [])
@@ -74,7 +80,10 @@ class LiveRun:
                       f"trying again in {self.results_interval_s:g}s", file=sys.stderr, flush=True)
 
     def _log(self, curve: dict[str, list[float]], metrics: dict[str, list[Any]], evaluations: list[dict[str, Any]]) -> None:
-        assert self.writer is not None
+        if self.writer is None:
+            if self.closed or self.tensorboard_dir is None:
+                return
+            self.writer = EventWriter(self.tensorboard_dir)
         start = self.run_start if self.run_start is not None else time.time()
         self.episodes_written = write_episodes(self.writer, curve, self.episodes_written, start)
         self.rows_written = write_train_metrics(self.writer, metrics, self.rows_written, start)
@@ -83,16 +92,18 @@ class LiveRun:
 
     def finish(self, run: RunResult | dict[str, Any]) -> None:
         """Log what the last polls did not see and the run's totals (its end, or an interrupt), then close."""
-        if self.writer is not None:
+        if self.tensorboard_dir is not None and not self.closed:
             run = as_dict(run)
             if self.run_start is None:
                 self.run_start = time.time() - float(run.get("wall_s", 0.0))
             self._log(run.get("learning_curve") or {}, run.get("train_metrics") or {}, run.get("evaluations") or [])
-            write_run_totals(self.writer, run, time.time())
+            if self.writer is not None:
+                write_run_totals(self.writer, run, time.time())
         self.close()
 
     def close(self) -> None:
         """Close the event file (what was flushed stays readable)."""
+        self.closed = True
         if self.writer is not None:
             self.writer.close()
             self.writer = None

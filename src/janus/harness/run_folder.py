@@ -351,10 +351,12 @@ class ResumeCommit:
     every file the run added to the checkpoint folder (parts of checkpoints never committed).
     """
 
-    def __init__(self, config_path: Path, config_text: str, checkpoint_dir: Path | None) -> None:
+    def __init__(self, config_path: Path, config_text: str, checkpoint_dir: Path | None, best_file: Path | None = None) -> None:
         self.config_path = config_path
         self.config_text = config_text
         self.checkpoint_dir = checkpoint_dir
+        self.best_file = best_file  # periodic evaluation's best policy: put back as it was if nothing commits
+        self.best0 = self._read(best_file) if best_file else None
         self.seq0 = self._seq()
         self.run_file = self._read(checkpoint_dir / "run.json") if checkpoint_dir else None
         self.files0 = set(os.listdir(checkpoint_dir)) if checkpoint_dir and checkpoint_dir.is_dir() else set()
@@ -408,6 +410,14 @@ class ResumeCommit:
         if self.committed():
             self._write_config()
             return
+        if self.best_file is not None and self._read(self.best_file) != self.best0:
+            from janus import fileio
+
+            if self.best0 is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.best_file)
+            else:
+                fileio.write_bytes(self.best_file, self.best0)
         folder = self.checkpoint_dir
         if folder is None or not folder.is_dir():
             return
