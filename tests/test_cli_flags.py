@@ -122,7 +122,7 @@ def test_num_layers_out_of_range_names_the_flag(value: str, capsys: pytest.Captu
     assert "invalid --num_layers" in capsys.readouterr().err
 
 
-def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Every configuration of ``compare --backend ray`` runs on the Ray backend (not a local run)."""
     from janus.harness import commands
     from janus.runtime.backends.ray import RayBackend
@@ -135,7 +135,7 @@ def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.Monkey
         raise JanusError("stop before starting Ray")
 
     monkeypatch.setattr(commands, "run_runtime", fake_run_runtime)
-    assert cli.main(["compare", "--quick", "--backend", "ray", "--out", "/dev/null/never"]) == 2
+    assert cli.main(["compare", "--quick", "--backend", "ray", "--out", str(tmp_path / "out")]) == 2
     assert ran == [RayBackend.__name__]
 
 
@@ -164,11 +164,11 @@ def test_every_option_of_every_command_has_help_text() -> None:
 def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     defaults = cli.flag_defaults()
-    assert defaults["overlap_collect"] == {"synthetic": 1, "dqn": 1, "ppo": 1}, "configs/default.yaml runs 1, not 0"
+    assert defaults["overlap_collect"] == {"synthetic": 1, "dqn": 1, "ppo": 1, "sac": 1}, "configs/default.yaml runs 1, not 0"
     assert defaults["g_collect"]["synthetic"] == 4
     helps = {a.dest: a.help for a in _subcommands()["train"]._actions}
     # validated (what the run gets, before `auto` placements resolve for this machine)
-    runs = {"synthetic": validate(config("train")), **{a: validate(config("train", "--algo", a)) for a in ("dqn", "ppo")}}
+    runs = {"synthetic": validate(config("train")), **{a: validate(config("train", "--algo", a)) for a in ("dqn", "ppo", "sac")}}
     for flag, by_algo in defaults.items():
         for algo_name, value in by_algo.items():
             assert cli.value_of(runs[algo_name], flag) == value, f"--{flag} for {algo_name}"

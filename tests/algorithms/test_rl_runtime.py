@@ -61,10 +61,9 @@ def assert_curve(run: dict[str, Any], cfg: RunConfig) -> None:
     assert steps[-1] > steps[0] > 0
     assert all(1 <= r <= 500 for r in returns), "CartPole-v1 returns lie in [1, 500]"
     assert run["final_mean_return"] == pytest.approx(sum(returns[-20:]) / len(returns[-20:]))
-    # DQN workers roll until stopped, a little past the budget: at most the insert credit in hand
-    pacing = algorithm(cfg.workload.algo).pacing(cfg)
-    slack = int(pacing.error_buffer / pacing.samples_per_insert) + 2 * cfg.rollout_transitions if pacing.samples_per_insert else 0
-    assert steps[-1] <= cfg.workload.total_env_steps + slack
+    # the budget is exact: whole rounds of one piece from every worker, the first at or above total_env_steps
+    budget = algorithm(cfg.workload.algo).budget(cfg)
+    assert steps[-1] <= (budget.env_steps or budget.iterations * cfg.rollout_transitions) < cfg.workload.total_env_steps + cfg.rollout_transitions
 
 
 def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:

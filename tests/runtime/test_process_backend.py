@@ -178,6 +178,8 @@ def test_killed_worker_process_is_restarted_with_the_latest_parameters() -> None
     fresh = backend.counters()["worker-1"]
     assert fresh.get("params_loaded", 0) >= 1 and fresh.get("rollouts", 0) > 0, f"the new worker loaded params and worked: {fresh}"
     assert backend.worker_pids()["worker-1"] != killed[0]
+    # the killed instance's env steps still count (before, a restart made the run's total drop)
+    assert run["counts"]["env_steps"] >= run["counts"]["transitions_inserted"] > 0
     assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
     assert not worker_processes()
 

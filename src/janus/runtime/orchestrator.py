@@ -80,6 +80,7 @@ class Orchestrator(Component):
         self.finished = False
         self.stalls = 0  # health checks that found no progress since the previous one
         self.worker_steps: dict[str, int] = {}
+        self.retired_steps = 0  # env steps of worker instances replaced by a restart
         self.started_at = time.monotonic()
         # a resumed run continues its counters, learning curve and clock
         initial = initial or {}
@@ -300,6 +301,7 @@ class Orchestrator(Component):
                 if role == "worker" and self.restart is not None:
                     self.restarts[name] = self.restarts.get(name, 0) + 1
                     self.starting[name] = (now, self.seq)
+                    self.retired_steps += self.worker_steps.pop(name, 0)  # the new instance counts from 0
                     self.restart(name)
                     self._forget_credit(name)
                     self.send(name, StartMsg())
@@ -332,7 +334,7 @@ class Orchestrator(Component):
     @property
     def env_steps(self) -> int:
         """Environment steps reported by workers (plus those of the run being resumed)."""
-        return self.base_steps + sum(self.worker_steps.values())
+        return self.base_steps + self.retired_steps + sum(self.worker_steps.values())
 
     @property
     def elapsed_s(self) -> float:
@@ -352,6 +354,6 @@ class Orchestrator(Component):
             "pieces_granted": self.granted_total, "pieces_inserted": self.pieces_inserted,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
-            "evaluations": list(self.evaluations),
+            "evaluations": list(self.evaluations), "retired_env_steps": self.retired_steps,
             "train_metrics": list(self.train_metrics),
         }

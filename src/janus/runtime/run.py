@@ -367,7 +367,8 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
         },
         counts={
             "updates": trained, "transitions_produced": int(transitions),
-            "env_steps": int(sum(c.get("env_steps", 0) for c in workers.values())),
+            # this invocation's steps: the workers' now, plus those of instances a restart replaced
+            "env_steps": int(sum(c.get("env_steps", 0) for c in workers.values())) + int(status.get("retired_env_steps", 0)),
             "transitions_inserted": inserted,
             "transitions_collected": int(tm.get("buffer.transitions_collected", 0)),
             "collect_calls": int(tm.get("buffer.collect_calls", 0)),
