@@ -42,7 +42,7 @@ SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "nu
                   "updates_per_iteration", "is_on_policy"}
 """Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget)."""
 GYM_ONLY = {"env", "env_kwargs", "total_env_steps", "eval_interval_steps", "eval_episodes"}
-"""Flags only the Gymnasium algorithms (dqn, ppo) read."""
+"""Flags only the Gymnasium algorithms (dqn, ppo, sac) read."""
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the Gymnasium algorithms
 OFF_POLICY_ONLY = {"batch_size"}
 RAY_ONLY = {"address", "max_calls_in_flight"}
@@ -181,7 +181,7 @@ def flag_defaults() -> dict[str, dict[str, Any]]:
     """``flag -> {algorithm: default}``: what a run without ``--config`` resolves, for the runs that read it.
 
     Without ``--algo`` a run starts from ``configs/default.yaml`` (the synthetic workload); with
-    ``--algo dqn|ppo`` from that algorithm's preset.
+    ``--algo dqn|ppo|sac`` from that algorithm's preset.
     """
     from janus.algorithms.base import algorithm, names
 
@@ -221,8 +221,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup = parser.add_argument_group("workload")
     docs = {**field_docs(WorkloadConfig),
-            "hidden_size": "Width of every hidden layer of the learner's network (dqn/ppo: of algorithm.hidden).",
-            "num_layers": "Hidden layers of the learner's network (dqn/ppo: of algorithm.hidden).",
+            "hidden_size": "Width of every hidden layer of the learner's network (dqn/ppo/sac: of algorithm.hidden).",
+            "num_layers": "Hidden layers of the learner's network (dqn/ppo/sac: of algorithm.hidden).",
             "env_kwargs": 'Keyword arguments of gymnasium.make for every environment, as a JSON object, e.g. '
                           '\'{"max_episode_steps": 50}\' (saved in config.yaml).'}
     wtypes = {f.name: f.type for f in fields(WorkloadConfig)}
@@ -236,8 +236,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
             from janus.algorithms.base import names
 
             extra = {"type": str, "choices": names()}
-            docs["algo"] = ("Workload: synthetic (simulated actors), dqn or ppo (Gymnasium). Without it, --env picks "
-                            "dqn for Discrete and ppo for Box action spaces.")
+            docs["algo"] = ("Workload: synthetic (simulated actors), dqn, ppo or sac (Gymnasium). Without it, --env "
+                            "picks dqn for Discrete and ppo for Box action spaces.")
         wgroup.add_argument(f"--{name}", default=None, **{"metavar": name.upper(), **extra},
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup.add_argument("--num_workers", type=_number, default=None, dest="num_actors_alias", metavar="N",
@@ -411,7 +411,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     """Algorithm preset < YAML config < ``--quick`` < command-line flags; not yet resolved.
 
     Without ``--config``, ``configs/default.yaml`` is the base of the synthetic workload; ``--algo
-    dqn|ppo`` starts from that algorithm's preset instead; ``--env`` alone picks dqn or ppo by the
+    dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks dqn or ppo by the
     environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
     """
     typed = _typed(args)

@@ -80,15 +80,15 @@ class WorkloadConfig:
     """The synthetic (or RL) workload driving the data path."""
 
     algo: str = "synthetic"
-    """Workload: ``synthetic`` (simulated actors, real torch learner), ``dqn`` or ``ppo`` (Gymnasium)."""
+    """Workload: ``synthetic`` (simulated actors, real torch learner), ``dqn``, ``ppo`` or ``sac`` (Gymnasium)."""
     env: str = "CartPole-v1"
-    """Gymnasium environment id (``dqn``/``ppo``) with a Box observation space; ``module:EnvId`` imports
+    """Gymnasium environment id (``dqn``/``ppo``/``sac``) with a Box observation space; ``module:EnvId`` imports
     ``module`` first (in every worker), which registers ``EnvId``."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of ``gymnasium.make`` for every environment (``dqn``/``ppo``), e.g.
+    """Keyword arguments of ``gymnasium.make`` for every environment (``dqn``/``ppo``/``sac``), e.g.
     ``{"max_episode_steps": 50}``."""
     total_env_steps: int = 100_000
-    """``dqn``/``ppo``: environment steps to train for (over all workers)."""
+    """``dqn``/``ppo``/``sac``: environment steps to train for (over all workers)."""
     num_actors: int = 2
     """Actor threads producing rollouts."""
     envs_per_actor: int = 8
