@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ def test_evaluations_every_interval_and_the_best_policy_is_kept(tmp_path: Path, 
     assert [e["env_steps"] // 1000 for e in evals] == [1, 2, 3], evals  # one per 1,000 steps crossed
     assert all(e["episodes"] == 3 and np.isfinite(e["mean_return"]) for e in evals)
     assert [e["version"] for e in evals] == sorted(e["version"] for e in evals)
+    assert not [t for t in threading.enumerate() if t.name.startswith("host-evaluator") or t.name.startswith("evaluator-")], \
+        "the Evaluator's threads are joined at shutdown"
     best = max(evals, key=lambda e: e["mean_return"])
     saved = torch.load(tmp_path / "best" / "policy.pt", weights_only=True)["state"]
     assert saved["eval_return"] == pytest.approx(best["mean_return"]) and saved["env_steps"] == best["env_steps"]

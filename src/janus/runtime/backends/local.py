@@ -14,7 +14,7 @@ from janus.runtime.component import Component, Host
 from janus.runtime.stats import MessageStats
 
 
-SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "trainer", "orchestrator")
+SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
 
 
 class LocalOutbox:
