@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import functools
 import inspect
 import json
 import re
@@ -81,8 +82,9 @@ def _mapping(text: str) -> dict[str, Any]:
 
 
 # ---- help text and the defaults it shows ---------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def field_docs(cls: type) -> dict[str, str]:
-    """Each dataclass field's docstring (the string literal under it), on one line."""
+    """Each dataclass field's docstring (the string literal under it), on one line (parsed once per class)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError, SyntaxError):  # no source shipped
@@ -181,8 +183,18 @@ def flag_defaults() -> dict[str, dict[str, Any]]:
     """``flag -> {algorithm: default}``: what a run without ``--config`` resolves, for the runs that read it.
 
     Without ``--algo`` a run starts from ``configs/default.yaml`` (the synthetic workload); with
-    ``--algo dqn|ppo|sac`` from that algorithm's preset.
+    ``--algo dqn|ppo|sac`` from that algorithm's preset. Computed once per default config file
+    (its path and modification time) and process.
     """
+    try:
+        stamp = (str(DEFAULT_CONFIG.resolve()), DEFAULT_CONFIG.stat().st_mtime_ns)
+    except OSError:
+        stamp = (str(DEFAULT_CONFIG.resolve()), -1)
+    return {flag: dict(per_algo) for flag, per_algo in _flag_defaults(stamp).items()}  # callers may edit theirs
+
+
+@functools.lru_cache(maxsize=8)
+def _flag_defaults(stamp: tuple[str, int]) -> dict[str, dict[str, Any]]:
     from janus.algorithms.base import algorithm, names
 
     bases = {}
