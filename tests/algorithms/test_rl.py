@@ -222,6 +222,7 @@ def test_ppo_learns_cartpole_quickly():
     assert run.final_mean_return > PPO_MIN, run.final_mean_return
 
 
+@pytest.mark.slow  # ~11 s; DQN learning is checked by default through the runtime (test_rl_runtime.py)
 def test_dqn_learns_cartpole_quickly():
     run = serial_run("dqn", DQN_STEPS, algorithm=DQN_FAST)
     assert run.final_mean_return > DQN_MIN, run.final_mean_return

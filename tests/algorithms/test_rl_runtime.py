@@ -93,7 +93,7 @@ def test_local_runtime_learns_cartpole(algo: str, steps: int, algorithm: dict) -
 
 
 # ------------------------------------------------------------------------------------- ray backend
-@pytest.mark.parametrize("algo,steps", [("dqn", 3000), ("ppo", 4096)])
+@pytest.mark.parametrize("algo,steps", [("dqn", 3000), pytest.param("ppo", 4096, marks=pytest.mark.slow)])
 def test_ray_backend_two_workers(ray_session: Any, algo: str, steps: int) -> None:
     cfg = rl_cfg(algo, steps, workload={"num_actors": 2}, runtime={"backend": "ray"})
     run = run_runtime(cfg, timeout_s=240)

@@ -99,7 +99,7 @@ def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: 
     assert not (run / LOCK_NAME).exists() and not (aside / LOCK_NAME).exists()
 
 
-@pytest.mark.parametrize("command", [["compare"], ["eval", "--sweep", "overlap"]])
+@pytest.mark.parametrize("command", [["compare"], pytest.param(["eval", "--sweep", "overlap"], marks=pytest.mark.slow)])
 def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command: list[str]) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -90,7 +90,8 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("backend", ["local", "ray"])
+# ray (~45 s) is slow: the local loop runs by default; `make test-all` runs both
+@pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=pytest.mark.slow)])
 def test_kill_at_a_random_moment_then_resume(tmp_path: Path, backend: str) -> None:
     if backend == "ray":
         pytest.importorskip("ray")
