@@ -94,16 +94,19 @@ def _read_versions(name: str, layout: Layout, reads: int, conn) -> None:
 def test_param_store_readers_never_see_a_torn_version() -> None:
     arrays = {"w": np.zeros((256, 256), np.float32), "b": np.zeros(256, np.float32)}
     store = ParamStore.create(arrays)
+    # version 0 exists before the reader starts: an unpublished store (version -1, zeros) is not a tear
+    store.publish(0, {k: np.zeros_like(a) for k, a in arrays.items()})
     ctx = mp.get_context("spawn")
     mine, theirs = ctx.Pipe()
-    proc = ctx.Process(target=_read_versions, args=(store.name, store.layout, 2000, theirs))
+    proc = ctx.Process(target=_read_versions, args=(store.name, store.layout, 500, theirs))
     proc.start()
     try:
         assert mine.recv() == "ready"
-        version = 0
+        version = 1
         while not mine.poll():  # publish while the reader reads, so copies overlap writes
             store.publish(version, {k: np.full_like(a, version) for k, a in arrays.items()})
             version += 1
+            time.sleep(0)  # yield now and then: a writer that never pauses starves the reader's retries
         torn, last = mine.recv()
         assert torn == 0 and 0 <= last < version
     finally:
