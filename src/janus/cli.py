@@ -327,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
     ro.add_argument("--episodes", type=int, default=10, help="Greedy episodes to run [default 10].")
     ro.add_argument("--seed", type=int, default=0, help="Seed of the environment [default 0].")
+    ro.add_argument("--video", type=Path, default=None, metavar="FILE.gif",
+                    help="Also record the first episode as an animated GIF (the environment must render rgb_array).")
     ev = sub.add_parser("eval", help="sweep one knob", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(ev)
     ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"),

@@ -55,10 +55,13 @@ def run_rollout(args: argparse.Namespace) -> int:
     """``janus rollout``: greedy episodes of a saved policy."""
     from janus.harness.rollout import rollout
 
-    cfg, returns = rollout(args.checkpoint, args.episodes, args.seed)
+    cfg, returns, video = rollout(args.checkpoint, args.episodes, args.seed, args.video)
     mean, std = statistics.fmean(returns), statistics.pstdev(returns)
     print(f"janus rollout: {cfg.workload.algo} on {cfg.workload.env}, {len(returns)} episodes: "
           f"mean return {mean:.1f} (std {std:.1f}, min {min(returns):.1f}, max {max(returns):.1f})")
+    if video is not None:
+        cut = f" (the episode was longer: only its first {video.frames} frames)" if video.cut else ""
+        print(f"wrote {video.path}: the first episode, {video.frames} frames{cut}")
     return 0
 
 

@@ -6,32 +6,70 @@ from pathlib import Path
 
 from janus.config import RunConfig
 from janus.errors import ConfigError
+from janus.harness.video import FrameRecorder, check_video_path, write_gif
 from janus.policy import Policy, load_policy
+
+MAX_VIDEO_FRAMES = 5_000
+"""Frames a ``--video`` keeps at most (the rest of a longer episode is not recorded)."""
+
+
+class Video:
+    """What ``--video`` wrote: the file, its frames, and whether the episode was longer."""
+
+    def __init__(self, path: Path, frames: int, cut: bool) -> None:
+        self.path, self.frames, self.cut = path, frames, cut
 
 
 def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True) -> list[float]:
     """Returns of ``episodes`` episodes of ``policy`` in a fresh copy of its run's environment."""
+    return run_episodes(policy, episodes, seed, deterministic)[0]
+
+
+def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True,
+                 video: str | Path | None = None) -> tuple[list[float], Video | None]:
+    """:func:`episode_returns`; with ``video`` (a ``.gif`` path) the first episode is also
+    rendered (``render_mode="rgb_array"``) and written there."""
     from janus.algorithms.envs import make_vector_env
 
-    env = make_vector_env(policy.cfg.workload.env, 1, seed, policy.cfg.workload.env_kwargs)
+    kwargs = dict(policy.cfg.workload.env_kwargs or {})
+    recorder = None
+    if video is not None:
+        video = check_video_path(video)
+        kwargs["render_mode"] = "rgb_array"
+    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs)
     returns: list[float] = []
-    obs, _ = env.reset(seed=seed)
-    total = 0.0
     try:
+        if video is not None:
+            recorder = FrameRecorder(env.envs[0], MAX_VIDEO_FRAMES)  # inside the vector env: sees each last frame
+            env.envs[0] = recorder
+        obs, _ = env.reset(seed=seed)
+        total = 0.0
         while len(returns) < episodes:
             obs, reward, term, trunc, _ = env.step(policy.predict(obs, deterministic=deterministic))
             total += float(reward[0])
             if term[0] or trunc[0]:
                 returns.append(total)
                 total = 0.0
+                if recorder is not None and recorder.recording:
+                    recorder.frames.pop()  # the autoreset's first frame of the next episode
+                    recorder.recording = False
     finally:
         env.close()
-    return returns
+    if recorder is None:
+        return returns, None
+    fps = float(env.metadata.get("render_fps") or recorder.metadata.get("render_fps") or 30)
+    write_gif(recorder.frames, video, fps)
+    return returns, Video(Path(video), len(recorder.frames), recorder.truncated_video)
 
 
-def rollout(checkpoint: str | Path, episodes: int, seed: int = 0) -> tuple[RunConfig, list[float]]:
-    """Returns of ``episodes`` greedy episodes of the policy saved at ``checkpoint``."""
+def rollout(checkpoint: str | Path, episodes: int, seed: int = 0,
+            video: str | Path | None = None) -> tuple[RunConfig, list[float], Video | None]:
+    """Returns of ``episodes`` greedy episodes of the policy saved at ``checkpoint`` (and the
+    ``--video`` of the first one, if asked for)."""
     if episodes < 1:
         raise ConfigError(f"invalid --episodes: got {episodes}; accepted: an integer >= 1")
+    if video is not None:
+        check_video_path(video)  # before loading anything
     policy = load_policy(checkpoint)
-    return policy.cfg, episode_returns(policy, episodes, seed)
+    returns, recorded = run_episodes(policy, episodes, seed, video=video)
+    return policy.cfg, returns, recorded
