@@ -97,7 +97,8 @@ class DQNActor:
         self.cfg = cfg
         if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+                                    training=True)
         check_action_space("dqn", self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.num_actions = int(self.envs.single_action_space.n)
@@ -143,7 +144,7 @@ class DQNActor:
             raw["next_obs"].append(next_obs_of(obs, term, trunc, info))
             raw["terminated"].append(term)
             raw["truncated"].append(trunc)
-            self.episodes.step(reward, term | trunc)
+            self.episodes.step(reward, term | trunc, info)
             self.obs = obs
         self.env_steps += num_steps * self.num_envs
         steps = {k: np.stack(v) for k, v in raw.items()}

@@ -7,6 +7,10 @@ observation is in ``info["final_obs"][i]``. So every step is a real transition (
 skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds ``next_obs[t]``
 (the final observation at done steps) from what ``step`` returns.
 
+``ALE/`` ids (Atari through ale-py) get the standard preprocessing of :mod:`janus.algorithms.atari`;
+``training=True`` adds its training signals (a lost life ends the episode, clipped rewards), and
+:class:`EpisodeTracker` then records the real, unclipped full-game returns from ``info``.
+
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
 arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
 """
@@ -14,6 +18,7 @@ arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from typing import Any, Mapping, NamedTuple
 
@@ -23,6 +28,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from janus.algorithms import atari
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -48,6 +54,8 @@ def registered_env_id(env_id: str) -> str:
         except Exception as exc:  # the user's module raised while registering
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: "
                               f"{type(exc).__name__}: {exc}") from None
+    if atari.is_atari(name):
+        atari.register_ale()  # an error saying how to install ale-py when it is missing
     if name not in gym.registry:
         close = difflib.get_close_matches(name, list(gym.registry), n=3)
         examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
@@ -58,12 +66,24 @@ def registered_env_id(env_id: str) -> str:
     return name
 
 
+def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, training: bool = False) -> gym.Env:
+    """One environment of ``env_id`` (a registered id or ``module:EnvId``): ``ALE/`` ids with the
+    Atari preprocessing (``training``: with its training signals), others as ``gymnasium.make`` builds them.
+    """
+    name = registered_env_id(env_id)
+    if atari.is_atari(name):
+        return atari.make_atari_env(name, env_kwargs, training)
+    return gym.make(name, **dict(env_kwargs or {}))
+
+
 def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
-                    env_kwargs: Mapping[str, Any] | None = None) -> gym.vector.SyncVectorEnv:
+                    env_kwargs: Mapping[str, Any] | None = None, *,
+                    training: bool = False) -> gym.vector.SyncVectorEnv:
     """A ``SyncVectorEnv`` of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
 
     ``env_id`` is a registered id or ``module:EnvId`` (see :func:`registered_env_id`);
-    ``env_kwargs`` go to every ``gymnasium.make``. ``seed`` seeds the action and observation spaces;
+    ``env_kwargs`` go to every ``gymnasium.make``. ``training``: an actor's envs (Atari: lives end
+    episodes, rewards clipped; the real ones in ``info``), not an evaluation's. ``seed`` seeds the action and observation spaces;
     the caller seeds the environments with the first ``envs.reset(seed=seed)`` (sub-env ``i`` gets
     ``seed + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
     for an unknown id, an environment that cannot be built (e.g. a missing optional dependency,
@@ -71,13 +91,13 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
-    name = registered_env_id(env_id)
+    registered_env_id(env_id)  # a clear error for an unknown id
     kwargs = dict(env_kwargs or {})
+    fns = [functools.partial(make_env, env_id, kwargs, training) for _ in range(num_envs)]
     try:
-        envs = gym.vector.SyncVectorEnv(
-            [lambda: gym.make(name, **kwargs) for _ in range(num_envs)],
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
+        envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    except ConfigError:
+        raise
     except (gym.error.Error, ImportError) as exc:  # e.g. box2d/mujoco/jax/shimmy not installed
         raise ConfigError(f"invalid --env: got {env_id!r}, which could not be created: {exc}") from exc
     except TypeError as exc:  # a keyword the environment does not take
@@ -145,8 +165,32 @@ class UpdateResult(NamedTuple):
     metrics: dict[str, float]  #: scalar diagnostics (losses, KL, mean Q, ...)
 
 
+def game_signals(info: Mapping[str, Any], num_envs: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(raw reward, game over)`` per sub-env of one SAME_STEP ``step`` whose envs report them in
+    ``info`` (Atari training envs, :class:`~janus.algorithms.atari.EpisodicLife`), else None.
+
+    A sub-env that ended an episode this step carries its step's info in ``info["final_info"]``
+    (its top-level entries are then the reset's); the others carry it at the top level.
+    """
+    final = info.get("final_info", {})
+    if "raw_reward" not in info and "raw_reward" not in final:
+        return None
+    raw, over = np.zeros(num_envs, dtype=np.float64), np.zeros(num_envs, dtype=bool)
+    for part in (info, final):
+        if "raw_reward" in part:
+            have = np.asarray(part["_raw_reward"], dtype=bool)
+            raw[have] = np.asarray(part["raw_reward"])[have]
+            over[have] = np.asarray(part["game_over"])[have]
+    return raw, over
+
+
 class EpisodeTracker:
-    """Running return and length per sub-env; collects the episodes that finish."""
+    """Running return and length per sub-env; collects the episodes that finish.
+
+    Given a step's ``info`` with real rewards and game ends (:func:`game_signals`: Atari training,
+    where a lost life ends the episode and rewards are clipped), it counts those instead: the
+    returns it records are whole games, unclipped.
+    """
 
     def __init__(self, num_envs: int) -> None:
         self.ret = np.zeros(num_envs, dtype=np.float64)
@@ -154,7 +198,10 @@ class EpisodeTracker:
         self._returns: list[float] = []
         self._lengths: list[int] = []
 
-    def step(self, reward: np.ndarray, done: np.ndarray) -> None:
+    def step(self, reward: np.ndarray, done: np.ndarray, info: Mapping[str, Any] | None = None) -> None:
+        signals = None if info is None else game_signals(info, len(self.ret))
+        if signals is not None:
+            reward, done = signals
         self.ret += reward
         self.len += 1
         for i in np.flatnonzero(done):

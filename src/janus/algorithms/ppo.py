@@ -175,7 +175,8 @@ class PPOActor:
     def __init__(self, cfg: PPOConfig, env_id: str, seed: int, num_envs: int | None = None,
                  env_kwargs: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+                                    training=True)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
@@ -216,7 +217,7 @@ class PPOActor:
             for k, a in (("reward", reward), ("next_obs", next_obs_of(next_obs, term, trunc, info)),
                          ("terminated", term), ("truncated", trunc)):
                 env_out[k].append(a)
-            self.episodes.step(reward, term | trunc)
+            self.episodes.step(reward, term | trunc, info)
             self.obs = next_obs
         piece = {k: torch.stack(v) for k, v in steps.items()}
         piece.update({k: torch.from_numpy(np.stack(v)) for k, v in env_out.items()})

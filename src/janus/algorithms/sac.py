@@ -138,7 +138,8 @@ class SACActor:
     def __init__(self, cfg: SACConfig, env_id: str, seed: int, num_envs: int | None = None,
                  env_kwargs: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+                                    training=True)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.action_dim = int(space.shape[0])
@@ -184,7 +185,7 @@ class SACActor:
             out["next_obs"].append(next_obs_of(obs, term, trunc, info).astype(np.float32))
             out["terminated"].append(term)
             out["truncated"].append(trunc)
-            self.episodes.step(reward, term | trunc)
+            self.episodes.step(reward, term | trunc, info)
             self.obs = obs
         self.env_steps += num_steps * self.num_envs
         return {k: np.stack(v) for k, v in out.items()}, self.episodes.pop()

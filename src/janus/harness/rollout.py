@@ -13,7 +13,7 @@ def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic:
     """Returns of ``episodes`` episodes of ``policy`` in a fresh copy of its run's environment."""
     from janus.algorithms.envs import make_vector_env
 
-    env = make_vector_env(policy.cfg.workload.env, 1, seed, policy.cfg.workload.env_kwargs)
+    env = make_vector_env(policy.cfg.workload.env, 1, seed, policy.cfg.workload.env_kwargs, training=False)  # whole games, real rewards
     returns: list[float] = []
     obs, _ = env.reset(seed=seed)
     total = 0.0
