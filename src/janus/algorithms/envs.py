@@ -11,6 +11,10 @@ skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds `
 ``training=True`` adds its training signals (a lost life ends the episode, clipped rewards), and
 :class:`EpisodeTracker` then records the real, unclipped full-game returns from ``info``.
 
+``vector_env`` picks where the sub-envs step: ``sync`` (in the caller's thread), ``async`` (one
+subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory) or ``auto``
+(:func:`vector_env_kind`; see docs/benchmarks.md, "Vectorised environments").
+
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
 arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
 """
@@ -20,6 +24,9 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.util
+import multiprocessing
+import os
 from typing import Any, Mapping, NamedTuple
 
 import gymnasium as gym
@@ -29,6 +36,7 @@ from gymnasium import spaces
 from torch import nn
 
 from janus.algorithms import atari
+from janus.config import VECTOR_ENVS
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -66,10 +74,42 @@ def registered_env_id(env_id: str) -> str:
     return name
 
 
+ASYNC_CONTEXT = "forkserver"
+"""How ``async`` sub-env processes start: not ``fork`` (a worker holds torch and other threads);
+``forkserver`` forks each from a single-threaded server started once per process, which has
+imported this module (torch, gymnasium) and ale-py; ``spawn`` would start each from scratch
+(see docs/design.md, "Vectorised environments")."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def vector_env_kind(env_id: str, num_envs: int, vector_env: str = "auto") -> str:
+    """``sync`` or ``async``: ``vector_env`` itself, or what ``auto`` picks for ``env_id``.
+
+    ``auto`` is ``async`` only for Atari games (``ALE/``: ~0.5 ms of emulation and preprocessing
+    per step) with at least 2 sub-envs, on a machine with more than 2 CPUs. Measured on 2 CPUs
+    (docs/benchmarks.md, "Vectorised environments"): async loses there (Pong 0.7-1.0x of sync,
+    CartPole ~0.1x: its ~15 us steps cannot pay for the pipe round trip), so it is never picked
+    for cheap envs, nor on 2 CPUs.
+    """
+    if vector_env not in VECTOR_ENVS:
+        raise invalid("workload.vector_env", vector_env, one_of(VECTOR_ENVS))
+    if vector_env != "auto":
+        return vector_env
+    name = env_id.partition(":")[2] if ":" in env_id else env_id
+    return "async" if atari.is_atari(name) and num_envs >= 2 and usable_cpus() > 2 else "sync"
+
+
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, training: bool = False) -> gym.Env:
     """One environment of ``env_id`` (a registered id or ``module:EnvId``): ``ALE/`` ids with the
     Atari preprocessing (``training``: with its training signals), others as ``gymnasium.make`` builds them.
-    """
+    Module-level, so an ``AsyncVectorEnv`` subprocess can unpickle it (it imports ``module`` there)."""
     name = registered_env_id(env_id)
     if atari.is_atari(name):
         return atari.make_atari_env(name, env_kwargs, training)
@@ -77,13 +117,15 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, training:
 
 
 def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
-                    env_kwargs: Mapping[str, Any] | None = None, *,
-                    training: bool = False) -> gym.vector.SyncVectorEnv:
-    """A ``SyncVectorEnv`` of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
+                    env_kwargs: Mapping[str, Any] | None = None, *, training: bool = False,
+                    vector_env: str = "sync") -> gym.vector.VectorEnv:
+    """A vector env of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
 
     ``env_id`` is a registered id or ``module:EnvId`` (see :func:`registered_env_id`);
     ``env_kwargs`` go to every ``gymnasium.make``. ``training``: an actor's envs (Atari: lives end
-    episodes, rewards clipped; the real ones in ``info``), not an evaluation's. ``seed`` seeds the action and observation spaces;
+    episodes, rewards clipped; the real ones in ``info``), not an evaluation's. ``vector_env``:
+    ``sync``, ``async`` or ``auto`` (:func:`vector_env_kind`); close an ``async`` one (its
+    subprocesses) with ``close()``. ``seed`` seeds the action and observation spaces;
     the caller seeds the environments with the first ``envs.reset(seed=seed)`` (sub-env ``i`` gets
     ``seed + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
     for an unknown id, an environment that cannot be built (e.g. a missing optional dependency,
@@ -91,11 +133,16 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
-    registered_env_id(env_id)  # a clear error for an unknown id
+    kind = vector_env_kind(env_id, num_envs, vector_env)
+    registered_env_id(env_id)  # a clear error before any process starts
     kwargs = dict(env_kwargs or {})
     fns = [functools.partial(make_env, env_id, kwargs, training) for _ in range(num_envs)]
     try:
-        envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        if kind == "async":
+            envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(
+                fns, shared_memory=True, context=async_context(), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        else:
+            envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     except ConfigError:
         raise
     except (gym.error.Error, ImportError) as exc:  # e.g. box2d/mujoco/jax/shimmy not installed
@@ -114,6 +161,19 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
         envs.action_space.seed(seed)
         envs.observation_space.seed(seed)
     return envs
+
+
+def async_context() -> str:
+    """The start method of ``async`` sub-env processes (:data:`ASYNC_CONTEXT`). A daemonic process
+    cannot have children: say so rather than fail deep inside multiprocessing."""
+    if multiprocessing.current_process().daemon:
+        raise ConfigError(f"workload.vector_env=async: this process ({multiprocessing.current_process().name}) is a "
+                          f"daemonic multiprocessing process, which cannot start the sub-env processes; "
+                          f"use workload.vector_env: sync here")
+    if ASYNC_CONTEXT == "forkserver":  # the server imports these once; each sub-env forks with them loaded
+        preload = ["janus.algorithms.envs"] + (["ale_py"] if importlib.util.find_spec("ale_py") else [])
+        multiprocessing.get_context("forkserver").set_forkserver_preload(preload)  # no effect once it runs
+    return ASYNC_CONTEXT
 
 
 def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[spaces.Box, gym.Space]:
