@@ -28,7 +28,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from janus.config import BACKENDS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
+from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -42,7 +42,7 @@ RUNTIME_FLAGS = tuple(f.name for f in fields(RuntimeConfig) if f.name not in PER
 SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "num_actions", "iterations",
                   "updates_per_iteration", "is_on_policy"}
 """Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget)."""
-GYM_ONLY = {"env", "env_kwargs", "total_env_steps", "eval_interval_steps", "eval_episodes"}
+GYM_ONLY = {"env", "env_kwargs", "vector_env", "total_env_steps", "eval_interval_steps", "eval_episodes"}
 """Flags only the Gymnasium algorithms (dqn, ppo, sac) read."""
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the Gymnasium algorithms
 OFF_POLICY_ONLY = {"batch_size"}
@@ -244,6 +244,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
             extra = {"type": int, "nargs": "+"}
         elif name == "env_kwargs":
             extra = {"type": _mapping, "metavar": "JSON"}
+        elif name == "vector_env":
+            extra = {"type": str, "choices": VECTOR_ENVS}
         elif name == "algo":
             from janus.algorithms.base import names
 

@@ -32,6 +32,7 @@ from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
 DEVICES = ("cpu", "cuda")
 OBS_DTYPES = ("float32", "uint8")
+VECTOR_ENVS = ("sync", "async", "auto")
 
 
 def cuda_available() -> bool:
@@ -87,6 +88,10 @@ class WorkloadConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of ``gymnasium.make`` for every environment (``dqn``/``ppo``/``sac``), e.g.
     ``{"max_episode_steps": 50}``."""
+    vector_env: str = "auto"
+    """Where a worker steps its environments (``dqn``/``ppo``/``sac``): ``sync`` (in its own thread), ``async``
+    (one subprocess each: Gymnasium's AsyncVectorEnv over shared memory) or ``auto`` (async for Atari
+    ``ALE/`` games with 2+ envs per worker on a machine with more than 2 CPUs, else sync)."""
     total_env_steps: int = 100_000
     """``dqn``/``ppo``/``sac``: environment steps to train for (over all workers)."""
     num_actors: int = 2
@@ -428,6 +433,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
         raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
     check_env_kwargs(w.env_kwargs)
+    if w.vector_env not in VECTOR_ENVS:
+        raise invalid("workload.vector_env", w.vector_env, one_of(VECTOR_ENVS))
     for key in ("env_step_ms", "env_compute_ms"):
         value = getattr(w, key)
         if not _is_number(value) or not 0 <= value <= 60_000:

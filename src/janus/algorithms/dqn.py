@@ -93,11 +93,12 @@ class DQNActor:
     """Actor side: epsilon-greedy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
     def __init__(self, cfg: DQNConfig, env_id: str, seed: int, num_envs: int | None = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
+                 env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
         if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+                                    training=True, vector_env=vector_env)
         check_action_space("dqn", self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.num_actions = int(self.envs.single_action_space.n)
@@ -143,7 +144,7 @@ class DQNActor:
             raw["next_obs"].append(next_obs_of(obs, term, trunc, info))
             raw["terminated"].append(term)
             raw["truncated"].append(trunc)
-            self.episodes.step(reward, term | trunc)
+            self.episodes.step(reward, term | trunc, info)
             self.obs = obs
         self.env_steps += num_steps * self.num_envs
         steps = {k: np.stack(v) for k, v in raw.items()}
@@ -276,7 +277,8 @@ class DQN(ReplayGymAlgorithm):
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
         w = cfg.workload
-        actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
+        actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
+                         vector_env=w.vector_env)
         return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: DQNConfig, obs_space: Any, action_space: Any, seed: int) -> DQNLearner:

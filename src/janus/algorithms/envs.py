@@ -7,6 +7,14 @@ observation is in ``info["final_obs"][i]``. So every step is a real transition (
 skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds ``next_obs[t]``
 (the final observation at done steps) from what ``step`` returns.
 
+``ALE/`` ids (Atari through ale-py) get the standard preprocessing of :mod:`janus.algorithms.atari`;
+``training=True`` adds its training signals (a lost life ends the episode, clipped rewards), and
+:class:`EpisodeTracker` then records the real, unclipped full-game returns from ``info``.
+
+``vector_env`` picks where the sub-envs step: ``sync`` (in the caller's thread), ``async`` (one
+subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory) or ``auto``
+(:func:`vector_env_kind`; see docs/benchmarks.md, "Vectorised environments").
+
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
 arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
 """
@@ -14,7 +22,11 @@ arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import importlib.util
+import multiprocessing
+import os
 from typing import Any, Mapping, NamedTuple
 
 import gymnasium as gym
@@ -23,6 +35,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from janus.algorithms import atari
+from janus.config import VECTOR_ENVS
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -48,6 +62,8 @@ def registered_env_id(env_id: str) -> str:
         except Exception as exc:  # the user's module raised while registering
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: "
                               f"{type(exc).__name__}: {exc}") from None
+    if atari.is_atari(name):
+        atari.register_ale()  # an error saying how to install ale-py when it is missing
     if name not in gym.registry:
         close = difflib.get_close_matches(name, list(gym.registry), n=3)
         examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
@@ -58,12 +74,58 @@ def registered_env_id(env_id: str) -> str:
     return name
 
 
+ASYNC_CONTEXT = "forkserver"
+"""How ``async`` sub-env processes start: not ``fork`` (a worker holds torch and other threads);
+``forkserver`` forks each from a single-threaded server started once per process, which has
+imported this module (torch, gymnasium) and ale-py; ``spawn`` would start each from scratch
+(see docs/design.md, "Vectorised environments")."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def vector_env_kind(env_id: str, num_envs: int, vector_env: str = "auto") -> str:
+    """``sync`` or ``async``: ``vector_env`` itself, or what ``auto`` picks for ``env_id``.
+
+    ``auto`` is ``async`` only for Atari games (``ALE/``: ~0.5 ms of emulation and preprocessing
+    per step) with at least 2 sub-envs, on a machine with more than 2 CPUs. Measured on 2 CPUs
+    (docs/benchmarks.md, "Vectorised environments"): async loses there (Pong 0.7-1.0x of sync,
+    CartPole ~0.1x: its ~15 us steps cannot pay for the pipe round trip), so it is never picked
+    for cheap envs, nor on 2 CPUs.
+    """
+    if vector_env not in VECTOR_ENVS:
+        raise invalid("workload.vector_env", vector_env, one_of(VECTOR_ENVS))
+    if vector_env != "auto":
+        return vector_env
+    name = env_id.partition(":")[2] if ":" in env_id else env_id
+    return "async" if atari.is_atari(name) and num_envs >= 2 and usable_cpus() > 2 else "sync"
+
+
+def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, training: bool = False) -> gym.Env:
+    """One environment of ``env_id`` (a registered id or ``module:EnvId``): ``ALE/`` ids with the
+    Atari preprocessing (``training``: with its training signals), others as ``gymnasium.make`` builds them.
+    Module-level, so an ``AsyncVectorEnv`` subprocess can unpickle it (it imports ``module`` there)."""
+    name = registered_env_id(env_id)
+    if atari.is_atari(name):
+        return atari.make_atari_env(name, env_kwargs, training)
+    return gym.make(name, **dict(env_kwargs or {}))
+
+
 def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
-                    env_kwargs: Mapping[str, Any] | None = None) -> gym.vector.SyncVectorEnv:
-    """A ``SyncVectorEnv`` of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
+                    env_kwargs: Mapping[str, Any] | None = None, *, training: bool = False,
+                    vector_env: str = "sync") -> gym.vector.VectorEnv:
+    """A vector env of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
 
     ``env_id`` is a registered id or ``module:EnvId`` (see :func:`registered_env_id`);
-    ``env_kwargs`` go to every ``gymnasium.make``. ``seed`` seeds the action and observation spaces;
+    ``env_kwargs`` go to every ``gymnasium.make``. ``training``: an actor's envs (Atari: lives end
+    episodes, rewards clipped; the real ones in ``info``), not an evaluation's. ``vector_env``:
+    ``sync``, ``async`` or ``auto`` (:func:`vector_env_kind`); close an ``async`` one (its
+    subprocesses) with ``close()``. ``seed`` seeds the action and observation spaces;
     the caller seeds the environments with the first ``envs.reset(seed=seed)`` (sub-env ``i`` gets
     ``seed + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
     for an unknown id, an environment that cannot be built (e.g. a missing optional dependency,
@@ -71,13 +133,18 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
-    name = registered_env_id(env_id)
+    kind = vector_env_kind(env_id, num_envs, vector_env)
+    registered_env_id(env_id)  # a clear error before any process starts
     kwargs = dict(env_kwargs or {})
+    fns = [functools.partial(make_env, env_id, kwargs, training) for _ in range(num_envs)]
     try:
-        envs = gym.vector.SyncVectorEnv(
-            [lambda: gym.make(name, **kwargs) for _ in range(num_envs)],
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
+        if kind == "async":
+            envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(
+                fns, shared_memory=True, context=async_context(), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        else:
+            envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    except ConfigError:
+        raise
     except (gym.error.Error, ImportError) as exc:  # e.g. box2d/mujoco/jax/shimmy not installed
         raise ConfigError(f"invalid --env: got {env_id!r}, which could not be created: {exc}") from exc
     except TypeError as exc:  # a keyword the environment does not take
@@ -94,6 +161,19 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
         envs.action_space.seed(seed)
         envs.observation_space.seed(seed)
     return envs
+
+
+def async_context() -> str:
+    """The start method of ``async`` sub-env processes (:data:`ASYNC_CONTEXT`). A daemonic process
+    cannot have children: say so rather than fail deep inside multiprocessing."""
+    if multiprocessing.current_process().daemon:
+        raise ConfigError(f"workload.vector_env=async: this process ({multiprocessing.current_process().name}) is a "
+                          f"daemonic multiprocessing process, which cannot start the sub-env processes; "
+                          f"use workload.vector_env: sync here")
+    if ASYNC_CONTEXT == "forkserver":  # the server imports these once; each sub-env forks with them loaded
+        preload = ["janus.algorithms.envs"] + (["ale_py"] if importlib.util.find_spec("ale_py") else [])
+        multiprocessing.get_context("forkserver").set_forkserver_preload(preload)  # no effect once it runs
+    return ASYNC_CONTEXT
 
 
 def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[spaces.Box, gym.Space]:
@@ -145,8 +225,32 @@ class UpdateResult(NamedTuple):
     metrics: dict[str, float]  #: scalar diagnostics (losses, KL, mean Q, ...)
 
 
+def game_signals(info: Mapping[str, Any], num_envs: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(raw reward, game over)`` per sub-env of one SAME_STEP ``step`` whose envs report them in
+    ``info`` (Atari training envs, :class:`~janus.algorithms.atari.EpisodicLife`), else None.
+
+    A sub-env that ended an episode this step carries its step's info in ``info["final_info"]``
+    (its top-level entries are then the reset's); the others carry it at the top level.
+    """
+    final = info.get("final_info", {})
+    if "raw_reward" not in info and "raw_reward" not in final:
+        return None
+    raw, over = np.zeros(num_envs, dtype=np.float64), np.zeros(num_envs, dtype=bool)
+    for part in (info, final):
+        if "raw_reward" in part:
+            have = np.asarray(part["_raw_reward"], dtype=bool)
+            raw[have] = np.asarray(part["raw_reward"])[have]
+            over[have] = np.asarray(part["game_over"])[have]
+    return raw, over
+
+
 class EpisodeTracker:
-    """Running return and length per sub-env; collects the episodes that finish."""
+    """Running return and length per sub-env; collects the episodes that finish.
+
+    Given a step's ``info`` with real rewards and game ends (:func:`game_signals`: Atari training,
+    where a lost life ends the episode and rewards are clipped), it counts those instead: the
+    returns it records are whole games, unclipped.
+    """
 
     def __init__(self, num_envs: int) -> None:
         self.ret = np.zeros(num_envs, dtype=np.float64)
@@ -154,7 +258,10 @@ class EpisodeTracker:
         self._returns: list[float] = []
         self._lengths: list[int] = []
 
-    def step(self, reward: np.ndarray, done: np.ndarray) -> None:
+    def step(self, reward: np.ndarray, done: np.ndarray, info: Mapping[str, Any] | None = None) -> None:
+        signals = None if info is None else game_signals(info, len(self.ret))
+        if signals is not None:
+            reward, done = signals
         self.ret += reward
         self.len += 1
         for i in np.flatnonzero(done):

@@ -164,6 +164,10 @@ class GymActorSide:
     def load_params(self, snapshot: Any) -> None:
         self.actor.load_params(dict(snapshot.arrays), snapshot.version)
 
+    def close(self) -> None:
+        """Close the environments (an ``async`` vector env's subprocesses end here)."""
+        self.actor.close()
+
 
 class GlobalStepActorSide(GymActorSide):
     """An actor whose schedule (exploration, random warm-up) follows the global env-step count,

@@ -173,9 +173,10 @@ class PPOActor:
     """Actor side: on-policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
     def __init__(self, cfg: PPOConfig, env_id: str, seed: int, num_envs: int | None = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
+                 env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+                                    training=True, vector_env=vector_env)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
@@ -216,7 +217,7 @@ class PPOActor:
             for k, a in (("reward", reward), ("next_obs", next_obs_of(next_obs, term, trunc, info)),
                          ("terminated", term), ("truncated", trunc)):
                 env_out[k].append(a)
-            self.episodes.step(reward, term | trunc)
+            self.episodes.step(reward, term | trunc, info)
             self.obs = next_obs
         piece = {k: torch.stack(v) for k, v in steps.items()}
         piece.update({k: torch.from_numpy(np.stack(v)) for k, v in env_out.items()})
@@ -328,7 +329,8 @@ class PPO(GymAlgorithm):
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GymActorSide:
         w = cfg.workload
-        actor = PPOActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
+        actor = PPOActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
+                         vector_env=w.vector_env)
         return GymActorSide(actor, self.pacing(cfg).piece_steps, initial_env_steps)
 
     def make_learner(self, config: PPOConfig, obs_space: Any, action_space: Any, seed: int) -> PPOLearner:

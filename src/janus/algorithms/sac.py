@@ -136,9 +136,10 @@ class SACActor:
     """Actor side: stochastic policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
     def __init__(self, cfg: SACConfig, env_id: str, seed: int, num_envs: int | None = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
+                 env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+                                    training=True, vector_env=vector_env)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.action_dim = int(space.shape[0])
@@ -184,7 +185,7 @@ class SACActor:
             out["next_obs"].append(next_obs_of(obs, term, trunc, info).astype(np.float32))
             out["terminated"].append(term)
             out["truncated"].append(trunc)
-            self.episodes.step(reward, term | trunc)
+            self.episodes.step(reward, term | trunc, info)
             self.obs = obs
         self.env_steps += num_steps * self.num_envs
         return {k: np.stack(v) for k, v in out.items()}, self.episodes.pop()
@@ -306,7 +307,8 @@ class SAC(ReplayGymAlgorithm):
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
         w = cfg.workload
-        actor = SACActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs)
+        actor = SACActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
+                         vector_env=w.vector_env)
         return GlobalStepActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: SACConfig, obs_space: Any, action_space: Any, seed: int) -> SACLearner:

@@ -36,7 +36,7 @@ def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bo
     if video is not None:
         video = check_video_path(video)
         kwargs["render_mode"] = "rgb_array"
-    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs)
+    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False)  # whole games, real rewards
     returns: list[float] = []
     try:
         if video is not None:

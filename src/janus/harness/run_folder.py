@@ -47,6 +47,7 @@ MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "runtime.address": "--address",
     "runtime.workers_per_node": "--workers_per_node",
     "runtime.max_calls_in_flight": "--max_calls_in_flight",
+    "workload.vector_env": "--vector_env",  # where the envs step, not what they do
     "runtime.eval_interval_steps": "--eval_interval_steps",
     "runtime.eval_episodes": "--eval_episodes",
 }

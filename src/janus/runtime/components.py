@@ -121,6 +121,12 @@ class Worker(Component):
             self._fetch(self.version + 1)
         return True
 
+    def close(self) -> None:
+        """Close the actor's environments when it has any (subprocesses of ``vector_env: async``)."""
+        close = getattr(self.actor, "close", None)
+        if close is not None:
+            close()
+
 
 class WorkerProxy(Component):
     """One per node: batches its workers' inserts and fetches parameters once per node per version."""

@@ -18,16 +18,24 @@ Between a worker process and the learner process:
 A worker process ignores SIGINT (the learner stops it cleanly, draining what it produced) and exits
 when the learner process's end of its pipe closes, so a killed learner leaves no orphan; the learner
 unlinks every segment at shutdown.
+
+Worker processes are not daemonic, because a daemonic process may not start processes of its own
+and a worker may step its environments in subprocesses (``workload.vector_env: async``). What
+daemonic processes got for free, this module does itself: at interpreter exit it kills the worker
+processes still running (ones :meth:`ProcessBackend.shutdown` did not stop), before
+multiprocessing would wait for them.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
@@ -43,6 +51,18 @@ WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 class WorkerStartError(RuntimeError):
     """A worker process did not come up."""
+
+
+_LIVE_WORKERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+"""Worker processes started here and not yet joined (see the module doc)."""
+
+
+@atexit.register  # registered after multiprocessing's own exit hook (imported above), so it runs first
+def _kill_leftover_workers() -> None:
+    for proc in list(_LIVE_WORKERS):
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5.0)
 
 
 # ---- the worker process -------------------------------------------------------------------------
@@ -234,8 +254,9 @@ class ProcessBackend(LocalBackend):
         os.environ.update(WORKER_ENV)  # the child's torch/BLAS read these at import
         try:
             proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name),
-                                    name=f"janus-{name}", daemon=True)
+                                    name=f"janus-{name}", daemon=False)  # its envs may be subprocesses
             proc.start()
+            _LIVE_WORKERS.add(proc)
         finally:
             for k, v in saved.items():
                 if v is None:
