@@ -100,6 +100,9 @@ class AtariFrames(gym.Wrapper):
 
     def __init__(self, env: gym.Env, noop_max: int = NOOP_MAX, frame_skip: int = FRAME_SKIP, size: int = SIZE) -> None:
         super().__init__(env)
+        # one rendered frame per agent step: a video of them plays at game speed at 60 Hz (the
+        # console's frame rate; ALE's metadata says 30) / frame_skip
+        self.metadata = {**env.metadata, "render_fps": 60 / frame_skip}
         if env.unwrapped.get_action_meanings()[0] != "NOOP":
             raise ConfigError(f"{env.spec.id if env.spec else env}: action 0 is not NOOP; the no-op start needs it")
         self.noop_max, self.frame_skip, self.size = noop_max, frame_skip, size

@@ -57,7 +57,7 @@ def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bo
         env.close()
     if recorder is None:
         return returns, None
-    fps = float(env.metadata.get("render_fps") or recorder.metadata.get("render_fps") or 30)
+    fps = float(recorder.metadata.get("render_fps") or 30)  # the wrapped env's own (Atari: per agent step)
     write_gif(recorder.frames, video, fps)
     return returns, Video(Path(video), len(recorder.frames), recorder.truncated_video)
 
