@@ -19,7 +19,9 @@ import torch
 
 from janus.buffer.experience import ExperienceBuffer
 from janus.buffer.frames import FrameStackReplay
-from janus.errors import BufferInputError, CheckpointError
+from janus.buffer.janus import JanusBuffer
+from janus.config import JanusConfig
+from janus.errors import BufferInputError, CheckpointError, ConfigError
 
 FRAME = (6, 7)  # 42 bytes: not a multiple of 8, on purpose
 
@@ -75,9 +77,10 @@ def nstep_rows(env: StackedEnv, steps: int, n: int, gamma: float = 0.9) -> dict[
 
 def batches(seed: int, *, workers: int = 2, envs: int = 3, k: int = 4, n: int = 3, pieces: int = 40, T: int = 8,
             per_extend: int = 2, padding: str = "reset", frame: tuple[int, ...] = FRAME, p_end: float = 0.04,
-            max_len: int = 40, static: float = 0.2, streams: bool = True, shuffle: bool = True) -> Iterator[dict[str, np.ndarray]]:
+            max_len: int = 40, static: float = 0.2, streams: bool = True, shuffle: bool = True,
+            flat: bool = True) -> Iterator[dict[str, np.ndarray]]:
     """Extend batches: ``per_extend`` pieces ``[T, envs]`` each, from ``workers`` workers in a random
-    order (``shuffle``) or in turn."""
+    order (``shuffle``) or in turn; ``flat=False``: the pieces themselves, ``[T, envs, ...]``."""
     rng = np.random.default_rng(seed)
     env_rows = [nstep_rows(StackedEnv(rng, k, frame, padding, p_end, max_len, static), pieces * T, n)
                 for _ in range(workers * envs)]
@@ -95,6 +98,9 @@ def batches(seed: int, *, workers: int = 2, envs: int = 3, k: int = 4, n: int = 
         piece["reward"] = rng.standard_normal((T, envs)).astype(np.float32)
         if streams:
             piece["stream"] = np.broadcast_to(w * envs + np.arange(envs), (T, envs)).astype(np.int64)
+        if not flat:
+            yield piece
+            continue
         out.append({key: v.reshape(T * envs, *v.shape[2:]) for key, v in piece.items()})
         if len(out) == per_extend:
             yield {key: np.concatenate([p[key] for p in out]) for key in out[0]}
@@ -249,3 +255,25 @@ def test_clear_errors() -> None:
     assert replay.total_written == 5  # nothing written by a refused call
     with pytest.raises(BufferInputError, match="frame_capacity"):
         FrameStackReplay(10, frame_capacity=8).extend(five)
+
+
+def test_janus_buffer_serves_the_same_batches_with_frame_stack() -> None:
+    cfg = JanusConfig(placement="auto", learner_device="cpu", batch_size=32, buffer_capacity=300, g_select=2)
+    plain = JanusBuffer(cfg, seed=1, sampler="prioritized")
+    framed = JanusBuffer(cfg, seed=1, sampler="prioritized", frame_stack=True)
+    try:
+        assert isinstance(framed.experience, FrameStackReplay) and framed.experience.placement == "cpu_pageable"
+        for i, piece in enumerate(batches(23, pieces=15, flat=False)):
+            plain.put(piece)
+            framed.put(piece)
+            if i:
+                got, want = framed.get(timeout=10), plain.get(timeout=10)
+                assert_batches_equal(got, want)
+                prio = torch.rand(32, generator=torch.Generator().manual_seed(i))
+                assert framed.update_priority(got["index"], prio) == plain.update_priority(want["index"], prio)
+        assert framed.experience.frames_written < 1.2 * framed.experience.total_written
+    finally:
+        plain.close()
+        framed.close()
+    with pytest.raises(ConfigError, match="off-policy"):
+        JanusBuffer(JanusConfig(is_on_policy=True, learner_device="cpu"), rollout_size=64, frame_stack=True)
