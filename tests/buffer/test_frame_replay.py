@@ -255,6 +255,10 @@ def test_clear_errors() -> None:
     assert replay.total_written == 5  # nothing written by a refused call
     with pytest.raises(BufferInputError, match="frame_capacity"):
         FrameStackReplay(10, frame_capacity=8).extend(five)
+    fresh = FrameStackReplay(10, frame_capacity=64)
+    with pytest.raises(BufferInputError, match="next_obs"):
+        fresh.extend({**five, "next_obs": five["next_obs"][:, :3]})
+    assert fresh.fields == {} and fresh.total_written == 0  # the first call fixes nothing when refused
 
 
 def test_janus_buffer_serves_the_same_batches_with_frame_stack() -> None:

@@ -207,7 +207,7 @@ class FrameStackReplay:
                 self._allocate_from(obs, nxt, rest, list(data))
             f = self._f
             assert f is not None
-            n = f.check_stacks(obs, nxt)
+            n = f.check_stacks(obs, nxt)  # (checked on allocation too)
             validation.check_item_count(n, self.capacity)
             specs = {k: s for k, s in self._storage.specs.items() if k != LINKS}
             if set(rest) != set(specs):
@@ -232,12 +232,9 @@ class FrameStackReplay:
         if obs.ndim < 2:
             raise invalid("field 'obs' shape", obs.shape, "(n, k, *frame): a batch of stacks of k frames", BufferInputError)
         _, specs = validation.check_batch(rest, {}, self.capacity, self.device) if rest else (None, {})
-        stack_shape = tuple(int(d) for d in obs.shape[1:])
-        self._allocate(stack_shape, obs.dtype, specs, order)
-
-    def _allocate(self, stack_shape: tuple[int, ...], dtype: Any, specs: Mapping[str, FieldSpec], order: list[str]) -> None:
-        self._f, self._storage = self._build(stack_shape, dtype, specs)
-        self._order = list(order)
+        f, storage = self._build(tuple(int(d) for d in obs.shape[1:]), obs.dtype, specs)
+        f.check_stacks(obs, nxt)  # next_obs like obs, before anything is kept
+        self._f, self._storage, self._order = f, storage, list(order)
 
     def _build(self, stack_shape: tuple[int, ...], dtype: Any, specs: Mapping[str, FieldSpec]) -> tuple[frame_state.Frames, RingStorage]:
         """New frame arrays and row storage (``specs``: the fields besides obs/next_obs)."""
