@@ -94,3 +94,24 @@ def test_a_run_is_the_same_with_and_without_the_frame_replay() -> None:
     assert runs[0]["learning_curve"]["return"] == runs[1]["learning_curve"]["return"]
     assert len(runs[0]["learning_curve"]["return"]) > 10
 
+
+
+def test_train_checkpoints_the_frame_replay_and_resume_restores_it(tmp_path: Any) -> None:
+    import torch
+
+    from janus.buffer.checkpoint import load_state
+    from janus.cli import main
+
+    run = tmp_path / "run"
+    argv = ["--batch_size", "32", "--buffer_capacity", "2000", "--hidden_size", "32", "--num_layers", "1",
+            "--learning_starts", "128", "--num_actors", "2", "--envs_per_actor", "2", "--rollout_length", "8"]
+    assert main(["train", "--algo", "dqn", "--env", ENV_ID, "--total_env_steps", "800", "--out", str(run), *argv]) == 0
+    saved = load_state(run / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")["buffer"]
+    # float32 while the actor converts observations, uint8 once it keeps them (another change in flight)
+    assert saved["kind"] == "frame_stack_replay" and saved["stack"]["shape"] == [4, 8, 8]
+    assert saved["stack"]["dtype"] in ("uint8", "float32")
+    assert saved["meta"][0] < 1.3 * saved["written"]  # frames stored, ~1 per transition
+    assert main(["train", "--resume", str(run), "--total_env_steps", "1200"]) == 0
+    again = load_state(run / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")["buffer"]
+    n = int(saved["meta"][0])
+    assert again["written"] > saved["written"] and torch.equal(again["frames"][:n], saved["frames"])  # restored, then continued
