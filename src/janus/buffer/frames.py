@@ -80,8 +80,11 @@ class FrameStackReplay:
             frames the ring overwrites is evicted with every older one, so with too few frames
             fewer than ``capacity`` transitions stay sampleable (``len()`` says how many).
         max_age: a stored frame is reused only while fewer than ``max_age`` frames were written
-            after it (default: half the headroom ``frame_capacity - capacity``); bounds how far
-            back one row can pin the frame ring.
+            after it (default: 3/4 of the headroom ``frame_capacity - capacity``, the rest for the
+            frames episodes start and end with). A row that uses a frame of age ``a`` is evicted
+            once ``frame_capacity - a`` more frames are written, with every older row: this bounds
+            ``a``. Frames written by other streams between two pieces of one stream count too, so
+            the headroom must exceed one round of pieces of all workers (default: >= 4096 frames).
         history: recent frames per stream searched for a match (>= n-step + 2 is plenty).
     """
 
@@ -114,7 +117,8 @@ class FrameStackReplay:
         frame_capacity = default_frame_capacity(capacity) if frame_capacity is None else frame_capacity
         validation.check_capacity(frame_capacity)  # same bounds, named below if wrong
         headroom = int(frame_capacity) - capacity
-        max_age = max(headroom // 2, int(frame_capacity) // 8, 1) if max_age is None else max_age
+        if max_age is None:  # most of the headroom (see the docstring); a ring below capacity evicts early anyway
+            max_age = max(3 * headroom // 4, 1) if headroom >= 64 else max(int(frame_capacity) // 8, 1)
         for name, value, high in (("max_age", max_age, 2**40), ("history", history, 4096)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= high:
                 raise invalid(name, value, f"an integer in [1, {high}]", BufferInputError)
