@@ -114,7 +114,8 @@ def assert_batches_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor])
         assert torch.equal(a[key], b[key]), key
 
 
-def live_slots(buf: ExperienceBuffer | FrameStackReplay, written: int, capacity: int, live_from: int = 0) -> torch.Tensor:
+def live_slots(written: int, capacity: int, live_from: int = 0) -> torch.Tensor:
+    """Slots of the keys ``[max(live_from, written - capacity), written)``."""
     keys = torch.arange(max(live_from, written - capacity), written)
     return keys % capacity
 
@@ -138,7 +139,7 @@ def test_samples_equal_a_store_of_whole_stacks(sampler: str, n: int, padding: st
                 assert replay.update_priority(got["index"], prio) == naive.update_priority(want["index"], prio)
     # every stored transition, after the frame ring wrapped around 5+ times, across episode ends
     assert replay.frames_written > 5 * replay.frame_capacity
-    slots = live_slots(naive, naive.total_written, capacity)
+    slots = live_slots(naive.total_written, capacity)
     assert_batches_equal(replay.gather(slots), naive.gather(slots))
     # about one frame per transition (episodes average ~20 steps here; n >= k adds a few per episode)
     assert replay.frames_written / replay.total_written < (1.3 if n >= 4 else 1.1)
@@ -160,7 +161,7 @@ def test_a_small_frame_ring_evicts_transitions_with_their_frames(sampler: str) -
         assert_batches_equal({k: v for k, v in got.items() if k != "weight"}, want)
         if sampler == "prioritized":
             assert bool((got["weight"] > 0).all() and (got["weight"] <= 1).all())
-    slots = live_slots(naive, naive.total_written, capacity, live_from)
+    slots = live_slots(naive.total_written, capacity, live_from)
     assert_batches_equal(replay.gather(slots), naive.gather(slots))
     evicted = torch.arange(live_from - 5, live_from)
     assert replay.update_priority(evicted, torch.ones(5)) == 0  # dropped, not misapplied
@@ -180,7 +181,7 @@ def test_producers_that_do_not_fit_the_pattern_are_still_exact(streams: str) -> 
         replay.extend(batch)
         naive.extend(batch)
         assert_batches_equal(replay.sample(32), naive.sample(32))
-    slots = live_slots(naive, naive.total_written, capacity)
+    slots = live_slots(naive.total_written, capacity)
     assert_batches_equal(replay.gather(slots), naive.gather(slots))
 
 
@@ -281,3 +282,22 @@ def test_janus_buffer_serves_the_same_batches_with_frame_stack() -> None:
         framed.close()
     with pytest.raises(ConfigError, match="off-policy"):
         JanusBuffer(JanusConfig(is_on_policy=True, learner_device="cpu"), rollout_size=64, frame_stack=True)
+
+
+def test_background_collection_and_selection_serve_exact_stacks() -> None:
+    """Both overlaps on: a collector thread writes while a selector thread samples."""
+    cfg = JanusConfig(placement="auto", learner_device="cpu", batch_size=16, buffer_capacity=1000,
+                      overlap_collect=1, overlap_select=1)
+    framed = JanusBuffer(cfg, seed=2, frame_stack=True)
+    naive = ExperienceBuffer(1000, seed=0)
+    try:
+        for piece in batches(29, pieces=10, flat=False):
+            framed.put(piece)
+            naive.extend({k: v.reshape(-1, *v.shape[2:]) for k, v in piece.items()})
+        for _ in range(30):
+            got = framed.get(timeout=10)
+            want = naive.gather(got["index"] % 1000)
+            assert_batches_equal(got, want)
+    finally:
+        framed.close()
+    assert not [t for t in framed.threads if t.is_alive()]
