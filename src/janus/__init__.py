@@ -1,6 +1,7 @@
 """Janus: Dual-End Staging for the data path of reinforcement learning."""
 
 from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.frames import FrameStackReplay
 from janus.buffer.janus import JanusBuffer, StageStats
 from janus.config import JanusConfig, RunConfig, WorkloadConfig
 from janus.errors import (
@@ -22,6 +23,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "ExperienceBuffer",
+    "FrameStackReplay",
     "JanusBuffer",
     "JanusConfig",
     "JanusError",

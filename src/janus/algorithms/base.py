@@ -54,6 +54,9 @@ class BufferSpec:
     """The replay buffer is part of a checkpoint (off-policy RL: it cannot be rebuilt)."""
     checkpoint_learner: bool = False
     """The learner is checkpointed (it has a policy worth resuming)."""
+    frame_stack: bool = False
+    """Off-policy: ``obs``/``next_obs`` are stacks of frames, stored once per frame
+    (:class:`~janus.buffer.frames.FrameStackReplay`); pieces carry a ``stream`` field."""
 
 
 @dataclass(frozen=True)

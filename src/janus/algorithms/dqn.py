@@ -28,7 +28,7 @@ from torch import nn
 
 from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import env_spaces, is_frame_stack, load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.errors import ConfigError, invalid
@@ -77,6 +77,10 @@ class DQNConfig:
     """Priority exponent of prioritized replay."""
     per_beta: float = 0.4
     """Initial importance-weight exponent (the local loop anneals it to 1)."""
+    frame_stack_dedup: bool = True
+    """When observations are stacks of uint8 frames ``(k, H, W)``, ``k > 1`` (Atari), the replay stores
+    each frame once (``FrameStackReplay``: ~1 frame per transition instead of ``2k``); false stores
+    every stack whole. Other observation spaces ignore it."""
 
     def epsilon(self, global_step: int) -> float:
         """Linear schedule from ``eps_start`` to ``eps_end`` over ``exploration_steps`` env steps."""
@@ -91,6 +95,10 @@ def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.space
 
 class DQNActor:
     """Actor side: epsilon-greedy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
+
+    stream_base: int | None = None
+    """Set (to ``worker index * num_envs``) when the replay stores frames once: pieces then carry
+    ``stream``, the id of the env each row comes from (``stream_base + env``)."""
 
     def __init__(self, cfg: DQNConfig, env_id: str, seed: int, num_envs: int | None = None,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
@@ -150,7 +158,10 @@ class DQNActor:
         steps = {k: np.stack(v) for k, v in raw.items()}
         if self._tail is not None:
             steps = {k: np.concatenate([self._tail[k], v]) for k, v in steps.items()}
-        return self._nstep(steps), self.episodes.pop()
+        piece = self._nstep(steps)
+        if self.stream_base is not None:
+            piece["stream"] = np.broadcast_to(self.stream_base + np.arange(self.num_envs), piece["reward"].shape).astype(np.int64)
+        return piece, self.episodes.pop()
 
     def _nstep(self, steps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """n-step transitions for every window that fits in ``steps``; hold back the rest."""
@@ -271,14 +282,19 @@ class DQN(ReplayGymAlgorithm):
 
     def buffer_spec(self, cfg: Any) -> BufferSpec:
         a = self.config(cfg)
-        if not a.prioritized:
-            return super().buffer_spec(cfg)
-        return replace(super().buffer_spec(cfg), sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
+        spec = super().buffer_spec(cfg)
+        if a.prioritized:
+            spec = replace(spec, sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
+        if a.frame_stack_dedup and is_frame_stack(env_spaces(cfg.workload.env, cfg.workload.env_kwargs)[0]):
+            spec = replace(spec, frame_stack=True)
+        return spec
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
         w = cfg.workload
         actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
                          vector_env=w.vector_env)
+        if self.config(cfg).frame_stack_dedup and is_frame_stack(actor.envs.single_observation_space):
+            actor.stream_base = index * actor.num_envs
         return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: DQNConfig, obs_space: Any, action_space: Any, seed: int) -> DQNLearner:

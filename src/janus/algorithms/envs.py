@@ -185,6 +185,12 @@ def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tupl
         envs.close()
 
 
+def is_frame_stack(space: gym.Space) -> bool:
+    """Whether observations are stacks of ``k > 1`` uint8 images, shape ``(k, H, W)`` (e.g. Atari
+    after ``FrameStackObservation``): what a frame-stack replay stores once per frame."""
+    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[0] > 1
+
+
 ACTION_SPACES: dict[str, tuple[type, ...]] = {"dqn": (spaces.Discrete,), "ppo": (spaces.Discrete, spaces.Box)}
 """Action spaces each Gymnasium algorithm supports."""
 

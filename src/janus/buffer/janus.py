@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping
 
 import torch
 
 from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.frames import FrameStackReplay
 from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.buffer.validation import check_piece
@@ -64,6 +65,10 @@ class JanusBuffer:
         preprocess: optional function applied by collection to each concatenated batch.
         sampler, sampler_kwargs: off-policy sampler of the experience buffer.
         min_size: off-policy, items stored before the first sample (default ``batch_size``).
+        frame_stack: off-policy, ``obs``/``next_obs`` are stacks of frames: the experience buffer is a
+            :class:`~janus.buffer.frames.FrameStackReplay`, which stores each frame once (pieces may
+            carry a ``stream`` field naming each row's environment). It keeps frames in host memory:
+            placement ``auto`` means ``cpu_pageable`` for it, ``cuda`` is refused.
     """
 
     def __init__(
@@ -77,8 +82,11 @@ class JanusBuffer:
         sampler: str = "uniform",
         seed: int | None = None,
         min_size: int | None = None,
+        frame_stack: bool = False,
         **sampler_kwargs: Any,
     ) -> None:
+        if frame_stack and config.placement == "auto":  # frames live in host memory (see FrameStackReplay)
+            config = replace(config, placement="cpu_pageable")
         self.config = cfg = resolve_janus(config)
         self.stats = StageStats()
         self._stats_lock = threading.Lock()
@@ -108,7 +116,13 @@ class JanusBuffer:
             self.min_size = batch_size if min_size is None else min_size
         self.batch_size = batch_size
 
-        self.experience = ExperienceBuffer(capacity, cfg.placement, "uniform" if cfg.is_on_policy else sampler, seed, **sampler_kwargs)
+        self.experience: ExperienceBuffer | FrameStackReplay
+        if frame_stack:
+            if cfg.is_on_policy:
+                raise ConfigError("frame_stack=True is a replay (off-policy) storage; on-policy rollouts are stored whole")
+            self.experience = FrameStackReplay(capacity, cfg.placement, sampler, seed, **sampler_kwargs)
+        else:
+            self.experience = ExperienceBuffer(capacity, cfg.placement, "uniform" if cfg.is_on_policy else sampler, seed, **sampler_kwargs)
         self.actor_buffer = ActorBuffer(
             max(cfg.actor_buffer_size, self._collect_pieces or 1), min_transitions=self._collect_transitions or 0
         )

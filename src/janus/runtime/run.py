@@ -58,7 +58,7 @@ def make_buffer(cfg: RunConfig) -> JanusBuffer:
     return JanusBuffer(
         replace(j, learner_device=learner_end_device(cfg)),
         rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
-        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, **spec.sampler_kwargs,
+        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, frame_stack=spec.frame_stack, **spec.sampler_kwargs,
     )
 
 
