@@ -11,7 +11,8 @@ import janus
 
 SRC = Path(janus.__file__).resolve().parent
 ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.ppo", "janus.algorithms.synthetic",
-                     "janus.algorithms.envs", "janus.algorithms.gym_algorithm"}
+                     "janus.algorithms.envs", "janus.algorithms.gym_algorithm", "janus.algorithms.networks",
+                     "janus.algorithms.image_envs"}
 
 
 def module_name(path: Path) -> str:

@@ -70,7 +70,8 @@ class Policy:
 
         ``deterministic``: the most likely action (DQN: argmax Q; PPO: the mode of its distribution;
         SAC: the squashed mean); ``False`` samples from PPO's or SAC's distribution (DQN stays greedy). Actions are numpy, in the
-        environment's action space (Box actions clipped to its bounds).
+        environment's action space (Box actions clipped to its bounds). Observations go in as the env
+        emits them: images of a ``uint8`` space as pixel values 0-255 (any dtype; the network scales them).
         """
         shape = tuple(self.observation_space.shape)
         x = np.asarray(obs, dtype=np.float32)

@@ -30,6 +30,7 @@ from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.algorithms.envs import env_spaces, is_frame_stack, load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
+from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
@@ -88,9 +89,24 @@ class DQNConfig:
         return self.eps_start + frac * (self.eps_end - self.eps_start)
 
 
+class FlatMLP(nn.Sequential):
+    """``nn.Flatten()`` then an MLP, on observations of any dtype (cast to float32 first); its
+    parameter names are those of the plain ``nn.Sequential`` earlier versions saved."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return super().forward(obs.float())
+
+
 def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Discrete) -> nn.Module:
-    """The Q-network: flattened observation -> one value per action."""
-    return nn.Sequential(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
+    """The Q-network: observation (as the env emits it) -> one value per action.
+
+    Image observations (:func:`janus.algorithms.networks.image_layout`): the CNN torso, then a
+    linear head. Anything else: flattened into an MLP of widths ``cfg.hidden``.
+    """
+    if image_layout(obs_space) is not None:
+        torso = CNNTorso(obs_space)
+        return nn.Sequential(torso, nn.Linear(torso.features, int(action_space.n)))
+    return FlatMLP(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
 
 
 class DQNActor:
@@ -111,6 +127,7 @@ class DQNActor:
         self.num_envs = self.envs.num_envs
         self.num_actions = int(self.envs.single_action_space.n)
         self.action_start = int(self.envs.single_action_space.start)
+        self.obs_dtype = obs_dtype(self.envs.single_observation_space)  # uint8 images stay uint8
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.net = q_network(cfg, self.envs.single_observation_space, self.envs.single_action_space)
@@ -180,10 +197,10 @@ class DQNActor:
         env = np.arange(self.num_envs)[None, :]
         terminated = steps["terminated"][last, env]
         return {
-            "obs": steps["obs"][:emit].astype(np.float32),
+            "obs": steps["obs"][:emit].astype(self.obs_dtype),
             "action": steps["action"][:emit].astype(np.int64),
             "reward": res.reward[:emit].numpy(),
-            "next_obs": steps["next_obs"][last, env].astype(np.float32),
+            "next_obs": steps["next_obs"][last, env].astype(self.obs_dtype),
             "discount": res.discount[:emit].numpy(),
             "terminated": terminated,
             "truncated": steps["truncated"][last, env] & ~terminated,
@@ -211,7 +228,7 @@ class DQNLearner:
 
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One gradient step on a replay batch (uses ``batch["weight"]`` when present)."""
-        obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
+        obs, next_obs = batch["obs"], batch["next_obs"]  # as stored (uint8 images): the network casts
         q = self.q(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_action = self.q(next_obs).argmax(1, keepdim=True)  # double DQN: online picks,

@@ -16,7 +16,9 @@ subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory) or ``auto``
 (:func:`vector_env_kind`; see docs/benchmarks.md, "Vectorised environments").
 
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
-arrays (:func:`snapshot`, :func:`load_snapshot`) and a plain MLP builder.
+arrays (:func:`snapshot`, :func:`load_snapshot`). The networks' parts (``mlp``, ``flat_size``, the
+CNN torso of image observations) live in :mod:`janus.algorithms.networks` (re-exported here).
+Importing this module registers ``janus/ImageCatch-v0`` (:mod:`janus.algorithms.image_envs`).
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ from torch import nn
 
 from janus.algorithms import atari
 from janus.config import VECTOR_ENVS
+import janus.algorithms.image_envs  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
+from janus.algorithms.networks import flat_size, mlp  # noqa: F401 - re-exported (their old home)
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
-EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1")
+EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
+                "janus/ImageCatch-v0")
 
 
 def registered_env_id(env_id: str) -> str:
@@ -296,19 +301,3 @@ def load_snapshot(module: nn.Module, params: dict[str, Any]) -> None:
     """Copy a :func:`snapshot` (numpy arrays, or tensors as saved in ``best/policy.pt``) into
     ``module`` (strict: the names and shapes must match)."""
     module.load_state_dict({k: v.clone() if isinstance(v, torch.Tensor) else torch.tensor(v) for k, v in params.items()})
-
-
-def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
-    """Linear layers of widths ``hidden`` with ``activation`` between them, then a linear head."""
-    layers: list[nn.Module] = []
-    width = in_features
-    for h in hidden:
-        layers += [nn.Linear(width, h), activation()]
-        width = h
-    layers.append(nn.Linear(width, out_features))
-    return nn.Sequential(*layers)
-
-
-def flat_size(space: spaces.Box) -> int:
-    """Number of features of a Box observation once flattened."""
-    return int(np.prod(space.shape))

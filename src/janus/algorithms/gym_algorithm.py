@@ -35,6 +35,8 @@ class GymAlgorithm(Algorithm):
     """Gymnasium action spaces it supports."""
     action_space_hint = ""
     """Appended to the error for an unsupported action space (what to use instead)."""
+    image_observations = True
+    """Whether it has a CNN for image observations (see :mod:`janus.algorithms.networks`)."""
     has_policy = True
 
     def mapped(self, cfg: Any) -> dict[str, Any]:
@@ -67,11 +69,28 @@ class GymAlgorithm(Algorithm):
             check_value(key, cfg.algorithm[key], getattr(defaults, key))
         if bool(cfg.janus.is_on_policy) != self.on_policy:
             raise invalid("is_on_policy", cfg.janus.is_on_policy, f"{str(self.on_policy).lower()} for --algo {self.name}")
-        _, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
+        obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         try:
             check_action_space(self.name, action_space, self.action_spaces)
         except ConfigError as exc:
             raise ConfigError(f"--env {cfg.workload.env!r}: {exc}{self.action_space_hint}") from None
+        self.check_observations(cfg, obs_space)
+
+    def check_observations(self, cfg: Any, obs_space: Any) -> None:
+        """Image observations: only for an algorithm with a CNN, and with no ``algorithm.hidden``
+        (the CNN torso is fixed; ``hidden`` sizes the MLP of vector observations)."""
+        from janus.algorithms.networks import image_layout, torso_kind
+
+        layout = image_layout(obs_space)
+        if layout is None:
+            return
+        what = f"--env {cfg.workload.env!r} has image observations {tuple(obs_space.shape)} ({layout}, {obs_space.dtype})"
+        if not self.image_observations:
+            raise ConfigError(f"{what}; --algo {self.name} takes vector observations only (it has no CNN torso; "
+                              f"--algo ppo and dqn have one)")
+        if "hidden" in cfg.algorithm:
+            raise ConfigError(f"{what}, which get the fixed {torso_kind(obs_space)} CNN torso: algorithm.hidden "
+                              f"(--hidden_size/--num_layers) sizes the MLP of vector observations only; leave it unset")
 
     def learner(self, cfg: Any) -> "GymLearnerSide":
         from janus.algorithms.envs import env_spaces

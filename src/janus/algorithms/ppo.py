@@ -12,6 +12,12 @@
 
 Box actions: a diagonal Gaussian with a state-independent log-std. The env receives the action
 clipped to the space's bounds; the piece stores the unclipped sample, whose log-prob it is.
+
+Vector observations: separate policy and value MLPs, evaluated together when acting by
+:class:`FusedPolicyValue`. Image observations (:func:`janus.algorithms.networks.image_layout`):
+one CNN torso shared by a linear policy head and a linear value head (the usual Atari PPO shape:
+the convolutions are most of the compute, so sharing them halves it, and the value loss helps
+shape the features), evaluated when acting by :class:`TorsoPolicyValue`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from janus.algorithms.base import Budget, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.returns import gae
 
@@ -73,22 +80,35 @@ class PPOConfig:
 
 
 def _layer_init(layer: nn.Module, gain: float) -> None:
-    if isinstance(layer, nn.Linear):
+    if isinstance(layer, (nn.Linear, nn.Conv2d)):
         nn.init.orthogonal_(layer.weight, gain)
         nn.init.zeros_(layer.bias)
 
 
 class PPOAgent(nn.Module):
-    """Separate policy and value MLPs (orthogonal init, as in CleanRL)."""
+    """Policy and value networks (orthogonal init, as in CleanRL), on observations of any dtype.
+
+    Vector observations: separate policy and value MLPs (``actor``, ``critic``) of widths
+    ``cfg.hidden`` (tanh). Image observations: a shared :class:`~janus.algorithms.networks.CNNTorso`
+    (``torso``) under a linear ``actor`` head and a linear ``critic`` head.
+    """
 
     def __init__(self, cfg: PPOConfig, obs_space: gym.spaces.Box, action_space: gym.Space) -> None:
         super().__init__()
         check_action_space("ppo", action_space)
         self.continuous = isinstance(action_space, gym.spaces.Box)
-        n_in = flat_size(obs_space)
         n_out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
-        self.critic = mlp(n_in, cfg.hidden, 1, nn.Tanh)
-        self.actor = mlp(n_in, cfg.hidden, n_out, nn.Tanh)
+        self.torso: CNNTorso | None = None
+        if image_layout(obs_space) is not None:
+            self.torso = CNNTorso(obs_space)
+            for layer in self.torso.modules():
+                _layer_init(layer, np.sqrt(2))
+            self.critic = nn.Sequential(nn.Linear(self.torso.features, 1))
+            self.actor = nn.Sequential(nn.Linear(self.torso.features, n_out))
+        else:
+            n_in = flat_size(obs_space)
+            self.critic = mlp(n_in, cfg.hidden, 1, nn.Tanh)
+            self.actor = mlp(n_in, cfg.hidden, n_out, nn.Tanh)
         for net, head_gain in ((self.critic, 1.0), (self.actor, 0.01)):
             for layer in net[:-1]:
                 _layer_init(layer, np.sqrt(2))
@@ -96,11 +116,15 @@ class PPOAgent(nn.Module):
         if self.continuous:
             self.log_std = nn.Parameter(torch.full((n_out,), float(cfg.init_log_std)))
 
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the heads read: the torso's features, or the flattened observation (float32)."""
+        return obs.flatten(1).float() if self.torso is None else self.torso(obs)
+
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs.flatten(1)).squeeze(-1)
+        return self.critic(self.features(obs)).squeeze(-1)
 
     def dist(self, obs: torch.Tensor) -> Distribution:
-        out = self.actor(obs.flatten(1))
+        out = self.actor(self.features(obs))
         return Normal(out, self.log_std.exp().expand_as(out)) if self.continuous else Categorical(logits=out)
 
     def log_prob(self, dist: Distribution, action: torch.Tensor) -> torch.Tensor:
@@ -111,15 +135,22 @@ class PPOAgent(nn.Module):
         return dist.entropy().sum(-1) if self.continuous else dist.entropy()
 
     def logprob_entropy(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probability of ``action`` and the policy's entropy, per row (differentiable).
+        """Log-probability of ``action`` and the policy's entropy, per row (differentiable)."""
+        return self._logprob_entropy(self.actor(self.features(obs)), action)
 
-        Discrete actions skip ``torch.distributions`` (its argument checks and lazy properties
-        cost more than the maths at CartPole's sizes): ``log_softmax``, a gather, ``-sum p log p``.
-        """
+    def evaluate(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log-probability of action, entropy, value)`` per row, the features computed once."""
+        h = self.features(obs)
+        logprob, entropy = self._logprob_entropy(self.actor(h), action)
+        return logprob, entropy, self.critic(h).squeeze(-1)
+
+    def _logprob_entropy(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Discrete actions skip ``torch.distributions`` (its argument checks and lazy properties
+        cost more than the maths at CartPole's sizes): ``log_softmax``, a gather, ``-sum p log p``."""
         if self.continuous:
-            dist = self.dist(obs)
+            dist = Normal(out, self.log_std.exp().expand_as(out))
             return self.log_prob(dist, action), self.entropy(dist)
-        logp = torch.log_softmax(self.actor(obs.flatten(1)), -1)
+        logp = torch.log_softmax(out, -1)
         return logp.gather(1, action.long().unsqueeze(1)).squeeze(1), -(logp.exp() * logp).sum(-1)
 
 
@@ -154,19 +185,43 @@ class FusedPolicyValue:
             x = torch.addmm(bias, x, weight)
             if i < last:
                 x = torch.tanh(x)
-        out, value = x[:, : self.n_out], x[:, self.n_out]
-        if self.continuous:
-            assert self.log_std is not None
-            std = self.log_std.exp()
-            noise = torch.randn(out.shape, generator=generator)
-            action = out + std * noise
-            logprob = (-0.5 * noise.square() - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-            return action, logprob, value
-        logp = torch.log_softmax(out, -1)
-        # inverse-CDF sampling with one uniform per row: 4 small ops, ~5x cheaper than multinomial
-        u = torch.rand((logp.shape[0], 1), generator=generator)
-        action = (logp.exp().cumsum(-1) < u).sum(-1, keepdim=True).clamp_(max=self.n_out - 1)
-        return action.squeeze(1), logp.gather(1, action).squeeze(1), value
+        return draw(x[:, : self.n_out], x[:, self.n_out], self.log_std, generator)
+
+
+class TorsoPolicyValue:
+    """Policy and value of an image :class:`PPOAgent` for acting: one pass of the shared torso."""
+
+    def __init__(self, agent: PPOAgent) -> None:
+        assert agent.torso is not None
+        self.agent = agent
+        self.log_std = agent.log_std.detach() if agent.continuous else None
+
+    def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(action, log-probability, value)`` for a batch of observations (call under no_grad)."""
+        h = self.agent.features(obs)
+        return draw(self.agent.actor(h), self.agent.critic(h).squeeze(-1), self.log_std, generator)
+
+
+def policy_value(agent: PPOAgent) -> FusedPolicyValue | TorsoPolicyValue:
+    """The acting fast path of ``agent``; build it again after loading new weights."""
+    return FusedPolicyValue(agent) if agent.torso is None else TorsoPolicyValue(agent)
+
+
+def draw(out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor | None,
+         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(action, log-probability, value)``: an action drawn from the policy head's output ``out``
+    (Gaussian means when ``log_std`` is given, else logits)."""
+    if log_std is not None:
+        std = log_std.exp()
+        noise = torch.randn(out.shape, generator=generator)
+        action = out + std * noise
+        logprob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return action, logprob, value
+    logp = torch.log_softmax(out, -1)
+    # inverse-CDF sampling with one uniform per row: 4 small ops, ~5x cheaper than multinomial
+    u = torch.rand((logp.shape[0], 1), generator=generator)
+    action = (logp.exp().cumsum(-1) < u).sum(-1, keepdim=True).clamp_(max=out.shape[-1] - 1)
+    return action.squeeze(1), logp.gather(1, action).squeeze(1), value
 
 
 class PPOActor:
@@ -186,8 +241,10 @@ class PPOActor:
             self.low, self.high = space.low, space.high
         else:
             self.action_start = int(space.start)
+        uint8 = obs_dtype(self.envs.single_observation_space) == np.uint8
+        self.obs_dtype = torch.uint8 if uint8 else torch.float32
         self.generator = torch.Generator().manual_seed(seed)
-        self.policy = FusedPolicyValue(self.agent)
+        self.policy = policy_value(self.agent)
         self.obs, _ = self.envs.reset(seed=seed)
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
@@ -196,7 +253,7 @@ class PPOActor:
     def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
         """Copy a learner snapshot into the local policy and value networks."""
         load_snapshot(self.agent, params)
-        self.policy = FusedPolicyValue(self.agent)
+        self.policy = policy_value(self.agent)
         self.version = int(version)
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
@@ -209,7 +266,7 @@ class PPOActor:
         steps: dict[str, list[Any]] = {k: [] for k in ("obs", "action", "logprob", "value")}
         env_out: dict[str, list[np.ndarray]] = {k: [] for k in ("reward", "next_obs", "terminated", "truncated")}
         for _ in range(num_steps):
-            obs = torch.as_tensor(self.obs, dtype=torch.float32)
+            obs = torch.as_tensor(self.obs, dtype=self.obs_dtype)  # uint8 images stay uint8
             action, logprob, value = self.policy(obs, self.generator)
             next_obs, reward, term, trunc, info = self.envs.step(self.env_action(action.numpy()))
             for k, v in (("obs", obs), ("action", action), ("logprob", logprob), ("value", value)):
@@ -222,7 +279,7 @@ class PPOActor:
         piece = {k: torch.stack(v) for k, v in steps.items()}
         piece.update({k: torch.from_numpy(np.stack(v)) for k, v in env_out.items()})
         piece["reward"] = piece["reward"].float()
-        piece["next_obs"] = piece["next_obs"].float()
+        piece["next_obs"] = piece["next_obs"].to(self.obs_dtype)
         self.env_steps += num_steps * self.num_envs
         next_obs = piece.pop("next_obs")
         next_value = self.agent.value(next_obs.flatten(0, 1)).reshape(num_steps, self.num_envs)
@@ -257,8 +314,7 @@ class PPOLearner:
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One gradient step on a minibatch of ``obs, action, logprob, value, advantage, return``."""
         cfg, agent = self.cfg, self.agent
-        obs = batch["obs"].float()
-        logprob, entropy = agent.logprob_entropy(obs, batch["action"])
+        logprob, entropy, value = agent.evaluate(batch["obs"], batch["action"])  # obs as stored: the agent casts
         entropy = entropy.mean()
         log_ratio = logprob - batch["logprob"]
         ratio = log_ratio.exp()
@@ -266,7 +322,7 @@ class PPOLearner:
         if cfg.norm_adv and adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
-        value, ret, old_value = agent.value(obs), batch["return"], batch["value"]
+        ret, old_value = batch["return"], batch["value"]
         value_loss = (value - ret) ** 2
         if cfg.clip_vloss:
             clipped = old_value + (value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)

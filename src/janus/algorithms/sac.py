@@ -296,6 +296,7 @@ class SAC(ReplayGymAlgorithm):
     config_class = SACConfig
     action_spaces = (gym.spaces.Box,)
     action_space_hint = "; use --algo dqn or ppo for discrete actions"
+    image_observations = False  # MLPs only: validate() names dqn/ppo for image observations
     quick_env_steps = 2048
     # Defaults that solve Pendulum-v1 (see docs/benchmarks.md); a user's config and flags override them.
     preset = {

@@ -1,0 +1,128 @@
+"""The networks' building blocks: the MLP of vector observations and the CNN torso of images.
+
+**Image observations.** :func:`image_layout` calls a Box observation space an image when it has
+
+* 3 dims, read as channels-last ``(H, W, C)`` when the last dim is smaller than the first
+  (CarRacing's ``(96, 96, 3)``, MinAtar's ``(10, 10, 4)``), else channels-first ``(C, H, W)``
+  (an Atari frame stack ``(4, 84, 84)``; a tie such as ``(8, 8, 8)`` too, PyTorch's order); or
+* 2 dims ``(H, W)``: one grayscale channel;
+
+and both spatial sides at least :data:`MIN_SIDE` (8) pixels. Any dtype: ``uint8`` images are
+divided by 255 inside the network (in float32), other dtypes go in as they are. Everything else
+(vectors, and arrays too small to be images) is flattened into the MLP, as always. A shape the
+rule reads the wrong way (e.g. channels-last with as many channels as rows) can be transposed by
+an observation wrapper.
+
+**The torso** (:class:`CNNTorso`) takes the observation as the environment emits it (any dtype,
+channels-last permuted inside) and returns features:
+
+* ``"nature"`` when both sides are at least :data:`NATURE_MIN_SIDE` (36, the smallest input the
+  stack fits): the Nature-DQN stack (Mnih et al., 2015), conv 32 8x8 stride 4, conv 64 4x4
+  stride 2, conv 64 3x3 stride 1, then linear 512, all ReLU;
+* ``"small"`` for smaller images (MinAtar-sized, 8 to 35 pixels a side): conv 16 3x3 stride 1,
+  conv 32 3x3 stride 2, then linear 256, all ReLU (a 16x16 image costs 0.5 M multiply-adds, so
+  CPU training stays fast).
+
+The torso is fixed: ``algorithm.hidden`` sizes the MLP of vector observations only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+MIN_SIDE = 8
+"""Smallest height and width of an image observation (smaller arrays go to the MLP)."""
+NATURE_MIN_SIDE = 36
+"""Smallest height and width that get the Nature-DQN torso (smaller images get the small one)."""
+
+
+def image_layout(space: spaces.Space) -> str | None:
+    """``"CHW"``, ``"HWC"`` or ``"HW"`` for an image observation space (see the module doc), else ``None``."""
+    if not isinstance(space, spaces.Box):
+        return None
+    shape = tuple(space.shape)
+    if len(shape) == 2:
+        layout, (h, w) = "HW", shape
+    elif len(shape) == 3:
+        layout = "HWC" if shape[2] < shape[0] else "CHW"
+        h, w = shape[:2] if layout == "HWC" else shape[1:]
+    else:
+        return None
+    return layout if min(h, w) >= MIN_SIDE else None
+
+
+def image_chw(space: spaces.Box) -> tuple[int, int, int]:
+    """``(channels, height, width)`` of an image observation space."""
+    layout, shape = image_layout(space), tuple(space.shape)
+    if layout is None:
+        raise ValueError(f"not an image observation space: {space}")
+    if layout == "HW":
+        return (1, *shape)
+    return (shape[2], shape[0], shape[1]) if layout == "HWC" else shape
+
+
+def torso_kind(space: spaces.Space) -> str:
+    """``"nature"``, ``"small"`` (image observations, see the module doc) or ``"mlp"``."""
+    if image_layout(space) is None:
+        return "mlp"
+    _, h, w = image_chw(space)  # type: ignore[arg-type]
+    return "nature" if min(h, w) >= NATURE_MIN_SIDE else "small"
+
+
+def obs_dtype(space: spaces.Space) -> np.dtype:
+    """What an actor stores observations as: ``uint8`` images stay ``uint8`` (4x less memory, and
+    the network scales them); every other observation is float32, as it always was."""
+    uint8 = image_layout(space) is not None and np.dtype(space.dtype) == np.uint8
+    return np.dtype(np.uint8) if uint8 else np.dtype(np.float32)
+
+
+class CNNTorso(nn.Module):
+    """Image observations -> ReLU features (``self.features`` of them); see the module doc."""
+
+    def __init__(self, space: spaces.Box) -> None:
+        super().__init__()
+        self.layout = image_layout(space)
+        self.kind = torso_kind(space)
+        c, h, w = image_chw(space)
+        self.scale = 1.0 / 255.0 if np.dtype(space.dtype) == np.uint8 else 1.0
+        if self.kind == "nature":
+            convs = [nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                     nn.Conv2d(64, 64, 3, stride=1), nn.ReLU()]
+            self.features = 512
+        else:
+            convs = [nn.Conv2d(c, 16, 3, stride=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.ReLU()]
+            self.features = 256
+        self.convs = nn.Sequential(*convs, nn.Flatten())
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.linear = nn.Linear(flat, self.features)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs``: a batch ``[B, *space.shape]`` of any dtype, as the environment emits it."""
+        x = obs.float()
+        if self.scale != 1.0:
+            x = x * self.scale
+        if self.layout == "HW":
+            x = x.unsqueeze(1)
+        elif self.layout == "HWC":
+            x = x.permute(0, 3, 1, 2)
+        return torch.relu(self.linear(self.convs(x)))
+
+
+def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers of widths ``hidden`` with ``activation`` between them, then a linear head."""
+    layers: list[nn.Module] = []
+    width = in_features
+    for h in hidden:
+        layers += [nn.Linear(width, h), activation()]
+        width = h
+    layers.append(nn.Linear(width, out_features))
+    return nn.Sequential(*layers)
+
+
+def flat_size(space: spaces.Box) -> int:
+    """Number of features of a Box observation once flattened."""
+    return int(np.prod(space.shape))
