@@ -145,11 +145,15 @@ class DQNActor:
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
-        """Epsilon-greedy actions (the RNG draws are the same whatever epsilon is)."""
-        greedy = self.net(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
+        """Epsilon-greedy actions (the RNG draws are the same whatever epsilon is). The Q-network
+        sees only the observations of envs that act greedily: none while ``epsilon`` is 1 (the
+        random warm-up costs no forward pass, which matters for a CNN)."""
         explore = self.rng.random(self.num_envs) < epsilon
-        random = self.rng.integers(0, self.num_actions, self.num_envs)
-        return np.where(explore, random, greedy)
+        action = self.rng.integers(0, self.num_actions, self.num_envs)
+        greedy = ~explore
+        if greedy.any():
+            action[greedy] = self.net(torch.as_tensor(obs[greedy], dtype=torch.float32)).argmax(1).numpy()
+        return action
 
     def rollout(self, num_steps: int, global_step: int | None = None) -> tuple[dict[str, np.ndarray], Episodes]:
         """Step ``num_steps`` times; return a piece of n-step transitions and the finished episodes.
