@@ -31,7 +31,7 @@ compare: $(STAMP)  ## the main job: janus compare on configs/default.yaml
 	$(BIN)/janus compare $(ARGS)
 
 test: $(STAMP)  ## the test suite CI runs (slow tests excluded)
-	$(BIN)/python -m pytest -m "not slow" -q $(ARGS)
+	$(BIN)/python -m pytest -m "not slow" -q --durations=20 $(ARGS)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)

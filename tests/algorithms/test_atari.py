@@ -250,7 +250,7 @@ def test_evaluation_plays_whole_games_with_real_rewards(monkeypatch: pytest.Monk
 # ---- janus train -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("algo,flags", [
     ("dqn", ["--learning_starts", "512", "--train_frequency", "16", "--batch_size", "32", "--buffer_capacity", "512"]),
-    ("ppo", ["--rollout_length", "64"]),
+    pytest.param("ppo", ["--rollout_length", "64"], marks=pytest.mark.slow),  # the same path as dqn's: slow-only
 ])
 def test_janus_train_on_atari_logs_whole_games(tmp_path: Any, algo: str, flags: list[str]) -> None:
     """Breakout, 1,024 steps: the learning curve holds whole games (5 lives, ~200 steps each at
