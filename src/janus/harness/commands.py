@@ -57,7 +57,7 @@ def run_rollout(args: argparse.Namespace) -> int:
 
     cfg, returns, video = rollout(args.checkpoint, args.episodes, args.seed, args.video)
     mean, std = statistics.fmean(returns), statistics.pstdev(returns)
-    print(f"janus rollout: {cfg.workload.algo} on {cfg.workload.env}, {len(returns)} episodes: "
+    print(f"janus rollout: {cfg.workload.algo} on {cfg.workload.env}, {len(returns)} episode{'s' if len(returns) != 1 else ''}: "
           f"mean return {mean:.1f} (std {std:.1f}, min {min(returns):.1f}, max {max(returns):.1f})")
     if video is not None:
         cut = f" (the episode was longer: only its first {video.frames} frames)" if video.cut else ""
