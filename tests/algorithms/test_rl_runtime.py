@@ -81,7 +81,8 @@ def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:
 
 
 # -------------------------------------------------------------------------------------- learning
-@pytest.mark.parametrize("algo,steps,algorithm", [("dqn", 10_000, {}), ("ppo", 20_000, {"lr": 1e-3})])
+# DQN learning through the local runtime is also the CNN test's path (test_images.py): slow-only here
+@pytest.mark.parametrize("algo,steps,algorithm", [pytest.param("dqn", 10_000, {}, marks=pytest.mark.slow), ("ppo", 20_000, {"lr": 1e-3})])
 def test_local_runtime_learns_cartpole(algo: str, steps: int, algorithm: dict) -> None:
     cfg = rl_cfg(algo, steps, algorithm=algorithm)
     run = run_runtime(cfg, timeout_s=300)
@@ -93,7 +94,8 @@ def test_local_runtime_learns_cartpole(algo: str, steps: int, algorithm: dict) -
 
 
 # ------------------------------------------------------------------------------------- ray backend
-@pytest.mark.parametrize("algo,steps", [("dqn", 3000), pytest.param("ppo", 4096, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("algo,steps", [pytest.param("dqn", 3000, marks=pytest.mark.slow),  # Ray runs DQN in the kill/restart
+                                         pytest.param("ppo", 4096, marks=pytest.mark.slow)])  # and CLI tests too
 def test_ray_backend_two_workers(ray_session: Any, algo: str, steps: int) -> None:
     cfg = rl_cfg(algo, steps, workload={"num_actors": 2}, runtime={"backend": "ray"})
     run = run_runtime(cfg, timeout_s=240)
