@@ -169,3 +169,30 @@ def test_a_sac_run_folder_loads_as_a_policy_and_rolls_out(tmp_path: Path) -> Non
     rollout = subprocess.run([sys.executable, "-m", "janus", "rollout", "--checkpoint", str(out), "--episodes", "1"],
                              capture_output=True, text=True, env=env, timeout=120)
     assert rollout.returncode == 0 and "sac on Pendulum-v1" in rollout.stdout, rollout.stdout + rollout.stderr
+
+
+class _UnboundedActions(gym.Env):
+    """A Box action space without bounds: nothing for a squashed policy to map onto."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+gym.register("JanusTestUnboundedActions-v0", entry_point=_UnboundedActions)
+
+
+def test_an_unbounded_action_space_is_a_config_error_before_any_work(tmp_path, capsys) -> None:
+    from janus.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "sac", "--env", "test_sac:JanusTestUnboundedActions-v0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "finite low and high bounds" in err and "JanusTestUnboundedActions-v0" in err
+    assert not out.exists()  # refused before the run folder was made
