@@ -56,7 +56,7 @@ class GymAlgorithm(Algorithm):
 
     def validate(self, cfg: Any) -> None:
         """Clear errors for the ``algorithm:`` keys, on/off-policy and the environment's spaces."""
-        from janus.algorithms.envs import check_action_space, env_spaces
+        from janus.algorithms.envs import env_spaces
 
         names = {f.name for f in fields(self.config_class)}
         defaults = self.config_class()
@@ -71,10 +71,16 @@ class GymAlgorithm(Algorithm):
             raise invalid("is_on_policy", cfg.janus.is_on_policy, f"{str(self.on_policy).lower()} for --algo {self.name}")
         obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         try:
-            check_action_space(self.name, action_space, self.action_spaces)
+            self.check_actions(action_space)
         except ConfigError as exc:
             raise ConfigError(f"--env {cfg.workload.env!r}: {exc}{self.action_space_hint}") from None
         self.check_observations(cfg, obs_space)
+
+    def check_actions(self, action_space: Any) -> None:
+        """Raise :class:`ConfigError` unless the algorithm supports ``action_space``."""
+        from janus.algorithms.envs import check_action_space
+
+        check_action_space(self.name, action_space, self.action_spaces)
 
     def check_observations(self, cfg: Any, obs_space: Any) -> None:
         """Image observations: only for an algorithm with a CNN, and with no ``algorithm.hidden``

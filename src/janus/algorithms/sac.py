@@ -30,7 +30,7 @@ from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_
 from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.optim import adam
-from janus.errors import ConfigError, invalid
+from janus.errors import invalid
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -306,17 +306,10 @@ class SAC(ReplayGymAlgorithm):
                      "total_env_steps": 20_000, "hidden_size": 256, "num_layers": 2},  # the networks (SACConfig.hidden)
     }
 
-    def validate(self, cfg: Any) -> None:
-        """The checks of every Gymnasium algorithm, and a Box action space with finite bounds (the
-        squashed policy maps ``[-1, 1]`` onto them): a config error before any work."""
-        super().validate(cfg)
-        from janus.algorithms.envs import env_spaces
-
-        _, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
-        try:
-            _check_box(action_space)
-        except ConfigError as exc:
-            raise ConfigError(f"--env {cfg.workload.env!r}: {exc}") from None
+    def check_actions(self, action_space: Any) -> None:
+        """A Box with finite bounds (the squashed policy maps ``[-1, 1]`` onto them), refused in
+        ``validate`` before any work."""
+        _check_box(action_space)
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
         w = cfg.workload
