@@ -182,6 +182,98 @@ def test_duplicate_and_stale_keys():
     assert buf.sampler.priorities(torch.arange(4)).tolist() == pr  # nothing applied on error
 
 
+@pytest.mark.parametrize("make", [
+    lambda v: torch.tensor(v, dtype=torch.float32),
+    lambda v: torch.tensor(v, dtype=torch.float64),
+    lambda v: np.array(v, np.float32),
+    lambda v: np.array(v, np.float64),
+    lambda v: torch.tensor(v, dtype=torch.float32, requires_grad=True),  # a td error straight from the loss
+    lambda v: torch.tensor(v, dtype=torch.bfloat16),
+    lambda v: torch.tensor(v, dtype=torch.float32).reshape(-1, 1),  # (n, 1), as a critic outputs
+    lambda v: torch.tensor([x for x in v for _ in "ab"], dtype=torch.float32)[::2],  # not contiguous
+    lambda v: list(v),
+])
+def test_priorities_of_every_float_input_land_as_their_float64_value(make):
+    """float32 priorities go to the kernel without a copy; every kind gives the leaf of its value."""
+    values = [0.5, 2.0, 7.25]  # exact in bfloat16, float32 and float64
+    buf = ExperienceBuffer(4, sampler="prioritized", seed=0, alpha=0.7, eps=1e-3, fields={"x": ((), "int64")})
+    keys = buf.extend({"x": np.arange(3)})
+    assert buf.update_priority(keys, make(values)) == 3
+    expected = [(v + 1e-3) ** 0.7 for v in values]
+    assert buf.sampler.priorities(torch.arange(3)).tolist() == pytest.approx(expected, rel=1e-12)
+    assert buf.sampler.max_priority[0] == pytest.approx(7.25 + 1e-3)
+
+
+def test_priority_limit_is_checked_in_the_kernel_with_nothing_written():
+    """The largest safe priority is accepted; the next float up (float64 or float32) is refused,
+    naming the overflow, and nothing is written."""
+    from janus.buffer.validation import priority_limit
+
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0, alpha=10.0, eps=1e-6, fields={"x": ((), "int64")})
+    keys = buf.extend({"x": np.arange(4)})
+    limit = priority_limit(10.0, 1e-6, 8)  # ~1e30: representable in float32 too
+    assert buf.sampler.limit == limit and 1e20 < limit < 1e38
+    above32 = np.float32(limit)
+    if float(above32) <= limit:
+        above32 = np.nextafter(above32, np.float32(np.inf))
+    before = buf.sampler.priorities(torch.arange(4)).tolist()
+    for prio in (np.array([1.0, np.nextafter(limit, np.inf)]), np.array([above32], np.float32)):
+        with pytest.raises(BufferInputError, match="priorities too large"):
+            buf.update_priority(keys[: len(prio)], prio)
+        assert buf.sampler.priorities(torch.arange(4)).tolist() == before
+    assert buf.update_priority(keys[:1], [limit]) == 1
+    assert math.isfinite(buf.sampler.total())
+
+
+def _tensor_inputs(n):
+    """Field values as tensors of every kind extend() may see, with the numpy values they hold."""
+    g = torch.Generator().manual_seed(n)
+    obs = torch.rand(n, 3, 2, generator=g)
+    z = torch.complex(torch.rand(n, 2, generator=g), torch.rand(n, 2, generator=g))
+    cases = {
+        # Complex fields are never read by address, so only "conjugate bit" has one: any other
+        # case would take the copying path whatever its obs.
+        "contiguous": {"obs": obs},
+        "not contiguous": {"obs": obs.transpose(1, 2).contiguous().transpose(1, 2)},
+        "requires grad": {"obs": obs.clone().requires_grad_(True)},
+        "conjugate bit": {"obs": obs, "z": z.conj()},  # a lazy conjugate: its bytes are not the values
+        "negative bit": {"obs": torch._neg_view(obs)},
+    }
+    return cases
+
+
+@pytest.mark.parametrize("case", ["contiguous", "not contiguous", "requires grad", "conjugate bit", "negative bit"])
+@pytest.mark.parametrize("n", [1, 5])
+def test_tensor_inputs_read_by_address_or_copied_store_their_values(case, n):
+    """All-tensor extends are read by address when they can be; whatever they are, the stored
+    rows are the tensors' values (a lazy conjugate or negation is never stored as raw bytes)."""
+    data = dict(_tensor_inputs(n)[case], a=torch.arange(n) * 7, d=torch.arange(n) % 2 == 0)
+    fields = {k: (tuple(v.shape[1:]), v.dtype) for k, v in data.items()}
+    expected = {k: v.detach().resolve_conj().resolve_neg().numpy().copy() for k, v in data.items()}
+    for declared in (True, False):
+        buf = ExperienceBuffer(8, seed=0, fields=fields if declared else None)
+        buf.extend({k: torch.zeros(2, *shape, dtype=dtype) for k, (shape, dtype) in fields.items()})
+        assert buf.extend(data).tolist() == list(range(2, 2 + n))
+        rows = buf.gather(torch.arange(2, 2 + n))
+        for k, v in expected.items():
+            np.testing.assert_array_equal(rows[k].numpy(), v)
+
+
+def test_one_item_without_batch_dimension_and_mixed_inputs():
+    fields = {"obs": ((4,), "float32"), "r": ((), "float32")}
+    buf = ExperienceBuffer(4, seed=0, fields=fields)
+    buf.extend({"obs": torch.arange(4.0), "r": torch.tensor(2.5)})  # tensors by address, no batch dimension
+    buf.extend({"obs": np.arange(4.0, 8.0, dtype=np.float32), "r": torch.tensor([3.5])})  # mixed: copied
+    rows = buf.gather(torch.arange(2))
+    assert rows["obs"].tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]] and rows["r"].tolist() == [2.5, 3.5]
+    with pytest.raises(BufferInputError, match="batch sizes"):
+        buf.extend({"obs": torch.zeros(2, 4), "r": torch.zeros(3)})
+    undeclared = ExperienceBuffer(4, seed=0)
+    undeclared.extend({"obs": torch.zeros(1, 4)})
+    with pytest.raises(BufferInputError, match="shape"):
+        undeclared.extend({"obs": torch.zeros(4)})  # undeclared fields keep needing the batch dimension
+
+
 def test_sampling_frequencies_chi_square():
     size = 40
     buf = ExperienceBuffer(64, sampler="prioritized", seed=1, alpha=0.5, eps=1e-6, fields={"x": ((), "int64")})

@@ -29,6 +29,7 @@ import os
 import sys
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types, uint64
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -61,13 +62,18 @@ def _unit(state):
 def _memcpy(typingctx, dst, dst_offset, src, src_offset, nbytes):
     """``dst.flat[dst_offset:+nbytes] = src.flat[src_offset:+nbytes]`` for C-contiguous uint8
     arrays, as one ``llvm.memcpy`` (numba's slice assignment copies byte by byte: 5-10x slower
-    for image rows)."""
+    for image rows). ``src`` may instead be an integer: the address of C-contiguous bytes (a CPU
+    tensor's ``data_ptr()``, alive for the whole call)."""
     sig = types.void(dst, dst_offset, src, src_offset, nbytes)
+    from_address = isinstance(src, types.Integer)
 
     def codegen(context, builder, signature, args):
         d, d_off, s, s_off, n = args
         d_data = context.make_array(signature.args[0])(context, builder, d).data
-        s_data = context.make_array(signature.args[2])(context, builder, s).data
+        if from_address:
+            s_data = builder.inttoptr(s, ir.IntType(8).as_pointer())
+        else:
+            s_data = context.make_array(signature.args[2])(context, builder, s).data
         cgutils.raw_memcpy(builder, builder.gep(d_data, [d_off]), builder.gep(s_data, [s_off]), n, 1)
         return context.get_dummy_value()
 
@@ -97,7 +103,8 @@ def _fill_leaves(sum_t, min_t, first, count, value):
 
 @njit(**_JIT)
 def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority, alpha):
-    """Write ``n`` items at ring position ``start`` (wrapping around the end).
+    """Write ``n`` items at ring position ``start`` (wrapping around the end); ``srcs``: each
+    field's bytes, a tuple of 1-D uint8 arrays or of addresses (see :func:`_memcpy`).
 
     Prioritized buffers (``sum_t`` not empty) give the new items the running max priority
     ``max_priority[0] ** alpha`` in both trees.
@@ -172,17 +179,18 @@ def sample_prioritized(state, sum_t, min_t, beta, written, store, columns, row_b
 
 
 @njit(**_JIT)
-def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps, max_priority):
+def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps, max_priority, limit):
     """Set the priority of the items with ``keys``: leaf ``(p + eps) ** alpha``, in order (the
     last duplicate wins); keys older than ``written - capacity`` (overwritten) are dropped.
 
     Returns the number applied, or ``-1 - i`` for the first invalid pair ``i`` (a key outside
-    ``[0, written)`` or a priority that is not a finite number >= 0): nothing is written then.
+    ``[0, written)``, or a priority that is not a finite number in ``[0, limit]``, the largest
+    that cannot overflow the sum tree): nothing is written then.
     """
     n = keys.shape[0]
     for i in range(n):
-        k, p = keys[i], priority[i]
-        if k < 0 or k >= written or not (p >= 0.0 and p < np.inf):
+        k, p = keys[i], np.float64(priority[i])
+        if k < 0 or k >= written or not (p >= 0.0 and p < np.inf and p <= limit):
             return -1 - i
     leaves = sum_t.shape[0] // 2
     oldest = written - capacity
@@ -192,7 +200,7 @@ def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps,
         if k < oldest:
             continue
         node = leaves + k % capacity
-        leaf = (priority[i] + eps) ** alpha
+        leaf = (np.float64(priority[i]) + eps) ** alpha
         sum_t[node] = leaf
         min_t[node] = leaf
         _fix_up(sum_t, min_t, node, node)
@@ -202,7 +210,7 @@ def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps,
     for i in range(n):
         k = keys[i]
         if k >= oldest:
-            v = priority[i] + eps
+            v = np.float64(priority[i]) + eps
             if v > top and sum_t[leaves + k % capacity] == v**alpha:
                 top = v
     max_priority[0] = top

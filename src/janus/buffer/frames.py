@@ -26,7 +26,7 @@ import torch
 from janus.buffer import checkpoint, validation
 from janus.buffer import frame_state
 from janus.buffer.native import NativePrioritizedSampler, NativeSampler, kernels
-from janus.buffer.storage import FieldSpec, RingStorage, advise_huge_pages, placement_device
+from janus.buffer.storage import FieldSpec, OutLayout, RingStorage, advise_huge_pages, placement_device
 from janus.errors import AllocationError, BufferEmptyError, BufferInputError, BufferTypeError, CheckpointError, invalid, one_of
 
 SAMPLERS = ("uniform", "prioritized")
@@ -272,20 +272,21 @@ class FrameStackReplay:
                 raise BufferEmptyError("cannot sample from an empty FrameStackReplay: call extend() first")
             s, st, f = self._sampler, self._storage, self._f
             assert f is not None
-            offsets, nbytes, views = st.out_layout(n)
-            flat = st.empty_flat(nbytes, n)
-            keys = np.ndarray((n,), np.int64, flat, int(offsets[-2]))
+            layout = st.out_layout(n)
+            offsets = layout.offsets
+            flat = st.empty_flat(layout.nbytes, n)
+            keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
             stacks = self._empty_stacks(n)
             fk = frame_kernels()
             if s.prioritized:
-                weights = np.ndarray((n,), np.float32, flat, int(offsets[-1]))
+                weights = np.ndarray((n,), np.float32, flat, layout.weights_at)
                 beta = s.beta if sampler_kwargs.get("beta") is None else float(sampler_kwargs["beta"])
                 ok = fk.sample_prioritized(s.rng, s.sum_t, s.min_t, beta, self._written, st.packed, f.store64, st.columns,
                                            st.row_bytes, flat, offsets, keys, weights, f.frames, f.prev, f.gen, stacks, f.k)
             else:
                 ok = fk.sample_uniform(s.rng, self._live_from(), self._written, st.packed, f.store64, st.columns,
                                        st.row_bytes, flat, offsets, keys, f.frames, f.prev, f.gen, stacks, f.k)
-            return self._output(ok, flat, views, stacks, keys, n, weights if s.prioritized else None)
+            return self._output(ok, flat, layout, stacks, keys, n, weights if s.prioritized else None)
 
     def gather(self, slots: Any) -> dict[str, torch.Tensor]:
         """Copy the transitions at ``slots`` (not keys; each must hold a sampleable transition)."""
@@ -301,13 +302,14 @@ class FrameStackReplay:
                               "frame ring and were evicted)", BufferInputError)
             st, f = self._storage, self._f
             assert f is not None
-            offsets, nbytes, views = st.out_layout(n)
-            flat = st.empty_flat(nbytes, n)
-            keys = np.ndarray((n,), np.int64, flat, int(offsets[-2]))
+            layout = st.out_layout(n)
+            offsets = layout.offsets
+            flat = st.empty_flat(layout.nbytes, n)
+            keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
             stacks = self._empty_stacks(n)
             ok = frame_kernels().gather(idx, w, st.packed, f.store64, st.columns, st.row_bytes, flat, offsets, keys,
                                         f.frames, f.prev, f.gen, stacks, f.k)
-            return self._output(ok, flat, views, stacks, keys, n)
+            return self._output(ok, flat, layout, stacks, keys, n)
 
     def _empty_stacks(self, n: int) -> np.ndarray:
         f = self._f
@@ -317,13 +319,13 @@ class FrameStackReplay:
             return np.empty(nbytes, np.uint8)
         return advise_huge_pages(torch.empty(nbytes, dtype=torch.uint8)).numpy()
 
-    def _output(self, ok: bool, flat: np.ndarray, views: Any, stacks: np.ndarray, keys: np.ndarray, n: int,
+    def _output(self, ok: bool, flat: np.ndarray, layout: OutLayout, stacks: np.ndarray, keys: np.ndarray, n: int,
                 weights: np.ndarray | None = None) -> dict[str, torch.Tensor]:
         if not ok:  # the kernels evict such rows first: reaching this is a bug, never a wrong batch
             raise RuntimeError("FrameStackReplay: a sampled transition lost a frame (internal invariant broken); nothing returned")
         f = self._f
         assert f is not None
-        fields = self._storage.unpack(flat, views)
+        fields = self._storage.unpack(flat, layout)
         both = torch.from_numpy(stacks).view(f.dtype).view(2, n, *f.stack_shape)
         out = {}
         for name in self._order:
@@ -352,7 +354,7 @@ class FrameStackReplay:
                 return int(keys.size)
             validation.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
             return int(kernels().update_priority(s.sum_t, s.min_t, keys, prio, self._written, self.capacity,
-                                                 s.alpha, s.eps, s.max_priority))
+                                                 s.alpha, s.eps, s.max_priority, s.limit))
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from janus.buffer.validation import priority_limit
 from janus.errors import invalid
 
 _EMPTY_F64 = np.zeros(0, np.float64)
@@ -97,6 +98,7 @@ class NativeSampler:
         else:
             self.sum_t = self.min_t = _EMPTY_F64
         self.max_priority = np.ones(1, np.float64)  # running max of |p| + eps
+        self.limit = priority_limit(self.alpha, self.eps, capacity) if prioritized else math.inf
 
     def _leaves(self, tree: np.ndarray) -> np.ndarray:
         p = tree.shape[0] // 2
@@ -136,6 +138,7 @@ class NativeSampler:
         rebuild(self.sum_t, self.min_t)
         self.max_priority[0] = float(state["max_priority"])
         self.alpha, self.beta, self.eps = (float(state[k]) for k in ("alpha", "beta", "eps"))
+        self.limit = priority_limit(self.alpha, self.eps, self.capacity)
         self.rng = rng
 
 

@@ -84,13 +84,23 @@ def check_prioritized_args(alpha: float, beta: float, eps: float) -> None:
         raise invalid("alpha", alpha, f"a finite number in [0, {MAX_ALPHA:g}] (usual: 0.4-0.7)", BufferInputError)
 
 
+def priority_limit(alpha: float, eps: float, capacity: int) -> float:
+    """The largest priority whose leaf ``(p + eps) ** alpha``, summed over a full buffer, stays
+    below :data:`MAX_TREE_TOTAL` (``inf`` when every finite priority does)."""
+    if alpha <= 0:
+        return math.inf
+    try:
+        return math.exp((math.log(MAX_TREE_TOTAL) - math.log(capacity)) / alpha) - eps
+    except OverflowError:
+        return math.inf
+
+
 def check_priority_scale(priority_max: float, alpha: float, eps: float, capacity: int) -> None:
     """Refuse priorities whose ``(p + eps) ** alpha``, summed over a full buffer, would overflow the
     sum tree (sampling would then silently return one item and NaN weights)."""
     if not math.isfinite(priority_max) or priority_max <= 0:
         return  # NaN, inf, negatives: the caller's own checks name them
-    log_leaf = alpha * math.log(priority_max + eps)
-    if log_leaf + math.log(capacity) > math.log(MAX_TREE_TOTAL):
+    if priority_max > priority_limit(alpha, eps, capacity):
         raise BufferInputError(
             f"priorities too large: max {priority_max:.3g} ** alpha {alpha:g} over capacity {capacity:,} would "
             f"overflow the sum tree (float64); scale priorities down (e.g. |td| clipped) or lower alpha")
@@ -302,8 +312,8 @@ def _as_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tens
 
 
 def coerce_batch(
-    data: Any, specs: Mapping[str, FieldSpec], capacity: int, strict: bool = False
-) -> tuple[tuple[np.ndarray, ...], int]:
+    data: Any, specs: Mapping[str, FieldSpec], capacity: int, strict: bool = False, addresses: bool = False
+) -> tuple[tuple[np.ndarray, ...] | tuple[int, ...], int]:
     """Cast ``data`` (field -> array, tensor, number or list; with or without the batch dimension)
     to the declared fields; return each field's bytes (in ``specs`` order) and the item count.
 
@@ -311,7 +321,13 @@ def coerce_batch(
     cannot be cast (float -> int, wrong item shape, missing or unknown fields, mismatched counts).
     ``strict`` (fields fixed by a first extend, not declared): tensors and arrays of the exact
     dtype with the batch dimension only, as before fields could be declared.
+    ``addresses``: when every field is a contiguous CPU tensor of its exact dtype, its bytes are
+    returned as addresses (``data_ptr()``, valid while ``data`` holds the tensors), not arrays.
     """
+    if type(data) is dict:  # the usual call: exact dtypes, contiguous, in one pass without copies
+        fast = _exact_sources(data, _plan_of(specs), capacity, strict, addresses)
+        if fast is not None:
+            return fast
     if not isinstance(data, Mapping) or not data:
         raise BufferTypeError(f"extend() takes a non-empty mapping of field name -> values, got {type(data).__name__}")
     check_field_names(data, "extend()")
@@ -322,6 +338,8 @@ def coerce_batch(
         value = data.get(name, _MISSING)
         if value is _MISSING:
             _raise_field_mismatch(data, specs)
+        if isinstance(value, torch.Tensor) and (value.is_conj() or value.is_neg()):
+            value = value.resolve_conj().resolve_neg()  # lazy conjugates and negations: their values
         # The common inputs skip the casting logic: a CPU tensor or an array of the field's dtype.
         if type(value) is torch.Tensor and value.dtype is spec.dtype and value.is_cpu and not value.requires_grad:
             a = value.numpy() if spec.numpy_dtype is not None else value
@@ -350,6 +368,58 @@ def coerce_batch(
         views.append(_bytes_of(a))
     check_item_count(n, capacity)
     return tuple(views), n
+
+
+_Plan = tuple[tuple[str, Any, torch.dtype, tuple[int, ...], bool], ...]
+_PLANS: dict[int, tuple[Mapping[str, FieldSpec], _Plan]] = {}
+
+
+def _plan_of(specs: Mapping[str, FieldSpec]) -> _Plan:
+    """Each field's name, numpy dtype, torch dtype, item shape and whether a tensor of it may be
+    read by address (real dtypes: no conjugate bit), computed once per ``specs`` object."""
+    hit = _PLANS.get(id(specs))
+    if hit is not None and hit[0] is specs:
+        return hit[1]
+    plan = tuple((name, s.numpy_dtype, s.dtype, s.shape, not s.dtype.is_complex) for name, s in specs.items())
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    _PLANS[id(specs)] = (specs, plan)  # holds specs, so its id is not reused while cached
+    return plan
+
+
+def _exact_sources(data: dict[str, Any], plan: _Plan, capacity: int, strict: bool,
+                   addresses: bool) -> tuple[tuple[Any, ...], int] | None:
+    """The fast path of :func:`coerce_batch`: every field a C-contiguous numpy array, or (with
+    ``addresses``) every field a contiguous CPU tensor, of the field's exact dtype and shape.
+    ``None`` for anything else, which the full checks then accept or explain."""
+    if not data or len(data) != len(plan):
+        return None
+    out: list[Any] = []
+    n = -1
+    by_address = addresses and type(next(iter(data.values()))) is torch.Tensor
+    for name, np_dtype, dtype, item, real in plan:
+        v = data.get(name)
+        if by_address:
+            if (type(v) is not torch.Tensor or v.dtype is not dtype or not real or not v.is_cpu
+                    or v.layout is not torch.strided or v.is_neg() or not v.is_contiguous()):
+                return None
+        elif type(v) is not np.ndarray or v.dtype is not np_dtype or not v.flags.c_contiguous:
+            return None
+        shape = v.shape
+        if len(shape) == len(item) + 1 and shape[1:] == item:
+            count = shape[0]
+        elif shape == item and not strict:  # one item without the batch dimension
+            count = 1
+        else:
+            return None
+        if count != n:
+            if n >= 0:
+                return None
+            n = count
+        out.append(v.data_ptr() if by_address else v.reshape(-1).view(np.uint8))
+    if not 0 < n <= capacity:
+        return None
+    return tuple(out), n
 
 
 def check_item_count(n: int, capacity: int) -> None:
@@ -424,21 +494,24 @@ def _torch_dtype(name: str, dtype: Any) -> torch.dtype:
     raise invalid(f"fields[{name!r}] dtype", dtype, "a torch dtype, numpy dtype or a name such as 'float32'", BufferTypeError)
 
 
+_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``update_priority`` arguments as 1-D int64 keys and float64 priorities (numpy, for the
-    kernel, which checks their values); shapes, lengths and dtypes are checked here."""
-    if isinstance(index, torch.Tensor) and index.dtype == torch.long and index.dim() == 1 and index.is_cpu:
+    """``update_priority`` arguments as contiguous 1-D int64 keys and float32 or float64
+    priorities (numpy, for the kernel, which checks their values); shapes, lengths and dtypes are
+    checked here. The usual inputs (the ``"index"`` tensor of a batch; a float tensor or array of
+    priorities) are taken as they are, without a copy."""
+    if type(index) is torch.Tensor and index.dtype is torch.long and index.dim() == 1 and index.is_cpu:
         keys = index.numpy()
     else:
         keys = _vector("index", index, torch.long).numpy()
-    if isinstance(priority, torch.Tensor) and priority.is_floating_point() and priority.dim() == 1 and priority.is_cpu:
-        prio = priority.detach().numpy()
-    elif isinstance(priority, np.ndarray) and priority.dtype.kind == "f" and priority.ndim == 1:
+    if type(priority) is torch.Tensor and priority.is_cpu and priority.dim() == 1 and priority.dtype in (torch.float32, torch.float64):
+        prio = (priority.detach() if priority.requires_grad else priority).numpy()
+    elif type(priority) is np.ndarray and priority.ndim == 1 and priority.dtype in _KERNEL_FLOATS:
         prio = priority
     else:
         prio = _vector("priority", priority, torch.float64).numpy()
-    if prio.dtype != np.float64:
-        prio = prio.astype(np.float64)
     if keys.shape[0] != prio.shape[0]:
         raise BufferInputError(f"index and priority lengths differ: {keys.shape[0]} vs {prio.shape[0]}; they must match")
-    return keys, np.ascontiguousarray(prio)
+    return np.ascontiguousarray(keys), np.ascontiguousarray(prio)
