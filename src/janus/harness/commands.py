@@ -221,7 +221,8 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
     earlier = load_run_state(cfg)  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
-                   skip_evaluations=len(earlier.get("evaluations", [])), ready=ready)
+                   skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,
+                   skip_rows=len(earlier.get("train_metrics", [])))
 
 
 def command_line(label: str) -> str:

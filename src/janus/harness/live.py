@@ -35,6 +35,7 @@ class LiveRun:
         tensorboard_dir: where the event file goes (None: no TensorBoard).
         skip_episodes: episodes of the learning curve already logged by an earlier session (resume).
         skip_evaluations: periodic evaluations already logged by an earlier session (resume).
+        skip_rows: rows of training scalars already logged by an earlier session (resume).
         tensorboard_interval_s: seconds between appends to the event file.
         ready: nothing is written while it returns False (a resumed run before its first commit).
     """
@@ -42,7 +43,7 @@ class LiveRun:
     def __init__(self, save: Callable[[RunResult], None] | None, results_interval_s: float = 30.0,
                  tensorboard_dir: str | Path | None = None, skip_episodes: int = 0,
                  tensorboard_interval_s: float = 2.0, skip_evaluations: int = 0,
-                 ready: Callable[[], bool] | None = None) -> None:
+                 ready: Callable[[], bool] | None = None, skip_rows: int = 0) -> None:
         self.save = save
         self.ready = ready
         self.results_interval_s = results_interval_s
@@ -51,7 +52,7 @@ class LiveRun:
         self.closed = False
         self.tensorboard_dir = Path(tensorboard_dir) if tensorboard_dir is not None else None
         self.episodes_written = skip_episodes
-        self.rows_written = 0
+        self.rows_written = skip_rows
         self.evaluations_written = skip_evaluations
         self.run_start: float | None = None  # epoch seconds at the run's (resumed) clock zero
         self.saved_at: float | None = None

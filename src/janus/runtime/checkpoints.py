@@ -222,6 +222,10 @@ def _run_state_problem(state: Any) -> str | None:
         ("evaluations", isinstance(state.get("evaluations", []), list) and all(
             isinstance(e, dict) and _is_int(e.get("env_steps")) and isinstance(e.get("mean_return"), (int, float))
             for e in state.get("evaluations", []))),
+        ("train_metrics", isinstance(state.get("train_metrics", []), list) and all(
+            isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                                        for k, v in r.items())
+            for r in state.get("train_metrics", []))),  # absent in records of janus before it was kept
         ("files", isinstance(state.get("files"), dict) and bool(state["files"]) and all(
             isinstance(n, str) and n.endswith(".pt") and bool(_NAME.match(n[:-3])) and isinstance(e, dict)
             and _is_int(e.get("size")) and isinstance(e.get("sha256"), str) and bool(_SHA.match(e["sha256"]))

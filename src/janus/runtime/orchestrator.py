@@ -23,7 +23,8 @@ from janus.runtime.messages import (
 def run_state(summary: dict[str, Any]) -> dict[str, Any]:
     """The part of an Orchestrator :meth:`~Orchestrator.summary` that ``--resume`` continues."""
     return {"trained": summary["trained"], "env_steps": summary["env_steps"], "curve": summary["curve"],
-            "wall_s": summary["elapsed_s"], "restarts": summary["restarts"], "evaluations": summary["evaluations"]}
+            "wall_s": summary["elapsed_s"], "restarts": summary["restarts"], "evaluations": summary["evaluations"],
+            "train_metrics": summary["train_metrics"]}
 
 
 class Orchestrator(Component):
@@ -110,7 +111,7 @@ class Orchestrator(Component):
         # training scalars: one row (wall_s, env_steps, updates, mean of each learner metric since
         # the previous row, latest actor metrics averaged over workers) every metrics_interval_s
         self.metrics_interval_s = metrics_interval_s
-        self.train_metrics: list[dict[str, float]] = []
+        self.train_metrics: list[dict[str, float]] = [dict(r) for r in initial.get("train_metrics", [])]  # earlier sessions' rows
         self._metric_sums: dict[str, float] = {}
         self._metric_updates = 0
         self._metrics_at = time.monotonic()
