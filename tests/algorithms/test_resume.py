@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,23 @@ def _train(out: Path, *extra: str) -> None:
     assert main(["train", "--algo", "dqn", "--total_env_steps", "3000", "--seed", "1", "--out", str(out), *extra]) == 0
 
 
-def test_resume_restores_policy_optimiser_counters_and_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run of ``_train``, made once per module: the tests that only read it share it, the others copy it."""
+    out = tmp_path_factory.mktemp("trained") / "run"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the one_thread fixture, which is per test and so not yet in effect here
+    try:
+        _train(out)
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def test_resume_restores_policy_optimiser_counters_and_replay(trained: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    _train(run)
+    shutil.copytree(trained, run)  # this test resumes it: a private copy
     ckpt = run / "checkpoint"
     assert {p.name for p in ckpt.iterdir()} >= {"trainer.pt", "trajectory_manager.pt", "run_state.json"}
     trainer = load_state(ckpt / "trainer.pt", fmt="janus.trainer")
@@ -49,9 +64,8 @@ def test_resume_restores_policy_optimiser_counters_and_replay(tmp_path: Path, ca
     assert curve["env_steps"] == sorted(curve["env_steps"]) and len(curve["return"]) >= len(state["curve"])
 
 
-def test_rollout_runs_the_saved_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _train(tmp_path / "run")
-    assert main(["rollout", "--checkpoint", str(tmp_path / "run"), "--episodes", "3"]) == 0
+def test_rollout_runs_the_saved_policy(trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollout", "--checkpoint", str(trained), "--episodes", "3"]) == 0  # rollout only reads the folder
     out = capsys.readouterr().out
     assert "3 episodes" in out and "mean return" in out and "CartPole-v1" in out
 
