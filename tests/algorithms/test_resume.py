@@ -93,16 +93,18 @@ def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
 def test_process_backend_checkpoints_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Worker processes over shared memory: the same commit, the same resume (here across backends)."""
     run = tmp_path / "run"
-    _train(run, "--backend", "process")
+    # 2,000 steps and two resumes of 1,000 each (learning starts at 1,000): each part trains, and
+    # starting worker processes, not the steps, is what takes the time
+    assert main(["train", "--algo", "dqn", "--total_env_steps", "2000", "--seed", "1", "--out", str(run), "--backend", "process"]) == 0
     ckpt = run / "checkpoint"
     state = json.loads((ckpt / "run_state.json").read_text())
     replay = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
     assert state["trained"] > 0 and state["env_steps"] > 0 and replay["inserted"] > 0
     assert json.loads((run / "results.json").read_text())["runs"][0]["runtime"]["backend"] == "process"
     capsys.readouterr()
-    assert main(["train", "--resume", str(run), "--total_env_steps", "5000", "--backend", "local"]) == 0
+    assert main(["train", "--resume", str(run), "--total_env_steps", "3000", "--backend", "local"]) == 0
     assert f"{replay['inserted']:,} transitions in replay" in capsys.readouterr().out
-    assert main(["train", "--resume", str(run), "--total_env_steps", "7000", "--backend", "process"]) == 0
+    assert main(["train", "--resume", str(run), "--total_env_steps", "4000", "--backend", "process"]) == 0
     state3 = json.loads((ckpt / "run_state.json").read_text())
     assert state3["trained"] > state["trained"] and state3["env_steps"] > state["env_steps"]
     replay3 = load_state(ckpt / "trajectory_manager.pt", fmt="janus.trajectory_manager")
