@@ -135,15 +135,23 @@ def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, 
     import sys
     import time
 
+    def trained() -> bool:
+        try:
+            return json.loads((run / "checkpoint" / "run_state.json").read_text())["trained"] > 0
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            return False
+
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "10000000", "--out", str(run)]
+    # periodic commits every second: the first one with updates in it says the run is training (it
+    # replaces a fixed 6 s wait); the signal must still end it with a commit of its own, the final one
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "10000000",
+           "--checkpoint_interval_s", "1", "--out", str(run)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (run / "config.yaml").exists():  # set up; then let it train a few seconds
+        while not trained():  # set up and training
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() is not None else "no start"
             time.sleep(0.2)
-        time.sleep(6)
         proc.send_signal(getattr(signal, sig))
         _, err = proc.communicate(timeout=60)
     finally:
