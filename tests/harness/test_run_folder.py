@@ -27,7 +27,7 @@ from janus.harness.run_folder import LOCK_NAME
 
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = REPO / "tests" / "reliability" / "hooks"
-STEPS = 1500  # a DQN run of a few seconds; its run folder is the base of most tests
+STEPS = 1500  # the env steps of finished_dqn_run (tests/conftest.py): its run folder is the base of most tests
 SYNTHETIC = ["--quick", "--iterations", "3", "--config", str(REPO / "configs" / "default.yaml")]
 
 
@@ -64,20 +64,12 @@ def refused(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
         assert needle in proc.stderr, f"{needle!r} not in: {proc.stderr[-2000:]}"
 
 
-@pytest.fixture(scope="module")
-def dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished CartPole DQN run (checkpoint, config.yaml, results), made once per module."""
-    run = tmp_path_factory.mktemp("base") / "R"
-    proc = janus("train", "--algo", "dqn", "--total_env_steps", str(STEPS), "--seed", "1", "--out", str(run))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return run
-
-
 @pytest.fixture
-def run(dqn_run: Path, tmp_path: Path) -> Path:
-    """A private copy of the DQN run folder."""
+def run(finished_dqn_run: Path, tmp_path: Path) -> Path:
+    """A private copy of the session's finished CartPole DQN run (tests/conftest.py: checkpoint,
+    config.yaml, results; seed 1, ``STEPS`` env steps)."""
     copy = tmp_path / "R"
-    shutil.copytree(dqn_run, copy)
+    shutil.copytree(finished_dqn_run, copy)
     return copy
 
 

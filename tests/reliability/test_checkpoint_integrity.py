@@ -20,22 +20,14 @@ from janus.cli import main
 from janus.errors import CheckpointError
 from janus.runtime import checkpoints
 
-STEPS = "3000"
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished DQN run (its final checkpoint committed); tests work on copies."""
-    run = tmp_path_factory.mktemp("trained") / "run"
-    proc = janus("train", "--algo", "dqn", "--total_env_steps", STEPS, "--seed", "1", "--out", str(run))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return run
+STEPS = 1500  # the env steps of finished_dqn_run (tests/conftest.py)
 
 
 @pytest.fixture
-def run(trained: Path, tmp_path: Path) -> Path:
+def run(finished_dqn_run: Path, tmp_path: Path) -> Path:
+    """A private copy of the session's finished DQN run (its final checkpoint committed; tests/conftest.py)."""
     copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
+    shutil.copytree(finished_dqn_run, copy)
     return copy
 
 
@@ -60,7 +52,7 @@ def test_a_failed_resume_does_not_poison_the_next_resume(run: Path, tmp_path: Pa
     failed = janus("train", "--resume", str(run), "--total_env_steps", "200000", "--checkpoint_interval_s", "600",
                    env=janus_env(fail_after=50))
     assert failed.returncode == 2 and "injected learner failure" in failed.stderr, failed.stderr[-2000:]
-    resumed = janus("train", "--resume", str(run), "--total_env_steps", "3500", env=janus_env(capture=tmp_path / "seen"))
+    resumed = janus("train", "--resume", str(run), "--total_env_steps", str(STEPS + 500), env=janus_env(capture=tmp_path / "seen"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     seen = captured(tmp_path / "seen")
     assert seen is not None

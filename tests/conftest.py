@@ -1,0 +1,32 @@
+"""Fixtures shared by tests in more than one folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FINISHED_DQN_STEPS = 1500  # a DQN run of a few seconds
+
+
+@pytest.fixture(scope="session")
+def finished_dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished CartPole DQN run of ``FINISHED_DQN_STEPS`` env steps, seed 1 (final checkpoint,
+    config.yaml, results), made once per session by ``janus train`` of this checkout in a subprocess.
+
+    Shared by tests/harness/test_run_folder.py and tests/reliability/test_checkpoint_integrity.py
+    (each used to train its own): tests copy it before they change or resume anything.
+    """
+    run = tmp_path_factory.mktemp("finished-dqn") / "R"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    env.pop("JANUS_TEST_FAIL_AFTER", None)
+    env.pop("JANUS_TEST_CAPTURE", None)
+    proc = subprocess.run([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps",
+                           str(FINISHED_DQN_STEPS), "--seed", "1", "--out", str(run)],
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run
