@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
@@ -200,9 +201,12 @@ def test_hyperparameter_flags_reach_the_learner() -> None:
 
 
 def test_bad_hyperparameter_value_names_the_flag() -> None:
-    proc = janus("train", "--algo", "ppo", "--gae_lambda", "2")
+    with ThreadPoolExecutor(2) as pool:  # two independent commands, each refused before any work: at once
+        gae_lambda = pool.submit(janus, "train", "--algo", "ppo", "--gae_lambda", "2")
+        n_step = pool.submit(janus, "train", "--algo", "dqn", "--n_step", "1e3")
+    proc = gae_lambda.result()
     assert proc.returncode == 2 and "invalid --gae_lambda" in proc.stderr
-    proc = janus("train", "--algo", "dqn", "--n_step", "1e3")
+    proc = n_step.result()
     assert proc.returncode == 2 and "--n_step" in proc.stderr
 
 

@@ -170,10 +170,12 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
 # ---- item 1: a refused or failed resume leaves the run folder byte-identical -----------------------
 def test_the_issue_repro_resume_with_another_env_is_refused_and_changes_nothing(run: Path) -> None:
     before = hashes(run)
-    proc = janus("train", "--resume", str(run), "--env", "Acrobot-v1")
-    refused(proc, "--env", "'CartPole-v1' in the run", "'Acrobot-v1' asked", "may change only", "--total_env_steps")
-    assert hashes(run) == before
-    rollout = janus("rollout", "--checkpoint", str(run), "--episodes", "1")
+    with ThreadPoolExecutor(2) as pool:  # the refused resume and a rollout, which only reads: at once
+        resume = pool.submit(janus, "train", "--resume", str(run), "--env", "Acrobot-v1")
+        rollout = pool.submit(janus, "rollout", "--checkpoint", str(run), "--episodes", "1")
+    refused(resume.result(), "--env", "'CartPole-v1' in the run", "'Acrobot-v1' asked", "may change only", "--total_env_steps")
+    assert hashes(run) == before  # after both: neither changed the folder
+    rollout = rollout.result()
     assert rollout.returncode == 0 and "CartPole-v1" in rollout.stdout, rollout.stderr[-3000:]
 
 
@@ -249,8 +251,11 @@ def test_a_resume_whose_budget_is_reached_is_refused_and_keeps_the_results(run: 
 def test_out_naming_a_file_or_a_path_under_a_file_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "F"
     file.write_text("keep me")
-    refused(janus("train", *SYNTHETIC, "--out", str(file)), f"--out {str(file)!r}", "is a file, not a folder")
-    refused(janus("compare", *SYNTHETIC, "--out", str(file / "sub")), f"{str(file)!r} is a file, not a folder")
+    with ThreadPoolExecutor(2) as pool:  # two independent commands, each refused before any work: at once
+        train = pool.submit(janus, "train", *SYNTHETIC, "--out", str(file))
+        compare = pool.submit(janus, "compare", *SYNTHETIC, "--out", str(file / "sub"))
+    refused(train.result(), f"--out {str(file)!r}", "is a file, not a folder")
+    refused(compare.result(), f"{str(file)!r} is a file, not a folder")
     assert file.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["F"]
 
 

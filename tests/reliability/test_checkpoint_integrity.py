@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,11 +85,13 @@ def test_a_flipped_byte_in_a_buffer_save_fails_load(tmp_path: Path) -> None:
 
 def test_a_flipped_byte_in_trainer_pt_fails_resume_and_rollout(run: Path) -> None:
     _flip_in_largest_record(run / "checkpoint" / "trainer.pt")
-    resume = janus("train", "--resume", str(run), "--total_env_steps", "4500")  # past the budget spent
+    with ThreadPoolExecutor(2) as pool:  # two independent commands, each refused before any work: at once
+        resume = pool.submit(janus, "train", "--resume", str(run), "--total_env_steps", "4500")  # past the budget spent
+        rollout = pool.submit(janus, "rollout", "--checkpoint", str(run), "--episodes", "1")
+    resume, rollout = resume.result(), rollout.result()
     assert resume.returncode == 2, resume.stderr[-2000:]
     assert "trainer.pt does not match run_state.json (sha256 differs)" in resume.stderr
     assert "start a new run with --out" in resume.stderr
-    rollout = janus("rollout", "--checkpoint", str(run), "--episodes", "1")
     assert rollout.returncode == 2 and "fails its checksum" in rollout.stderr, rollout.stderr[-2000:]
 
 
