@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,6 @@ from janus.config import from_dict, resolve
 from janus.errors import RunFailed
 from janus.runtime.evaluator import Evaluator, previous_best, save_best
 from janus.runtime.run import layout, run_runtime
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def dqn_cfg(steps: int, best_dir: Path | None, **runtime: Any) -> Any:
@@ -87,13 +82,15 @@ def test_a_worse_evaluation_keeps_the_best_file(tmp_path: Path) -> None:
     assert path.read_bytes() == before, "a worse policy does not replace the best one"
 
 
-def test_cli_eval_flags_write_best_and_results(tmp_path: Path) -> None:
+def test_cli_eval_flags_write_best_and_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The flags through ``janus.cli.main`` in this process (as test_resume.py's commands): two
+    subprocesses cost ~5 s of interpreter and torch start-up; the CLI as a process is tested in
+    tests/test_cli_flags.py."""
+    from janus.cli import main
+
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run([sys.executable, "-m", "janus", "train", "--algo", "dqn", "--total_env_steps", "2048",
-                           "--eval_interval_steps", "1024", "--eval_episodes", "2", "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert main(["train", "--algo", "dqn", "--total_env_steps", "2048", "--eval_interval_steps", "1024",
+                 "--eval_episodes", "2", "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     evals = results["runs"][0]["evaluations"]
     # at the first report at or past each multiple of 1,024 (reports come a piece of 32 steps at a time)
@@ -101,6 +98,6 @@ def test_cli_eval_flags_write_best_and_results(tmp_path: Path) -> None:
     policy = janus.load_policy(out / "best")
     assert policy.info["eval_return"] == pytest.approx(max(e["mean_return"] for e in evals))
     assert np.asarray(policy.predict(np.zeros(4, np.float32))).shape == ()
-    bad = subprocess.run([sys.executable, "-m", "janus", "train", "--eval_interval_steps", "100", "--out", str(tmp_path / "s")],
-                         capture_output=True, text=True, env=env, timeout=120)
-    assert bad.returncode == 2 and "--eval_interval_steps" in bad.stderr
+    capsys.readouterr()
+    assert main(["train", "--eval_interval_steps", "100", "--out", str(tmp_path / "s")]) == 2
+    assert "--eval_interval_steps" in capsys.readouterr().err

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,6 @@ from janus.config import from_dict, resolve
 from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
 
-ROOT = Path(__file__).resolve().parents[2]
 STEPS_PER_EPISODE = 10
 
 
@@ -150,25 +146,27 @@ def test_sac_learns_a_continuous_task_through_the_runtime() -> None:
     assert run["final_mean_return"] > -8, run["final_mean_return"]
 
 
-def test_a_sac_run_folder_loads_as_a_policy_and_rolls_out(tmp_path: Path) -> None:
-    """janus train --algo sac, then janus.load_policy and janus rollout on its folder."""
+def test_a_sac_run_folder_loads_as_a_policy_and_rolls_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """janus train --algo sac, then janus.load_policy and janus rollout on its folder.
+
+    The commands run in this process (``janus.cli.main``, as test_resume.py's do): two subprocesses
+    cost ~5 s of interpreter and torch start-up; the CLI as a process is tested in tests/test_cli_flags.py."""
     import janus
+    from janus.cli import main
 
     out = tmp_path / "sac"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    train = subprocess.run([sys.executable, "-m", "janus", "train", "--algo", "sac", "--total_env_steps", "512",
-                            "--learning_starts", "256", "--hidden_size", "32", "--out", str(out)],
-                           capture_output=True, text=True, env=env, timeout=300)
-    assert train.returncode == 0, train.stderr
+    assert main(["train", "--algo", "sac", "--total_env_steps", "512", "--learning_starts", "256", "--hidden_size", "32",
+                 "--out", str(out)]) == 0
     policy = janus.load_policy(out)
     obs = np.stack([np.array([1.0, 0.0, 0.5], np.float32)] * 5)
     actions = policy.predict(obs)
     assert actions.shape == (5, 1) and np.all(np.abs(actions) <= 2.0)  # Pendulum's torque bounds
     assert np.array_equal(actions, policy.predict(obs)), "deterministic: the squashed mean"
     assert policy.predict(obs[0], deterministic=False).shape == (1,)
-    rollout = subprocess.run([sys.executable, "-m", "janus", "rollout", "--checkpoint", str(out), "--episodes", "1"],
-                             capture_output=True, text=True, env=env, timeout=120)
-    assert rollout.returncode == 0 and "sac on Pendulum-v1" in rollout.stdout, rollout.stdout + rollout.stderr
+    capsys.readouterr()
+    code = main(["rollout", "--checkpoint", str(out), "--episodes", "1"])
+    rollout = capsys.readouterr()
+    assert code == 0 and "sac on Pendulum-v1" in rollout.out, rollout.out + rollout.err
 
 
 class _UnboundedActions(gym.Env):
