@@ -138,9 +138,9 @@ def test_sac_refuses_a_discrete_action_space_naming_the_flag() -> None:
 
 
 def test_sac_learns_a_continuous_task_through_the_runtime() -> None:
-    """2,000 env steps (~1,700 updates of a 64x64 network): the last 20 episodes score far above
-    a random policy's -27 (measured: about -1 to -3 over seeds 0-2)."""
-    cfg = sac_cfg(2_000)
+    """1,500 env steps (~1,250 updates of a 64x64 network): the last 20 episodes score far above
+    a random policy's -27 (measured: -2.5 to -3.9 over seeds 0-5; 2,000 steps gave -2.3 to -2.9)."""
+    cfg = sac_cfg(1_500)
     run = run_runtime(cfg, timeout_s=300)
     assert run["counts"]["updates"] >= algorithm("sac").budget(cfg).total_updates
     assert run["final_mean_return"] > -8, run["final_mean_return"]
