@@ -10,9 +10,10 @@ caches in :data:`THIRD_PARTY_CACHES`. Without ``--out`` the results go to
 ``runs/<command>-<timestamp>`` under the working directory, and nowhere else.
 
 The source checkout is a private copy of this repository's ``src/`` (``src/main.py`` puts its own
-folder first on ``sys.path``, so that copy is what runs): a write next to the code (``__file__``,
-``src/``, the checkout root) shows up there, while people editing the real checkout during the test
-cannot make it fail.
+folder first on ``sys.path``, so that copy is what runs), watched like the folders above: a write
+next to the code (``__file__``, ``src/``, the checkout root) shows up there, while people editing the
+real checkout during the test cannot make it fail. The tests of this module share that copy and a
+Numba cache beside it, so that the replay kernels compile once, not once per test.
 """
 
 from __future__ import annotations
@@ -104,19 +105,28 @@ def stray_writes(before: Snapshot, after: Snapshot, allowed: list[Path], dirs: d
     return stray
 
 
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The private copy of the code (checkout) and its Numba cache, shared by this module's tests."""
+    code = tmp_path_factory.mktemp("checkout")
+    shutil.copytree(REPO / "src" / "janus", code / "src" / "janus", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "src" / "main.py", code / "src" / "main.py")
+    return {"checkout": code, "numba_cache": tmp_path_factory.mktemp("numba-cache")}  # the cache is not watched
+
+
 @pytest.fixture
-def dirs(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Fresh folders under tmp_path: cwd, HOME, TMPDIR, outs (for --out) and checkout (the code)."""
+def dirs(tmp_path: Path, checkout: dict[str, Path]) -> dict[str, Path]:
+    """Fresh folders under tmp_path: cwd, HOME, TMPDIR, outs (for --out); and the module's checkout (the code)."""
     d = {"base": tmp_path}
     for name in ("cwd", "HOME", "TMPDIR", "outs"):
         d[name] = tmp_path / name.lower()
         d[name].mkdir()
-    d["numba_cache"] = tmp_path_factory.mktemp("numba-cache")  # not under tmp_path: not watched
-    d["checkout"] = tmp_path / "checkout"
-    shutil.copytree(REPO / "src" / "janus", d["checkout"] / "src" / "janus",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(REPO / "src" / "main.py", d["checkout"] / "src" / "main.py")
-    return d
+    return d | checkout
+
+
+def watched(dirs: dict[str, Path]) -> Snapshot:
+    """Snapshot of the test's folders (under tmp_path) and of the checkout."""
+    return snapshot(dirs["base"]) | snapshot(dirs["checkout"])
 
 
 def janus(args: list[str], dirs: dict[str, Path]) -> subprocess.CompletedProcess[str]:
@@ -146,9 +156,9 @@ def check(args: list[str], stray: list[str], allowed: list[Path]) -> None:
 
 def run_and_check(args: list[str], allowed: list[Path], dirs: dict[str, Path]) -> subprocess.CompletedProcess[str]:
     """Run ``janus ARGS``; fail on any write outside ``allowed`` (and the third-party caches)."""
-    before = snapshot(dirs["base"])
+    before = watched(dirs)
     proc = janus(args, dirs)
-    check(args, stray_writes(before, snapshot(dirs["base"]), allowed, dirs), allowed)
+    check(args, stray_writes(before, watched(dirs), allowed, dirs), allowed)
     return proc
 
 
@@ -178,13 +188,13 @@ def test_every_command_writes_only_into_its_out_folder(dirs: dict[str, Path]) ->
 
 def test_default_out_is_runs_under_the_working_directory(dirs: dict[str, Path]) -> None:
     args = ["compare", *QUICK]
-    before = snapshot(dirs["base"])
+    before = watched(dirs)
     proc = janus(args, dirs)
     found = re.search(r"output in (\S+)", proc.stdout)
     assert found, proc.stdout
     out = Path(found.group(1))
     assert re.fullmatch(r"runs/compare-\d{8}-\d{6}(-\d+)?", out.as_posix()), out  # relative: under cwd
-    check(args, stray_writes(before, snapshot(dirs["base"]), [dirs["cwd"] / out], dirs), [dirs["cwd"] / out])
+    check(args, stray_writes(before, watched(dirs), [dirs["cwd"] / out], dirs), [dirs["cwd"] / out])
     assert (dirs["cwd"] / out / "results.json").is_file()
     assert [p.name for p in (dirs["cwd"] / "runs").iterdir()] == [out.name]
     assert not (REPO / out).exists(), f"the run also went to the repository's {REPO / out}"
