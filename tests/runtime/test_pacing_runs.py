@@ -85,7 +85,7 @@ def test_resume_continues_the_counters() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_dqn_run_holds_the_sample_insert_ratio(workers: int) -> None:
-    data = {"seed": 1, "workload": {"total_env_steps": 3000, "num_actors": workers},
+    data = {"seed": 1, "workload": {"total_env_steps": 2000, "num_actors": workers},  # 1,500 steps of paced sampling
             "algorithm": {"learning_starts": 500}}
     cfg = resolve(from_dict(data, base=from_dict(algorithm("dqn").preset)))
     run = run_runtime(cfg, timeout_s=300)

@@ -16,7 +16,7 @@ def rl_cfg(algo: str, seed: int, steps: int) -> RunConfig:
     return resolve(from_dict(overrides, base=from_dict(algorithm(algo).preset)))
 
 
-@pytest.mark.parametrize("algo,steps", [("dqn", 3000), ("ppo", 6000)])
+@pytest.mark.parametrize("algo,steps", [("dqn", 2000), ("ppo", 6000)])  # DQN: 1,000 steps past learning_starts
 def test_same_seed_same_returns(algo: str, steps: int) -> None:
     cfg = rl_cfg(algo, 5, steps)
     assert serial(cfg)
