@@ -264,7 +264,7 @@ def test_tensorboard_events_appear_while_dqn_trains(tmp_path: Path) -> None:
 
 
 def test_results_are_written_periodically_and_on_sigint(tmp_path: Path) -> None:
-    proc = start_train(tmp_path, "--results_interval_s", "2")
+    proc = start_train(tmp_path, "--results_interval_s", "1")
     try:
         def periodic() -> bool:
             path = tmp_path / "results.json"
