@@ -64,6 +64,10 @@ def _wait_for_commits(ckpt: Path, proc: subprocess.Popen, commits: int, timeout_
     raise AssertionError(f"no {commits} checkpoint commits within {timeout_s}s")
 
 
+# Slow-only: test_kill_resume_loop.py[local] runs by default and does the same and more: it SIGKILLs
+# `janus train` (whole process tree) after its first commit and at random moments, and every resume,
+# the last one to its end included, must restore the last commit field by field (assert_resumed_identically).
+@pytest.mark.slow
 def test_sigkill_of_a_training_process_resumes_from_the_last_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL the whole `janus train` process mid-run (learner included), then --resume it."""
     run = tmp_path / "run"
