@@ -18,8 +18,12 @@ def dqn_cfg(total: int, backend: str) -> object:
         base=from_dict(algorithm("dqn").preset)))
 
 
-@pytest.mark.parametrize("backend", ["local", "process"])
-@pytest.mark.parametrize("total, expected", [(1024, 1024), (1000, 1024)])  # a round is 2 x 4 x 8 = 64 env steps
+# A round is 2 x 4 x 8 = 64 env steps. On the process backend only the rounded-up case runs by default
+# (it checks the exact stop there too); the aligned one is slow-only: the local backend covers it.
+@pytest.mark.parametrize("backend,total,expected", [
+    ("local", 1024, 1024), ("local", 1000, 1024),
+    pytest.param("process", 1024, 1024, marks=pytest.mark.slow), ("process", 1000, 1024),
+])
 def test_dqn_takes_exactly_the_env_steps_asked(backend: str, total: int, expected: int) -> None:
     cfg = dqn_cfg(total, backend)
     result = run_runtime(cfg, timeout_s=120)
