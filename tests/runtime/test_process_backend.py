@@ -118,12 +118,14 @@ def test_every_transition_arrives_exactly_once_through_the_rings() -> None:
     assert not worker_processes()
 
 
-def tiny(on_policy: bool, **runtime: Any) -> RunConfig:
+def tiny(on_policy: bool, workers: int = 4, **runtime: Any) -> RunConfig:
+    """A synthetic run on the process backend; the failure and interrupt tests take 2 workers (each
+    worker process starts an interpreter and torch: ~1 s of a 2-core machine)."""
     g = 0.5 if on_policy else 2
     return resolve(RunConfig(
         janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
                           batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=4, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
+        workload=WorkloadConfig(num_actors=workers, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
                                 iterations=10, updates_per_iteration=2, env_step_ms=0.2),
         runtime=RuntimeConfig(**{"backend": "process", "ping_interval_s": 0.1, "pong_timeout_s": 2.0, **runtime}),
     ))
@@ -203,7 +205,7 @@ def test_learner_failure_stops_the_run_with_a_clear_error(monkeypatch: pytest.Mo
     monkeypatch.setattr(runmod, "make_learner", lambda cfg: Exploding(real(cfg)))  # the learner is in this process
     start = time.monotonic()
     with pytest.raises(RunFailed, match="learner exploded on purpose"):
-        run_runtime(tiny(False), timeout_s=60)
+        run_runtime(tiny(False, workers=2), timeout_s=60)
     assert time.monotonic() - start < 45
     assert segments() == before and not worker_processes()
 
@@ -216,7 +218,7 @@ def test_interrupt_stops_every_worker_process() -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_runtime(tiny(True), progress=progress, timeout_s=60)
+        run_runtime(tiny(True, workers=2), progress=progress, timeout_s=60)
     assert segments() == before and not worker_processes()
 
 
