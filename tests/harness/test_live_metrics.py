@@ -126,14 +126,14 @@ def test_episodes_of_one_piece_are_spread_over_its_env_steps() -> None:
 
 # ------------------------------------------------------------------- a real run, three backends
 def _tiny(algo: str, backend: str, **overrides: Any) -> Any:
-    """A run of a few seconds (tests/algorithms/test_rl_runtime.py's; SAC: 768 Pendulum steps)."""
+    """A run of a few seconds (tests/algorithms/test_rl_runtime.py's; SAC: 512 Pendulum steps, 256 updates)."""
     sys.path.insert(0, str(ROOT / "tests" / "algorithms"))
     try:
         from test_rl_runtime import rl_cfg, tiny
     finally:
         sys.path.pop(0)
     if algo == "sac":
-        return rl_cfg("sac", 768, workload={"env": "Pendulum-v1"}, algorithm={"learning_starts": 256},
+        return rl_cfg("sac", 512, workload={"env": "Pendulum-v1"}, algorithm={"learning_starts": 256},
                       runtime={"backend": backend}, **overrides)
     return tiny(algo, runtime={"backend": backend}, **overrides)
 
