@@ -241,7 +241,7 @@ def test_component_error_after_the_goal_fails_the_run_and_skips_the_final_commit
 def test_a_stall_fails_the_run_within_its_timeout_naming_the_starved_stage(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inserts that never reach the buffer: no progress -> RunFailed after stall_timeout_s, not an hour."""
     monkeypatch.setattr(TrajectoryManager, "on_InsertTransitionMsg", lambda self, msg: None)
-    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256, stall_timeout_s=2.0)
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256, stall_timeout_s=1.0)
     start = time.monotonic()
     with pytest.raises(RunFailed, match=r"no progress for \d+s .*sampling waits for 256 transitions .*lower the minimum"):
         run_runtime(cfg, timeout_s=120)
