@@ -90,6 +90,10 @@ def test_eval_sweeps(tmp_path: Path, sweep: str, count: int | None) -> None:
         assert len(data["runs"]) == count
 
 
+# Slow-only (~7 s): tests/reliability/test_run_dir_only.py runs every command, `eval --sweep overlap`
+# among them, through src/main.py in a real subprocess by default, and test_eval_sweeps above runs the
+# granularity sweep.
+@pytest.mark.slow
 def test_main_py_entry_point_granularity_sweep(tmp_path: Path) -> None:
     """The artifact's documented entry point, in a real subprocess."""
     proc = subprocess.run(
