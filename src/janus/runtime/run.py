@@ -282,7 +282,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         while True:
             status = backend.orchestrator_status()
             if progress is not None:
-                note = rl_note(status["curve"], time.perf_counter() - start, base_steps=base_steps)
+                note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
                 progress(min(status["trained"], total), total, note)
             if observer is not None:
                 observer(status, partial(result_so_far, cfg, backend, status, start))
@@ -406,13 +406,18 @@ def metric_columns(rows: list[dict[str, float]]) -> dict[str, list[float | None]
     return {name: [row.get(name) for row in rows] for name in names}
 
 
-def rl_note(curve: list[tuple[float, int, float]], elapsed: float, window: int = 20, base_steps: int = 0) -> str:
+def rl_note(curve: list[tuple[float, int, float]], elapsed: float, env_steps: int, window: int = 20,
+            base_steps: int = 0) -> str:
     """Progress text for RL runs: mean return of the last episodes and env steps per second of this
-    invocation (``base_steps``: the env steps a resumed run started from)."""
+    invocation (``env_steps``: the run's total now; ``base_steps``: where a resumed run started).
+
+    The rate counts the steps workers report, not the last finished episode's: right after a
+    resume the curve still ends in the earlier session, before ``base_steps``."""
     if not curve:
         return ""
     last = [r for _, _, r in curve[-window:]]
-    return f"return {sum(last) / len(last):7.1f}  {(curve[-1][1] - base_steps) / max(elapsed, 1e-9):7.0f} env-steps/s"
+    rate = max(env_steps - base_steps, 0) / max(elapsed, 1e-9)
+    return f"return {sum(last) / len(last):7.1f}  {rate:7.0f} env-steps/s"
 
 
 def learning_curve(curve: list[tuple[float, int, float]], window: int = 20) -> dict[str, Any]:
