@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A pytest started in the background by a non-interactive shell (`make test &`) inherits SIGINT
+# ignored, and so would every `janus` it starts: the tests that Ctrl-C a run would wait out their
+# timeouts. A handler here (reset to the default in children at exec) gives children Python's own.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 FINISHED_DQN_STEPS = 1500  # a DQN run of a few seconds
 
 
