@@ -246,7 +246,7 @@ class ExperienceBuffer:
         # The hot path of small batches: every line here costs ~0.1-1 us of a ~10 us call.
         s, st = self._sampler, self._storage
         layout = st.out_layout(n)
-        flat = np.empty(layout.nbytes, np.uint8) if n < st.large_gather else st.empty_flat(layout.nbytes, n)
+        flat = st.empty_flat(layout.nbytes, n)
         keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
         if s.prioritized:
             weights = np.ndarray((n,), np.float32, flat, layout.weights_at)

@@ -16,7 +16,7 @@ import ctypes
 import math
 import mmap
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
@@ -89,11 +89,12 @@ class FieldSpec:
 
     shape: tuple[int, ...]
     dtype: torch.dtype
+    # The numpy dtype of the same bytes (None for torch-only dtypes such as bfloat16); set once
+    # here, as extend's fast path reads it for every field of every call.
+    numpy_dtype: np.dtype | None = field(init=False, repr=False, compare=False)
 
-    @property
-    def numpy_dtype(self) -> np.dtype | None:
-        """The numpy dtype of the same bytes (``None`` for torch-only dtypes such as bfloat16)."""
-        return _NUMPY_DTYPES.get(self.dtype)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numpy_dtype", _NUMPY_DTYPES.get(self.dtype))
 
     @property
     def row_bytes(self) -> int:
@@ -138,7 +139,7 @@ class RingStorage:
         self.device = placement_device(placement)
         self.specs: dict[str, FieldSpec] = {}
         self.fields: dict[str, torch.Tensor] = {}
-        self.large_gather = sys.maxsize  # rows from which a gather's result may need huge pages
+        self._large_gather = sys.maxsize  # rows from which a gather's result may need huge pages
         # CPU: one packed uint8 row per item (every field side by side, aligned to its dtype),
         # read and written by the compiled kernels; ``fields`` are strided views of it.
         self.packed: np.ndarray | None = None
@@ -181,7 +182,7 @@ class RingStorage:
             self.fields[name] = cells.view(spec.dtype).view(self.capacity, *spec.shape)
         self.packed = packed.numpy()
         self.columns, self.row_bytes = np.array(columns, np.int64), np.array(sizes, np.int64)
-        self.large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
+        self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
 
     def out_layout(self, n: int) -> "OutLayout":
         """Where a kernel writes ``n`` gathered rows in one flat byte buffer (cached per ``n``)."""
@@ -202,7 +203,7 @@ class RingStorage:
 
     def empty_flat(self, nbytes: int, n: int) -> np.ndarray:
         """A fresh flat byte buffer for ``n`` gathered rows (huge pages when large)."""
-        if n < self.large_gather:
+        if n < self._large_gather:
             return np.empty(nbytes, np.uint8)
         return advise_huge_pages(torch.empty(nbytes, dtype=torch.uint8)).numpy()
 
@@ -240,7 +241,7 @@ class RingStorage:
     def gather(self, slots: torch.Tensor, out: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """Copy the rows at ``slots`` into fresh tensors (or into ``out``); never views of storage."""
         if out is None:
-            if slots.shape[0] < self.large_gather:
+            if slots.shape[0] < self._large_gather:
                 return {name: torch.index_select(t, 0, slots) for name, t in self.fields.items()}
             return {name: _gather_into_huge_pages(t, slots) for name, t in self.fields.items()}
         for name, t in self.fields.items():

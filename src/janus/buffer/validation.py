@@ -325,7 +325,7 @@ def coerce_batch(
     returned as addresses (``data_ptr()``, valid while ``data`` holds the tensors), not arrays.
     """
     if type(data) is dict:  # the usual call: exact dtypes, contiguous, in one pass without copies
-        fast = _exact_sources(data, _plan_of(specs), capacity, strict, addresses)
+        fast = _exact_sources(data, specs, capacity, strict, addresses)
         if fast is not None:
             return fast
     if not isinstance(data, Mapping) or not data:
@@ -370,42 +370,26 @@ def coerce_batch(
     return tuple(views), n
 
 
-_Plan = tuple[tuple[str, Any, torch.dtype, tuple[int, ...], bool], ...]
-_PLANS: dict[int, tuple[Mapping[str, FieldSpec], _Plan]] = {}
-
-
-def _plan_of(specs: Mapping[str, FieldSpec]) -> _Plan:
-    """Each field's name, numpy dtype, torch dtype, item shape and whether a tensor of it may be
-    read by address (real dtypes: no conjugate bit), computed once per ``specs`` object."""
-    hit = _PLANS.get(id(specs))
-    if hit is not None and hit[0] is specs:
-        return hit[1]
-    plan = tuple((name, s.numpy_dtype, s.dtype, s.shape, not s.dtype.is_complex) for name, s in specs.items())
-    if len(_PLANS) >= 256:
-        _PLANS.clear()
-    _PLANS[id(specs)] = (specs, plan)  # holds specs, so its id is not reused while cached
-    return plan
-
-
-def _exact_sources(data: dict[str, Any], plan: _Plan, capacity: int, strict: bool,
+def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacity: int, strict: bool,
                    addresses: bool) -> tuple[tuple[Any, ...], int] | None:
     """The fast path of :func:`coerce_batch`: every field a C-contiguous numpy array, or (with
     ``addresses``) every field a contiguous CPU tensor, of the field's exact dtype and shape.
+    Complex tensors are not read by address (a lazy conjugate's bytes are not its values).
     ``None`` for anything else, which the full checks then accept or explain."""
-    if not data or len(data) != len(plan):
+    if not data or len(data) != len(specs):
         return None
     out: list[Any] = []
     n = -1
     by_address = addresses and type(next(iter(data.values()))) is torch.Tensor
-    for name, np_dtype, dtype, item, real in plan:
+    for name, spec in specs.items():
         v = data.get(name)
         if by_address:
-            if (type(v) is not torch.Tensor or v.dtype is not dtype or not real or not v.is_cpu
+            if (type(v) is not torch.Tensor or v.dtype is not spec.dtype or spec.dtype.is_complex or not v.is_cpu
                     or v.layout is not torch.strided or v.is_neg() or not v.is_contiguous()):
                 return None
-        elif type(v) is not np.ndarray or v.dtype is not np_dtype or not v.flags.c_contiguous:
+        elif type(v) is not np.ndarray or v.dtype is not spec.numpy_dtype or not v.flags.c_contiguous:
             return None
-        shape = v.shape
+        shape, item = v.shape, spec.shape
         if len(shape) == len(item) + 1 and shape[1:] == item:
             count = shape[0]
         elif shape == item and not strict:  # one item without the batch dimension
