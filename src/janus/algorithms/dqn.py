@@ -30,7 +30,7 @@ from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
 from janus.algorithms.envs import env_spaces, is_frame_stack, load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
-from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
+from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
@@ -89,7 +89,7 @@ class DQNConfig:
         return self.eps_start + frac * (self.eps_end - self.eps_start)
 
 
-class FlatMLP(nn.Sequential):
+class FlatMLP(MLP):
     """``nn.Flatten()`` then an MLP, on observations of any dtype (cast to float32 first); its
     parameter names are those of the plain ``nn.Sequential`` earlier versions saved."""
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
@@ -116,7 +117,47 @@ class CNNTorso(nn.Module):
         return torch.relu(self.linear(self.convs(x.contiguous(memory_format=torch.channels_last))))
 
 
-def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+_ACTIVATIONS = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh}
+
+
+class MLP(nn.Sequential):
+    """An ``nn.Sequential`` of linear layers and activations whose forward calls the functions
+    (``F.linear``, ``torch.relu``, ...) instead of each layer's ``__call__``.
+
+    The same maths, parameters and ``state_dict`` as the plain ``nn.Sequential``; what goes is the
+    per-layer module call (hook checks, ~5-8 us a layer), a third of a CartPole-sized forward's
+    time on one CPU thread. A layer with hooks of its own, any layer of another type, and every
+    layer while a global module hook is registered go through their ``__call__`` as usual.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _global_module_hooks():
+            return super().forward(x)
+        for layer in self:
+            kind = type(layer)
+            if layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks or layer._backward_pre_hooks:
+                x = layer(x)
+            elif kind is nn.Linear:
+                x = F.linear(x, layer.weight, layer.bias)
+            elif kind in _ACTIVATIONS:
+                x = _ACTIVATIONS[kind](x)
+            elif kind is nn.Flatten:
+                x = x.flatten(layer.start_dim, layer.end_dim)
+            elif isinstance(layer, MLP):
+                x = layer.forward(x)
+            else:
+                x = layer(x)
+        return x
+
+
+def _global_module_hooks() -> bool:
+    """Whether a global module hook (``nn.modules.module.register_module_forward_hook`` and kin) is set."""
+    m = nn.modules.module
+    return bool(getattr(m, "_global_forward_hooks", None) or getattr(m, "_global_forward_pre_hooks", None)
+                or getattr(m, "_global_backward_hooks", None) or getattr(m, "_global_backward_pre_hooks", None))
+
+
+def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> MLP:
     """Linear layers of widths ``hidden`` with ``activation`` between them, then a linear head."""
     layers: list[nn.Module] = []
     width = in_features
@@ -124,7 +165,7 @@ def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation
         layers += [nn.Linear(width, h), activation()]
         width = h
     layers.append(nn.Linear(width, out_features))
-    return nn.Sequential(*layers)
+    return MLP(*layers)
 
 
 def flat_size(space: spaces.Box) -> int:

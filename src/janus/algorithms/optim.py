@@ -2,20 +2,92 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
 
-def adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Adam:
-    """``torch.optim.Adam``, fused (one kernel for all parameters) when supported, else foreach.
+class LeanAdam(torch.optim.Adam):
+    """``torch.optim.Adam(fused=True)`` whose ``step`` calls the fused kernel directly once every
+    parameter has its state.
 
-    The fused CPU kernel (torch >= 2.4) takes ~18% off a CartPole-sized DQN update; the maths is
-    Adam's either way, and the optimiser's ``state_dict`` is the same.
+    ``Adam.step`` spends ~70 us of Python per call (regrouping the tensors by device and dtype,
+    checks, state look-ups) around a ~60 us kernel for a CartPole-sized network. This step keeps
+    the lists of state tensors and makes the same two calls torch does (``_foreach_add_`` of the
+    step counts, then ``_fused_adam_``), so the update is the same to the bit (tested). Anything
+    else goes through ``Adam.step``: a closure, a parameter without a gradient, sparse or complex
+    tensors, mixed devices or dtypes, amsgrad, capturable or differentiable groups, a torch without
+    the kernel. Step hooks and the profiler's record are kept (torch wraps every optimiser's step).
+    """
+
+    _lean: list[tuple[dict[str, Any], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]] | None = None
+    _lean_key: tuple[int, ...] = ()
+
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        groups = self._lean_groups() if closure is None else None
+        if groups is None:
+            out = _adam_step(self, closure)
+            self._lean = None  # rebuilt (state may have just been created) on the next call
+            return out
+        grads = [[p.grad for p in params] for _, params, _, _, _ in groups]
+        if any(g is None or g.is_sparse for group_grads in grads for g in group_grads):
+            return _adam_step(self, None)  # Adam's step skips parameters without gradients
+        for (group, params, exp_avgs, exp_avg_sqs, steps), group_grads in zip(groups, grads):
+            torch._foreach_add_(steps, 1)
+            torch._fused_adam_(params, group_grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
+                               lr=group["lr"], beta1=float(group["betas"][0]), beta2=float(group["betas"][1]),
+                               weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+                               grad_scale=None, found_inf=None)
+        return None
+
+    def _lean_groups(self) -> list | None:
+        key = tuple(id(p) for g in self.param_groups for p in g["params"])
+        if self._lean is not None and key == self._lean_key:
+            return self._lean
+        if not hasattr(torch, "_fused_adam_"):
+            return None
+        lean = []
+        for group in self.param_groups:
+            params = list(group["params"])
+            if not (group.get("fused") and not group.get("amsgrad") and not group.get("capturable")
+                    and not group.get("differentiable") and not group.get("decoupled_weight_decay", False)
+                    and not isinstance(group["lr"], torch.Tensor)):
+                return None
+            states = [self.state.get(p) for p in params]
+            if not params or any(not s or "exp_avg" not in s for s in states):
+                return None  # the first step creates the state through Adam.step
+            if len({(p.device, p.dtype) for p in params}) != 1 or any(p.is_complex() for p in params):
+                return None
+            lean.append((group, params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                         [s["step"] for s in states]))
+        self._lean, self._lean_key = lean, key
+        return lean
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._lean = None  # the state tensors are new objects
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        self._lean = None
+
+
+def _adam_step(opt: torch.optim.Adam, closure: Callable[[], float] | None) -> Any:
+    """``Adam.step`` without torch's hook wrapper: the subclass's own step is wrapped already, so
+    going through the wrapper again would run the step hooks twice."""
+    step = torch.optim.Adam.step
+    return getattr(step, "__wrapped__", step)(opt, closure)
+
+
+def adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Adam:
+    """:class:`LeanAdam` (fused: one kernel for all parameters) when supported, else foreach Adam.
+
+    The fused CPU kernel (torch >= 2.4) takes ~18% off a CartPole-sized DQN update, and the lean
+    step another ~5%; the maths is Adam's either way, and the optimiser's ``state_dict`` is the same.
     """
     params = list(params)
     try:
-        return torch.optim.Adam(params, fused=True, **kwargs)
+        return LeanAdam(params, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):  # older torch, or a device without the kernel
         return torch.optim.Adam(params, foreach=True, **kwargs)
 
