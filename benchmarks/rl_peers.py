@@ -20,6 +20,7 @@ import argparse
 import json
 import platform
 import statistics
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -142,10 +143,14 @@ def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
 
 
 def run_sb3(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
+    from stable_baselines3.common.logger import configure
+
     model = sb3_model(algo, env, steps, seed)
-    start, cpu = time.perf_counter(), time.process_time()
-    model.learn(total_timesteps=steps)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    with tempfile.TemporaryDirectory(prefix="sb3-log-") as log_dir:
+        model.set_logger(configure(log_dir, []))  # else SB3 leaves an empty SB3-<time> folder in /tmp per run
+        start, cpu = time.perf_counter(), time.process_time()
+        model.learn(total_timesteps=steps)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     returns = [info["r"] for info in model.ep_info_buffer][-WINDOW:]
 
     def act(obs: np.ndarray) -> Any:
