@@ -272,3 +272,11 @@ def test_janus_train_on_atari_logs_whole_games(tmp_path: Any, algo: str, flags: 
     assert all(r >= 0 and r == int(r) for r in returns)
     (evaluation,) = run["evaluations"]
     assert evaluation["episodes"] == 1 and evaluation["mean_return"] >= 0
+
+
+def test_a_game_whose_action_0_is_not_noop_is_refused_naming_env() -> None:
+    """Backgammon's action 0 is not NOOP, which the no-op starts need: a ConfigError naming --env and
+    the game (found by the fuzz test of environment ids; before, the message named neither the flag
+    nor what to do)."""
+    with pytest.raises(ConfigError, match=r"invalid --env: got 'ALE/Backgammon-v5', whose action 0 is not NOOP"):
+        make_vector_env("ALE/Backgammon-v5", 1)

@@ -104,7 +104,10 @@ class AtariFrames(gym.Wrapper):
         # console's frame rate; ALE's metadata says 30) / frame_skip
         self.metadata = {**env.metadata, "render_fps": 60 / frame_skip}
         if env.unwrapped.get_action_meanings()[0] != "NOOP":
-            raise ConfigError(f"{env.spec.id if env.spec else env}: action 0 is not NOOP; the no-op start needs it")
+            name = env.spec.id if env.spec else env
+            env.close()
+            raise ConfigError(f"invalid --env: got {name!r}, whose action 0 is not NOOP; janus's Atari preprocessing "
+                              f"starts episodes with random no-ops and needs a game whose action 0 is NOOP")
         self.noop_max, self.frame_skip, self.size = noop_max, frame_skip, size
         self.observation_space = spaces.Box(0, 255, (size, size), np.uint8)
 
