@@ -40,6 +40,7 @@ WORKERS = (1, 2, 4)
 ROLLOUT_LENGTHS = (8, 32, 128)
 ENVS = 8
 BATCH = 64
+HEADROOM = 4  # rollouts a worker may do, in multiples of what the learner's goal needs from one worker
 SPI = 0.0  # no sample/insert ratio: the (two-sided) limiter would pace the workers by the learner
 
 
@@ -52,12 +53,17 @@ def config(backend: str, workers: int, rollout_length: int, quick: bool, cpu_bou
     """
     steps_per_worker = 1600 if quick else 8000  # env steps (of ENVS transitions each) per worker
     iterations = max(1, steps_per_worker // rollout_length)
+    goal = iterations * max(1, 4 * ENVS * rollout_length // BATCH)  # the learner's updates
+    # Every worker may roll out HEADROOM times what the goal takes with one worker, so that with 4
+    # workers they are still rolling out when the learner reaches the goal: their rate is then
+    # measured over the whole run, not a lower bound (the first run ended with 4 workers idle).
+    iterations *= HEADROOM
     return resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, batch_size=BATCH, buffer_capacity=100_000),
         workload=WorkloadConfig(num_actors=workers, envs_per_actor=ENVS, rollout_length=rollout_length,
                                 obs_shape=(256,), hidden_size=128, iterations=iterations,
                                 env_step_ms=0.0 if cpu_bound else 1.0, env_compute_ms=1.0 if cpu_bound else 0.0,
-                                updates_per_iteration=max(1, 4 * ENVS * rollout_length // BATCH)),
+                                updates_per_iteration=max(1, goal // iterations)),
         runtime=RuntimeConfig(backend=backend, samples_per_insert=SPI),
         name=f"{backend}-w{workers}-T{rollout_length}{'-cpu' if cpu_bound else ''}",
     ))
