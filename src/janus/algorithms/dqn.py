@@ -31,6 +31,7 @@ from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_
 from janus.algorithms.envs import env_spaces, is_frame_stack, load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
+from janus.algorithms.linear_chain import LinearChain, linear_chain
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
@@ -229,32 +230,71 @@ class DQNLearner:
         self._params = list(self.q.parameters())
         self.opt = adam(self._params, lr=cfg.lr)
         self.updates = 0
+        # an MLP Q-network is differentiated by hand (the same gradients, half the ops: see
+        # janus.algorithms.linear_chain); a CNN, or a network with hooks, keeps autograd
+        self._chains = (linear_chain(self.q), linear_chain(self.target))
 
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One gradient step on a replay batch (uses ``batch["weight"]`` when present)."""
-        obs, next_obs = batch["obs"], batch["next_obs"]  # as stored (uint8 images): the network casts
-        q = self.q(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
-        with torch.no_grad():
-            next_action = self.q(next_obs).argmax(1, keepdim=True)  # double DQN: online picks,
-            next_q = self.target(next_obs).gather(1, next_action).squeeze(1)  # target evaluates
-            target = batch["reward"].float() + batch["discount"].float() * next_q
-        td = q - target
-        loss = F.smooth_l1_loss(q, target, reduction="none")
-        loss = (loss * batch["weight"].float()).mean() if "weight" in batch else loss.mean()
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = clip_grad_norm(self._params, self.cfg.max_grad_norm)
+        online, target_net = self._chains
+        if online is not None and target_net is not None and online.usable() and target_net.usable(backward=False):
+            loss, q, td, grad_norm = self._loss_and_grads_by_hand(batch, online, target_net)
+        else:
+            loss, q, td, grad_norm = self._loss_and_grads(batch)
         self.opt.step()
         self.updates += 1
         if self.updates % self.cfg.target_update_interval == 0:
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.target.parameters()), self._params, self.cfg.tau)  # exactly p when tau == 1
-        metrics = {"loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": float(grad_norm),
-                   "lr": self.opt.param_groups[0]["lr"]}
+        loss_value, q_mean, norm = torch.stack([loss.detach(), q.detach().mean(), grad_norm]).tolist()
+        metrics = {"loss": loss_value, "q_mean": q_mean, "grad_norm": norm, "lr": self.opt.param_groups[0]["lr"]}
         priorities = td.detach().abs() if self.cfg.prioritized else None
         if priorities is not None:
             metrics["td_abs_mean"] = priorities.mean().item()
         return UpdateResult(priorities, metrics)
+
+    def _td_target(self, batch: dict[str, torch.Tensor], next_q_online: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
+        """Double DQN: the online network picks the next action, the target network values it."""
+        next_action = next_q_online.argmax(1, keepdim=True)
+        next_q = next_q_target.gather(1, next_action).squeeze(1)
+        return batch["reward"].float() + batch["discount"].float() * next_q
+
+    def _loss(self, q: torch.Tensor, target: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        loss = F.smooth_l1_loss(q, target, reduction="none")
+        return (loss * batch["weight"].float()).mean() if "weight" in batch else loss.mean()
+
+    def _loss_and_grads(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Autograd: the loss, Q(s, a), the TD errors and the clipped gradients' norm."""
+        obs, next_obs = batch["obs"], batch["next_obs"]  # as stored (uint8 images): the network casts
+        q = self.q(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            target = self._td_target(batch, self.q(next_obs), self.target(next_obs))
+        loss = self._loss(q, target, batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        return loss, q, q - target, clip_grad_norm(self._params, self.cfg.max_grad_norm)
+
+    @torch.no_grad()
+    def _loss_and_grads_by_hand(self, batch: dict[str, torch.Tensor], online: LinearChain,
+                                target_net: LinearChain) -> tuple[torch.Tensor, ...]:
+        """What :meth:`_loss_and_grads` computes, for MLP Q-networks, in half the ops: the online
+        network runs once over ``obs`` and ``next_obs`` together; the Huber loss's derivative is
+        ``clamp(td, -1, 1)`` (times the weight) over the batch size, which the chosen actions'
+        column of the ``obs`` half receives and :meth:`LinearChain.backward` takes down."""
+        obs = batch["obs"]
+        both, saved = online.forward(torch.cat([obs, batch["next_obs"]]), keep=True)  # one pass, two halves
+        out = both[: len(obs)]
+        action = batch["action"].long().unsqueeze(1)
+        q = out.gather(1, action).squeeze(1)
+        target = self._td_target(batch, both[len(obs):], target_net.forward(batch["next_obs"])[0])
+        td = q - target
+        loss = self._loss(q, target, batch)
+        scale = batch["weight"].float() * (1.0 / len(q)) if "weight" in batch else 1.0 / len(q)  # d mean / d item
+        grad_q = td.clamp(-1.0, 1.0) * scale
+        grads = online.backward(saved, torch.zeros_like(out).scatter_(1, action, grad_q.unsqueeze(1)))
+        for p, g in zip(self._params, grads):
+            p.grad = g
+        return loss, q, td, clip_grad_norm(self._params, self.cfg.max_grad_norm)
 
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the online Q-network for the actors."""
