@@ -45,6 +45,8 @@ BACKEND: str | None = None  # --backend; None: janus train's default
 def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
     """The run ``janus train --algo ALGO --env ENV --total_env_steps STEPS --seed SEED`` would do."""
     data: dict[str, Any] = {"workload": {"total_env_steps": steps, "env": env}, "seed": seed}
+    if algo == "dqn":  # the same algorithm on both sides: SB3's DQN has no double-DQN target
+        data["algorithm"] = {"double_q": False}
     if BACKEND:
         data["runtime"] = {"backend": BACKEND}
     return resolve(from_dict(data, base=from_dict(algorithm(algo).preset)))
@@ -103,6 +105,7 @@ def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
     a = algorithm(algo).config(janus_config(algo, env, steps, seed))
     venv = make_vec_env(env, n_envs=a.num_envs, seed=seed)  # DummyVecEnv of Monitor-wrapped envs
     if algo == "dqn":
+        assert not a.double_q, "SB3's DQN takes the target network's max: compare janus with double_q false"
         # janus: one update per train_frequency env steps, paced against pieces of rollout_steps x
         # num_envs env steps; SB3: gradient_steps updates after every rollout_steps vector steps.
         gradient_steps = round(a.rollout_steps * a.num_envs / a.train_frequency)

@@ -122,15 +122,17 @@ def _batch(seed: int, size: int, shape: tuple[int, ...], actions: int, weighted:
     return batch
 
 
-@pytest.mark.parametrize("size,shape,hidden,prioritized", [
-    (128, (4,), (128, 128), False),
-    (100, (3, 4), (64,), True),
-    (37, (8,), (32, 16, 8), True),
+@pytest.mark.parametrize("size,shape,hidden,prioritized,double_q", [
+    (128, (4,), (128, 128), False, True),
+    (100, (3, 4), (64,), True, True),
+    (37, (8,), (32, 16, 8), True, True),
+    (64, (4,), (32, 32), False, False),
+    (50, (5,), (16,), True, False),
 ])
-def test_dqn_update_by_hand_follows_the_autograd_update(size, shape, hidden, prioritized) -> None:
+def test_dqn_update_by_hand_follows_the_autograd_update(size, shape, hidden, prioritized, double_q) -> None:
     """Forty updates (several target syncs) from the same start: the same parameters, metrics and
     priorities as the autograd update, with large TD errors (the Huber loss's linear part) too."""
-    cfg = DQNConfig(hidden=hidden, prioritized=prioritized, target_update_interval=7)
+    cfg = DQNConfig(hidden=hidden, prioritized=prioritized, target_update_interval=7, double_q=double_q)
     space = gym.spaces.Box(-np.inf, np.inf, shape, np.float32)
     by_hand = DQNLearner(cfg, space, gym.spaces.Discrete(3), 0)
     autograd = DQNLearner(cfg, space, gym.spaces.Discrete(3), 0)
@@ -168,3 +170,15 @@ def test_dqn_update_falls_back_to_autograd_when_a_hook_is_set() -> None:
 def test_q_network_of_vector_observations_is_a_plain_chain() -> None:
     space = gym.spaces.Box(-1, 1, (2, 3), np.float32)
     assert linear_chain(q_network(DQNConfig(), space, gym.spaces.Discrete(4))) is not None
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_td_target_is_double_dqn_or_the_target_networks_max(double_q: bool) -> None:
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    learner = DQNLearner(DQNConfig(double_q=double_q), space, gym.spaces.Discrete(3), 0)
+    batch = {"reward": torch.tensor([1.0, 0.0]), "discount": torch.tensor([0.5, 0.25])}
+    online = torch.tensor([[0.0, 9.0, 1.0], [5.0, 0.0, 0.0]])  # picks actions 1 and 0
+    target = torch.tensor([[2.0, 3.0, 7.0], [4.0, 8.0, 1.0]])  # whose max is at 2 and 1
+    got = learner._td_target(batch, online if double_q else None, target)
+    expected = [1.0 + 0.5 * 3.0, 0.25 * 4.0] if double_q else [1.0 + 0.5 * 7.0, 0.25 * 8.0]
+    assert got.tolist() == expected

@@ -1,9 +1,11 @@
-"""Double DQN (van Hasselt et al., 2016) with n-step returns and optional prioritized replay.
+"""Double DQN (van Hasselt et al., 2016; ``double_q: false`` for plain DQN) with n-step returns and
+optional prioritized replay.
 
 * :class:`DQNActor` (runs in a Worker) acts epsilon-greedily in a vector env and returns pieces of
   ready-to-store n-step transitions, time-major ``[T, num_envs, ...]``:
   ``obs, action, reward (n-step discounted sum), next_obs, discount, terminated, truncated``.
-  The target is ``reward + discount * Q_target(next_obs, argmax_a Q(next_obs, a))``, where
+  The target is ``reward + discount * Q_target(next_obs, argmax_a Q(next_obs, a))`` (plain DQN:
+  ``max_a Q_target(next_obs, a)``), where
   ``discount`` is ``gamma**m`` for an ``m``-step window, or 0 when the window ended by termination.
   ``terminated``/``truncated`` say whether the window ended by termination/truncation.
 * :class:`DQNLearner` (runs in the Trainer) takes replay batches and returns ``|td|`` priorities.
@@ -63,6 +65,9 @@ class DQNConfig:
     """Env steps per gradient update (the replay ratio is ``batch_size / train_frequency``)."""
     target_update_interval: int = 250
     """Updates between target-network updates."""
+    double_q: bool = True
+    """Double DQN (van Hasselt et al., 2016): the online network picks the next action and the target
+    network values it. False: the target network's maximum (the DQN of Mnih et al., 2015, and SB3's)."""
     tau: float = 1.0
     """Target update ``target <- tau * online + (1 - tau) * target``; 1.0 is a hard copy."""
     eps_start: float = 1.0
@@ -253,10 +258,15 @@ class DQNLearner:
             metrics["td_abs_mean"] = priorities.mean().item()
         return UpdateResult(priorities, metrics)
 
-    def _td_target(self, batch: dict[str, torch.Tensor], next_q_online: torch.Tensor, next_q_target: torch.Tensor) -> torch.Tensor:
-        """Double DQN: the online network picks the next action, the target network values it."""
-        next_action = next_q_online.argmax(1, keepdim=True)
-        next_q = next_q_target.gather(1, next_action).squeeze(1)
+    def _td_target(self, batch: dict[str, torch.Tensor], next_q_online: torch.Tensor | None,
+                   next_q_target: torch.Tensor) -> torch.Tensor:
+        """``reward + discount * Q'(next)``: double DQN (the online network picks the next action, the
+        target network values it) or, with ``double_q`` false, the target network's maximum."""
+        if self.cfg.double_q:
+            assert next_q_online is not None
+            next_q = next_q_target.gather(1, next_q_online.argmax(1, keepdim=True)).squeeze(1)
+        else:
+            next_q = next_q_target.max(1).values
         return batch["reward"].float() + batch["discount"].float() * next_q
 
     def _loss(self, q: torch.Tensor, target: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -268,7 +278,7 @@ class DQNLearner:
         obs, next_obs = batch["obs"], batch["next_obs"]  # as stored (uint8 images): the network casts
         q = self.q(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            target = self._td_target(batch, self.q(next_obs), self.target(next_obs))
+            target = self._td_target(batch, self.q(next_obs) if self.cfg.double_q else None, self.target(next_obs))
         loss = self._loss(q, target, batch)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -278,15 +288,18 @@ class DQNLearner:
     def _loss_and_grads_by_hand(self, batch: dict[str, torch.Tensor], online: LinearChain,
                                 target_net: LinearChain) -> tuple[torch.Tensor, ...]:
         """What :meth:`_loss_and_grads` computes, for MLP Q-networks, in half the ops: the online
-        network runs once over ``obs`` and ``next_obs`` together; the Huber loss's derivative is
+        network runs once over ``obs`` and ``next_obs`` together (double DQN); the Huber loss's derivative is
         ``clamp(td, -1, 1)`` (times the weight) over the batch size, which the chosen actions'
         column of the ``obs`` half receives and :meth:`LinearChain.backward` takes down."""
         obs = batch["obs"]
-        both, saved = online.forward(torch.cat([obs, batch["next_obs"]]), keep=True)  # one pass, two halves
-        out = both[: len(obs)]
+        if self.cfg.double_q:  # the online network over obs and next_obs in one pass, two halves
+            both, saved = online.forward(torch.cat([obs, batch["next_obs"]]), keep=True)
+            out, next_q_online = both[: len(obs)], both[len(obs):]
+        else:
+            (out, saved), next_q_online = online.forward(obs, keep=True), None
         action = batch["action"].long().unsqueeze(1)
         q = out.gather(1, action).squeeze(1)
-        target = self._td_target(batch, both[len(obs):], target_net.forward(batch["next_obs"])[0])
+        target = self._td_target(batch, next_q_online, target_net.forward(batch["next_obs"])[0])
         td = q - target
         loss = self._loss(q, target, batch)
         scale = batch["weight"].float() * (1.0 / len(q)) if "weight" in batch else 1.0 / len(q)  # d mean / d item
