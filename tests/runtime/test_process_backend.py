@@ -268,3 +268,22 @@ def test_learner_end_delivers_batches_on_the_gpu(placement: str) -> None:
     assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
     trainer = backend.counters()["trainer"]
     assert trainer.get("batches_moved_to_device", 0) == 0, "SelectionOp put every batch on the GPU"
+
+
+def test_a_script_without_a_main_guard_gets_an_error_that_says_so(tmp_path: Path) -> None:
+    """Spawned workers import the user's script again; without ``if __name__ == "__main__":`` each
+    worker dies at once. The learner's error names the guard instead of only "it exited"."""
+    before = segments()
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from janus.config import from_dict, resolve\n"
+        "from janus.runtime.run import run_runtime\n"
+        "run_runtime(resolve(from_dict({'runtime': {'backend': 'process'}, 'workload': {'iterations': 2}})))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "WorkerStartError" in last and "exited (exit code 1) before it was ready" in last, last
+    assert 'if __name__ == "__main__":' in last, last
+    assert segments() <= before  # the learner removed its segments on the way out

@@ -65,6 +65,14 @@ def _kill_leftover_workers() -> None:
             proc.join(5.0)
 
 
+def _exited(proc: Any) -> str:
+    """Why a worker process that exited before it was ready did, as far as the learner can tell."""
+    proc.join(1.0)
+    return (f"its process exited (exit code {proc.exitcode}) before it was ready; its traceback, if any, "
+            "is on stderr above. A script that starts a run on the process backend must do so under "
+            "`if __name__ == \"__main__\":` (workers are spawned: each imports the script again)")
+
+
 # ---- the worker process -------------------------------------------------------------------------
 class WorkerOutbox:
     """A worker's outbox inside its process: pieces into the ring, the rest over the pipe."""
@@ -282,7 +290,7 @@ class ProcessBackend(LocalBackend):
         for wp in list(self.workers.values()):
             while not wp.ready.wait(0.05):
                 if wp.error or wp.closed or time.monotonic() > deadline:
-                    why = wp.error or ("its process exited" if wp.closed else f"not ready within {self.start_timeout_s:.0f}s")
+                    why = wp.error or (_exited(wp.process) if wp.closed else f"not ready within {self.start_timeout_s:.0f}s")
                     self.shutdown(timeout=5.0)
                     raise WorkerStartError(f"worker {wp.name!r} could not start: {why}")
         super().start()
