@@ -132,10 +132,11 @@ def _tiny(algo: str, backend: str, **overrides: Any) -> Any:
         from test_rl_runtime import rl_cfg, tiny
     finally:
         sys.path.pop(0)
+    runtime = {"backend": backend, **overrides.pop("runtime", {})}
     if algo == "sac":
         return rl_cfg("sac", 512, workload={"env": "Pendulum-v1"}, algorithm={"learning_starts": 256},
-                      runtime={"backend": backend}, **overrides)
-    return tiny(algo, runtime={"backend": backend}, **overrides)
+                      runtime=runtime, **overrides)
+    return tiny(algo, runtime=runtime, **overrides)
 
 
 EXPECTED = {
@@ -179,6 +180,19 @@ def test_prioritized_dqn_reports_mean_td_error() -> None:
     run = run_runtime(cfg, timeout_s=120)
     assert_training_scalars(run, "dqn", cfg)
     assert all(v > 0 for v in run["train_metrics"]["td_abs_mean"])
+
+
+@pytest.mark.parametrize("backend", ["local", "process"])
+def test_actor_metrics_reach_every_row_without_waiting_for_a_pong(backend: str) -> None:
+    """Workers send their actor metrics (DQN's epsilon) with each piece's counts, so even a run
+    that ends before any health ping is answered has them in every row (it was a race before)."""
+    from janus.runtime.run import run_runtime
+
+    cfg = _tiny("dqn", backend, runtime={"ping_interval_s": 600.0})
+    run = run_runtime(cfg, timeout_s=180)
+    epsilon = run["train_metrics"]["epsilon"]
+    assert len(epsilon) == len(run["train_metrics"]["updates"]) >= 1
+    assert all(0.0 <= e <= 1.0 for e in epsilon)
 
 
 def test_process_backend_run_carries_training_scalars() -> None:

@@ -110,13 +110,14 @@ class Worker(Component):
         self.count("transitions", count)
         self.count("rollouts")
         self.count("env_steps", info.get("env_steps", count))
-        for key, value in info.get("metrics", {}).items():  # e.g. DQN's epsilon: read from the Pong
-            self.counters[f"actor.{key}"] = float(value)
+        actor_metrics = {f"actor.{key}": float(value) for key, value in info.get("metrics", {}).items()}  # DQN's epsilon
+        self.counters.update(actor_metrics)
         returns = list(info.get("episode_returns", ()))
         if returns:
             self.count("episodes", len(returns))
         if self.orchestrator is not None:  # metrics, not data: a few floats (every piece: env_steps stays exact)
-            self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns}))
+            self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns,
+                                                               **actor_metrics}))
         if not self.lockstep:
             self._fetch(self.version + 1)
         return True

@@ -137,8 +137,11 @@ class Orchestrator(Component):
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
             self._add_metrics(msg.counters)
-        elif "episode_returns" in msg.counters:  # a worker finished episodes: the learning curve
+        elif "episode_returns" in msg.counters:  # a worker's piece: the learning curve, its actor metrics
             self._add_episodes(msg.sender, int(msg.counters.get("env_steps", 0)), msg.counters["episode_returns"])
+            actor = {k: v for k, v in msg.counters.items() if k.startswith("actor.")}
+            if actor:  # as fresh as the last piece (its Pong may come later: a short run's rows need them)
+                self.component_counters.setdefault(msg.sender, {}).update(actor)
 
     def _add_episodes(self, worker: str, worker_steps: int, returns: list[float]) -> None:
         """Episodes a worker finished in its last piece, spread evenly over the env steps and the
@@ -180,7 +183,8 @@ class Orchestrator(Component):
         self._metric_sums, self._metric_updates = {}, 0
 
     def actor_metrics(self) -> dict[str, float]:
-        """The workers' latest ``actor.<name>`` counters (from their Pongs), averaged over workers."""
+        """The workers' latest ``actor.<name>`` counters (from their pieces' counts and their Pongs),
+        averaged over workers."""
         values: dict[str, list[float]] = {}
         for name in self.workers:
             for key, value in self.component_counters.get(name, {}).items():
