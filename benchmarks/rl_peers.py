@@ -47,6 +47,8 @@ def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
     data: dict[str, Any] = {"workload": {"total_env_steps": steps, "env": env}, "seed": seed}
     if algo == "dqn":  # the same algorithm on both sides: SB3's DQN has no double-DQN target
         data["algorithm"] = {"double_q": False}
+    if algo == "ppo":  # SB3 clips the value prediction only, without CleanRL's max: both unclipped
+        data["algorithm"] = {"clip_vloss": False}
     if BACKEND:
         data["runtime"] = {"backend": BACKEND}
     return resolve(from_dict(data, base=from_dict(algorithm(algo).preset)))
