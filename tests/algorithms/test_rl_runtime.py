@@ -297,3 +297,21 @@ def test_dqn_with_learning_starts_below_batch_size_trains_to_its_budget() -> Non
     assert cfg.janus.batch_size > 64
     run = run_runtime(cfg, timeout_s=120)
     assert run["counts"]["updates"] == algorithm("dqn").budget(cfg).total_updates
+
+
+@pytest.mark.parametrize("backend", ["local", "process"])
+def test_prioritized_dqn_sets_every_batch_priorities_on_the_replay(backend: str) -> None:
+    """The Trainer shares the replay's process on these backends: it sets the priorities of every
+    batch on the buffer itself (no UpdatePriorityMsg), and the sampler takes every one of them."""
+    from janus.runtime.run import make_backend
+
+    cfg = tiny("dqn", algorithm={"prioritized": True}, runtime={"backend": backend})
+    runner = make_backend(cfg)
+    run = run_runtime(cfg, backend=runner, timeout_s=120)
+    trainer = runner.counters()["trainer"]
+    updates = run["counts"]["updates"]
+    assert updates >= algorithm("dqn").budget(cfg).total_updates > 0
+    assert trainer["priorities_applied"] + trainer.get("priorities_dropped", 0) == updates * cfg.minibatch_size
+    assert trainer["priorities_applied"] > 0  # items overwritten since sampling are dropped, not these
+    assert run["runtime"]["priorities_dropped"] == trainer.get("priorities_dropped", 0)
+    assert "UpdatePriorityMsg" not in run["runtime"]["messages"]

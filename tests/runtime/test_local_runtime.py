@@ -139,6 +139,76 @@ def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
     assert any(not np.array_equal(frozen[k], latest[k]) for k in frozen), "training changed the live parameters"
 
 
+def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, FakeOutbox]:
+    trainer = Trainer("trainer", "tm", "orch", lambda: runmod.make_learner(cfg), publish_every=100,
+                      buffer=lambda: buffer, **kwargs)
+    out = FakeOutbox()
+    trainer.bind(out)
+    trainer.receive(StartMsg())
+    return trainer, out
+
+
+def _filled(cfg: RunConfig) -> Any:
+    buffer = runmod.make_buffer(cfg)
+    piece = {"obs": np.random.rand(16, 4, 32).astype(np.float32), "action": np.zeros((16, 4), np.int64),
+             "reward": np.zeros((16, 4), np.float32)}
+    for _ in range(2):
+        buffer.put(piece)
+    buffer.flush()
+    return buffer
+
+
+def test_trainer_takes_one_batch_from_the_shared_buffer_per_credit() -> None:
+    cfg = tiny()
+    buffer = _filled(cfg)
+    trainer, out = _trainer_on(buffer, cfg)
+    try:
+        assert trainer.step() is False and trainer.trained == 0, "no credit: no batch taken"
+        for i in range(3):
+            trainer.receive(SampleBatchMsg(i))
+        while trainer.step():
+            pass
+        assert trainer.trained == 3 and not trainer.credits
+        assert buffer.stats.batches_delivered == 3
+        assert trainer.step() is False and trainer.trained == 3
+        assert not out.of(BatchTrainingDataMsg), "nothing travels as a message"
+    finally:
+        buffer.close()
+
+
+def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly_on_close() -> None:
+    cfg = tiny()
+    buffer = _filled(cfg)
+    trainer, _ = _trainer_on(buffer, cfg)
+    buffer._fail(RuntimeError("selection broke on purpose"))  # what a background selection error does
+    trainer.receive(SampleBatchMsg(0))
+    with pytest.raises(RuntimeError, match="selection broke on purpose"):
+        while trainer.step():
+            pass
+
+    buffer = _filled(cfg)
+    trainer, _ = _trainer_on(buffer, cfg)
+    buffer.close()  # what the TrajectoryManager's stop does before the Trainer's
+    trainer.receive(SampleBatchMsg(0))
+    assert trainer.step() is False and trainer.trained == 0 and not trainer.credits
+
+
+def test_trainer_waits_for_a_batch_in_slices_and_never_when_serial() -> None:
+    cfg = tiny()
+    buffer = runmod.make_buffer(cfg)  # empty: no batch can be selected
+    try:
+        for wait_s, busy in ((0.05, True), (0.0, False)):
+            trainer, _ = _trainer_on(buffer, cfg, batch_wait_s=wait_s)
+            trainer.receive(SampleBatchMsg(0))
+            start = time.perf_counter()
+            assert trainer.step() is busy, "a Trainer that waited looks at its mailbox, then waits again"
+            took = time.perf_counter() - start
+            assert (took >= wait_s) if wait_s else (took < 0.5)
+            assert trainer.credits == [0], "the credit is kept for the batch to come"
+    finally:
+        buffer.close()
+
+
 @pytest.mark.parametrize("on_policy", [False, True])
 def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
     rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
@@ -149,8 +219,10 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
     total = cfg.workload.iterations * cfg.updates_per_iteration
     assert counts["updates"] >= total
     assert counts["transitions_inserted"] == counts["transitions_produced"] > 0
-    # every batch trained was requested; credits still open at the stop may go unserved
-    assert total <= msgs["BatchTrainingDataMsg"]["messages"] <= msgs["SampleBatchMsg"]["messages"]
+    # every batch trained was requested; credits still open at the stop may go unserved. The
+    # Trainer takes its batches from the buffer in this process: no batch travels as a message
+    assert total <= counts["updates"] <= msgs["SampleBatchMsg"]["messages"]
+    assert "BatchTrainingDataMsg" not in msgs
     assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["SampleBatchMsg"]["bytes"] == 0
     # two nodes (3 workers, 2 per node): one proxy each, at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}

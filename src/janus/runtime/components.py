@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from janus.algorithms.base import ActorSide, LearnerSide
+from janus.buffer.staging import StagingTimeout
 from janus.errors import PipelineClosedError
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
@@ -213,22 +214,25 @@ def _same_tail(msgs: list[InsertTransitionMsg], key: str) -> bool:
 
 
 class TrajectoryManager(Component):
-    """Hosts the JanusBuffer: inserts transitions, serves sample credits, applies priorities.
+    """Hosts the JanusBuffer: inserts transitions, checkpoints the replay, and — where the Trainer
+    lives in another process (``serves``: Ray) — serves sample credits and applies priorities.
 
     Batches are served by a thread of its own, so a wait for data never blocks the inserts that
     would provide it. Sent batches are copies (selection gathers), never views of the buffer.
+    Where the Trainer shares this process it takes batches from the buffer itself (see
+    :class:`Trainer`) and this component only writes.
     """
 
     def __init__(
         self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any],
-        checkpoint: Checkpointer | None = None, inline_serve: bool = False,
+        checkpoint: Checkpointer | None = None, serves: bool = True,
     ) -> None:
         super().__init__(name)
         self.trainer = trainer
         self.orchestrator = orchestrator
         self.make_buffer = make_buffer
         self.checkpoint = checkpoint
-        self.inline_serve = inline_serve  # serve credits in step() (serial scheduler), not a thread
+        self.serves = serves  # serve sample credits (a thread of its own) for a Trainer elsewhere
         self.buffer: Any = None
         self.credits = threading.Semaphore(0)
         self.requests: list[int] = []
@@ -248,7 +252,7 @@ class TrajectoryManager(Component):
                 self.buffer.experience.load_state_dict(state["buffer"])
                 self.inserted = self.reported = int(state["inserted"])
                 self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
-            if not self.inline_serve:
+            if self.serves:
                 self.serve_thread = threading.Thread(target=self._serve, name=f"{self.name}-serve", daemon=True)
                 self.serve_thread.start()
 
@@ -276,6 +280,8 @@ class TrajectoryManager(Component):
 
     def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
         self._raise_if_failed()
+        if not self.serves:
+            raise TypeError(f"TrajectoryManager {self.name!r} does not serve batches: its Trainer takes them from the buffer")
         with self.lock:
             self.requests.append(msg.request_id)
         self.credits.release()
@@ -308,29 +314,14 @@ class TrajectoryManager(Component):
 
     def step(self) -> bool:
         self._raise_if_failed()
-        served = self._serve_ready() if self.inline_serve and self.buffer is not None else False
         self._report_inserted()
-        return served
+        return False
 
     def _report_inserted(self) -> None:
         """One count for every insert drained since the last step, not one per insert."""
         if self.inserted != self.reported:
             self.reported = self.inserted
             self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces}))
-
-    def _serve_ready(self) -> bool:
-        """Serve credits whose batches are ready now, without waiting (serial scheduler)."""
-        from janus.buffer.staging import StagingTimeout
-
-        served = False
-        while self.requests:
-            try:
-                batch = self.buffer.get(timeout=0)
-            except StagingTimeout:
-                break
-            self._send_batch(self.requests.pop(0), batch)
-            served = True
-        return served
 
     def _send_batch(self, request_id: int, batch: dict) -> None:
         # Tensors as the LearnerBuffer holds them (on the learner device): a Trainer in this process
@@ -364,14 +355,30 @@ class TrajectoryManager(Component):
 
 
 class Trainer(Component):
-    """Updates from batches, sends priorities, publishes immutable versioned snapshots."""
+    """Updates from batches, sets priorities, publishes immutable versioned snapshots.
+
+    Where it shares the TrajectoryManager's process (``buffer`` given: local and process backends)
+    the Trainer takes its batches from the JanusBuffer's LearnerBuffer itself, one per
+    :class:`SampleBatchMsg` credit, and sets priorities on it directly: no thread of the
+    TrajectoryManager's and no message stands between a selected batch and the update. Elsewhere
+    (Ray) batches arrive as :class:`BatchTrainingDataMsg` and priorities leave as messages.
+
+    Args:
+        buffer: returns the JanusBuffer the TrajectoryManager hosts (called once, on start).
+        batch_wait_s: longest wait for a batch in one :meth:`step` (messages are handled between
+            waits); 0 for the serial scheduler, which must never block.
+    """
 
     def __init__(
         self, name: str, trajectory_manager: str, orchestrator: str, make_learner: Callable[[], LearnerSide],
         publish_every: int, learner_device: str = "cpu", checkpoint: Checkpointer | None = None,
-        report_every: int = 1,
+        report_every: int = 1, buffer: Callable[[], Any] | None = None, batch_wait_s: float = 0.02,
     ) -> None:
         super().__init__(name)
+        self.make_buffer = buffer
+        self.buffer: Any = None
+        self.batch_wait_s = batch_wait_s
+        self.credits: list[int] = []  # sample credits not yet used (``buffer`` given)
         self.checkpoint = checkpoint
         self.report_every = max(1, report_every)
         self.tm = trajectory_manager
@@ -401,6 +408,8 @@ class Trainer(Component):
                 self.reported = self.trained
                 self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
             self.publish()
+        if self.buffer is None and self.make_buffer is not None:
+            self.buffer = self.make_buffer()
         self.idle_since = time.perf_counter()
 
     def save(self, tag: int | str) -> None:
@@ -414,7 +423,7 @@ class Trainer(Component):
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         super().on_StopMsg(msg)
-        self.step()  # the last count, so the Orchestrator's total matches the checkpoint's
+        self._report()  # the last count, so the Orchestrator's total matches the checkpoint's
         self.save(FINAL)
 
     def publish(self) -> None:
@@ -439,20 +448,48 @@ class Trainer(Component):
         else:
             self.pending.append(msg)
 
+    def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
+        if self.make_buffer is None:
+            raise TypeError(f"Trainer {self.name!r} has no buffer to take batches from: sample credits go to the TrajectoryManager")
+        self.credits.append(msg.request_id)
+
+    def step(self) -> bool:
+        """Train on the next batch of the LearnerBuffer if a credit allows one (waiting at most
+        ``batch_wait_s`` for it); report counts when idle. True while credits remain."""
+        if self.credits and self.buffer is not None and not self.stopped:
+            try:
+                batch = self.buffer.get(timeout=self.batch_wait_s)
+            except StagingTimeout:
+                self._report()
+                return self.batch_wait_s > 0  # waited: look at the mailbox, then wait again
+            except PipelineClosedError:
+                if self.buffer.failure is not None:
+                    raise self.buffer.failure  # selection failed: the run stops with its cause
+                self.credits.clear()  # closed at shutdown: nothing more to train on
+                return False
+            self.credits.pop(0)
+            self._train(batch)
+            return bool(self.credits)
+        self._report()
+        return False
+
     def on_BatchTrainingDataMsg(self, msg: BatchTrainingDataMsg) -> None:
-        assert self.learner is not None
-        # Local and process backends: already on the learner device (SelectionOp put it there, from
-        # pinned staging on CUDA). Ray: numpy from another process, moved here.
+        # Ray: numpy from another process, moved to the learner device here.
         batch = {k: torch.as_tensor(v) for k, v in msg.batch.items()}
         if any(v.device != self.device for v in batch.values()):
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             self.count("batches_moved_to_device")
+        self._train(batch)
+
+    def _train(self, batch: dict[str, Any]) -> None:
+        assert self.learner is not None
         t0 = time.perf_counter()
         self.count("wait_s", t0 - self.idle_since)  # waiting for this batch (and handling other messages)
         result = self.learner.update(batch)
         self.idle_since = time.perf_counter()
         self.count("update_s", self.idle_since - t0)
         self.trained += 1
+        self.count("batches_trained")  # by this invocation (``trained`` continues a resumed run's)
         self.metrics = dict(getattr(result, "metrics", {}) or {})
         if self.metrics:
             self.metric_updates += 1
@@ -460,15 +497,22 @@ class Trainer(Component):
                 self.metric_sums[key] = self.metric_sums.get(key, 0.0) + float(value)
         priorities = getattr(result, "priorities", None)
         if priorities is not None:
-            keys = msg.batch["index"]
-            keys = keys.cpu().numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
-            self.send(self.tm, UpdatePriorityMsg(keys, priorities.detach().cpu().numpy()))
+            self._set_priorities(batch["index"], priorities)
         if self.trained % self.publish_every == 0:
             self.publish()
         if self.trained - self.reported >= self.report_every:
-            self.step()  # batches still queued: the Orchestrator refills before this mailbox runs dry
+            self._report()  # batches still queued: the Orchestrator refills before this mailbox runs dry
 
-    def step(self) -> bool:
+    def _set_priorities(self, keys: Any, priorities: torch.Tensor) -> None:
+        if self.buffer is not None:  # the same process: straight into the sampler's trees
+            applied = self.buffer.update_priority(keys, priorities.detach())
+            self.count("priorities_applied", applied)
+            self.count("priorities_dropped", len(keys) - applied)
+            return
+        keys = keys.cpu().numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+        self.send(self.tm, UpdatePriorityMsg(keys, priorities.detach().cpu().numpy()))
+
+    def _report(self) -> None:
         """Report batches trained when the mailbox is drained or every ``report_every`` batches
         (not per batch: on Ray each count is a remote call), with the sums of the learner's
         metrics since the last report (``metric.<name>``) over ``metric_updates`` updates."""
@@ -480,4 +524,3 @@ class Trainer(Component):
                 counts.update({f"metric.{k}": v for k, v in self.metric_sums.items()})
                 self.metric_sums, self.metric_updates = {}, 0
             self.send(self.orchestrator, CountsMsg(self.name, counts))
-        return False

@@ -40,10 +40,30 @@ def algo_of(cfg: RunConfig) -> Algorithm:
     return algorithm(cfg.workload.algo)
 
 
+def trainer_takes_batches(cfg: RunConfig) -> bool:
+    """The Trainer shares the TrajectoryManager's process (local, process backends): it takes its
+    batches from the JanusBuffer itself. On Ray they are separate actors and batches are messages."""
+    return cfg.runtime.backend != "ray"
+
+
 def learner_end_device(cfg: RunConfig) -> str:
     """Where the JanusBuffer delivers batches: the learner device when the Trainer shares the
-    TrajectoryManager's process (local, process backends), else ``cpu`` (ray: batches travel as numpy)."""
-    return "cpu" if cfg.runtime.backend == "ray" else cfg.janus.learner_device
+    TrajectoryManager's process, else ``cpu`` (ray: batches travel as numpy)."""
+    return cfg.janus.learner_device if trainer_takes_batches(cfg) else "cpu"
+
+
+class SharedBuffer:
+    """Builds the run's JanusBuffer once, for the TrajectoryManager (which writes it) and the
+    Trainer (which reads it) of one process."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.buffer: JanusBuffer | None = None
+
+    def __call__(self) -> JanusBuffer:
+        if self.buffer is None:
+            self.buffer = make_buffer(self.cfg)
+        return self.buffer
 
 
 # ---- factories (top-level functions + partial: picklable for Ray and worker processes) -----------
@@ -126,20 +146,24 @@ def serial(cfg: RunConfig) -> bool:
     return cfg.runtime.backend == "local" and not j.overlap_collect and not j.overlap_select
 
 
-def new_trajectory_manager(cfg: RunConfig) -> TrajectoryManager:
+def new_trajectory_manager(cfg: RunConfig, shared: SharedBuffer | None = None) -> TrajectoryManager:
     """The buffer is allocated here, when the backend builds its components, so that its
-    allocation (hundreds of MB for image-like observations) is not counted in the run's wall time."""
-    buffer = make_buffer(cfg)
+    allocation (hundreds of MB for image-like observations) is not counted in the run's wall time.
+    With ``shared`` the Trainer reads the same buffer and this TrajectoryManager serves no batches."""
+    buffer = shared() if shared is not None else make_buffer(cfg)
     return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(_built, buffer),
-                             checkpointer(cfg, "trajectory_manager"), inline_serve=serial(cfg))
+                             checkpointer(cfg, "trajectory_manager"), serves=shared is None)
 
 
-def new_trainer(cfg: RunConfig) -> Trainer:
+def new_trainer(cfg: RunConfig, shared: SharedBuffer | None = None) -> Trainer:
     """The learner is built here, before the run's clock starts (a first torch optimiser can take
-    seconds to import its machinery), and handed to the Trainer when it starts."""
+    seconds to import its machinery), and handed to the Trainer when it starts. With ``shared``
+    the Trainer takes its batches from that buffer (the serial scheduler's Trainer never waits)."""
     publish = algo_of(cfg).pacing(cfg).publish_every
+    buffer = partial(_built, shared()) if shared is not None else None
     return Trainer("trainer", "trajectory_manager", "orchestrator", partial(_built, make_learner(cfg)), publish,
-                   cfg.janus.learner_device, checkpointer(cfg, "trainer"), report_every=cfg.runtime.max_in_flight // 2)
+                   cfg.janus.learner_device, checkpointer(cfg, "trainer"), report_every=cfg.runtime.max_in_flight // 2,
+                   buffer=buffer, batch_wait_s=0.0 if serial(cfg) else 0.02)
 
 
 def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
@@ -151,7 +175,8 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
     return Orchestrator("orchestrator", roles, make_limiter(cfg), total, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg),
                         stall_timeout_s=r.stall_timeout_s, all_pieces=budget.env_steps > 0,
-                        eval_interval_steps=r.eval_interval_steps if evaluates(cfg) else 0)
+                        eval_interval_steps=r.eval_interval_steps if evaluates(cfg) else 0,
+                        sample_credits_to="trainer" if trainer_takes_batches(cfg) else None)
 
 
 def check_progress_possible(cfg: RunConfig) -> None:
@@ -229,11 +254,12 @@ def build(cfg: RunConfig, backend: Any) -> dict[str, tuple[str, str]]:
     for role, node in places.values():
         if role == "worker":
             per_node[node] = per_node.get(node, 0) + 1
+    shared = SharedBuffer(cfg) if trainer_takes_batches(cfg) else None
     for name, (role, node) in places.items():
         if role == "trainer":
-            factory: Callable[[], Any] = partial(new_trainer, cfg)
+            factory: Callable[[], Any] = partial(new_trainer, cfg, shared)
         elif role == "trajectory_manager":
-            factory = partial(new_trajectory_manager, cfg)
+            factory = partial(new_trajectory_manager, cfg, shared)
         elif role == "proxy":
             factory = partial(new_proxy, cfg, name, per_node[node])
         elif role == "worker":
@@ -345,7 +371,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
     transitions = sum(c.get("transitions", 0) for c in workers.values())
-    trained = int(trainer.get("msgs_in.BatchTrainingDataMsg", status.get("trained", 0)))
+    trained = int(trainer.get("batches_trained", status.get("trained", 0)))
     update_s = trainer.get("update_s", 0.0)
     limiter = make_limiter(cfg)
     inserted = int(tm.get("transitions_inserted", 0))
@@ -389,7 +415,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "param_fetches_per_node": {n: int(c.get("param_fetches", 0)) for n, c in proxies.items()},
             "worker_restarts": status.get("restarts", {}),
             "stalls": status.get("stalls", 0),
-            "priorities_dropped": int(tm.get("priorities_dropped", 0)),
+            "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
         evaluations=list(status.get("evaluations", [])) if evaluates(cfg) else None,
