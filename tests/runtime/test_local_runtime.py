@@ -17,7 +17,7 @@ from janus.runtime import run as runmod
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.components import Trainer, TrajectoryManager, WorkerProxy
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, SampleBatchMsg,
+    BatchTrainingDataMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, SampleBatchMsg,
     StartMsg,
 )
 from janus.runtime.run import RunFailed, run_runtime
@@ -161,7 +161,7 @@ def _filled(cfg: RunConfig) -> Any:
 def test_trainer_takes_one_batch_from_the_shared_buffer_per_credit() -> None:
     cfg = tiny()
     buffer = _filled(cfg)
-    trainer, out = _trainer_on(buffer, cfg)
+    trainer, out = _trainer_on(buffer, cfg, report_every=100)
     try:
         assert trainer.step() is False and trainer.trained == 0, "no credit: no batch taken"
         for i in range(3):
@@ -169,6 +169,8 @@ def test_trainer_takes_one_batch_from_the_shared_buffer_per_credit() -> None:
         while trainer.step():
             pass
         assert trainer.trained == 3 and not trainer.credits
+        # out of credits, it reports at once (the Orchestrator's next credits wait for this count)
+        assert [m.counters["trained"] for _, m in out.of(CountsMsg)] == [3]
         assert buffer.stats.batches_delivered == 3
         assert trainer.step() is False and trainer.trained == 3
         assert not out.of(BatchTrainingDataMsg), "nothing travels as a message"

@@ -469,8 +469,9 @@ class Trainer(Component):
                 return False
             self.credits.pop(0)
             self._train(batch)
-            return bool(self.credits)
-        self._report()
+            if self.credits:
+                return True
+        self._report()  # out of credits: the Orchestrator grants more on this count, now, not after a poll
         return False
 
     def on_BatchTrainingDataMsg(self, msg: BatchTrainingDataMsg) -> None:
