@@ -208,6 +208,14 @@ class WorkerProxy(Component):
         self._ask_upstream()
 
 
+def set_priorities(component: Component, buffer: Any, keys: Any, priorities: Any) -> None:
+    """Set priorities on ``buffer`` (a JanusBuffer) and count in ``component`` how many were
+    applied and how many dropped (keys of items overwritten since they were sampled)."""
+    applied = buffer.update_priority(keys, priorities)
+    component.count("priorities_applied", applied)
+    component.count("priorities_dropped", len(keys) - applied)
+
+
 def _same_tail(msgs: list[InsertTransitionMsg], key: str) -> bool:
     tail = msgs[0].transitions[key].shape[1:]
     return all(m.transitions[key].shape[1:] == tail for m in msgs)
@@ -287,9 +295,7 @@ class TrajectoryManager(Component):
         self.credits.release()
 
     def on_UpdatePriorityMsg(self, msg: UpdatePriorityMsg) -> None:
-        applied = self.buffer.experience.update_priority(msg.keys, msg.priorities)
-        self.count("priorities_applied", applied)
-        self.count("priorities_dropped", len(msg.keys) - applied)
+        set_priorities(self, self.buffer, msg.keys, msg.priorities)
 
     def _serve(self) -> None:
         torch.set_num_threads(1)
@@ -378,7 +384,7 @@ class Trainer(Component):
         self.make_buffer = buffer
         self.buffer: Any = None
         self.batch_wait_s = batch_wait_s
-        self.credits: list[int] = []  # sample credits not yet used (``buffer`` given)
+        self.credits = 0  # sample credits not yet used (``buffer`` given)
         self.checkpoint = checkpoint
         self.report_every = max(1, report_every)
         self.tm = trajectory_manager
@@ -451,7 +457,7 @@ class Trainer(Component):
     def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
         if self.make_buffer is None:
             raise TypeError(f"Trainer {self.name!r} has no buffer to take batches from: sample credits go to the TrajectoryManager")
-        self.credits.append(msg.request_id)
+        self.credits += 1
 
     def step(self) -> bool:
         """Train on the next batch of the LearnerBuffer if a credit allows one (waiting at most
@@ -465,9 +471,9 @@ class Trainer(Component):
             except PipelineClosedError:
                 if self.buffer.failure is not None:
                     raise self.buffer.failure  # selection failed: the run stops with its cause
-                self.credits.clear()  # closed at shutdown: nothing more to train on
+                self.credits = 0  # closed at shutdown: nothing more to train on
                 return False
-            self.credits.pop(0)
+            self.credits -= 1
             self._train(batch)
             if self.credits:
                 return True
@@ -506,9 +512,7 @@ class Trainer(Component):
 
     def _set_priorities(self, keys: Any, priorities: torch.Tensor) -> None:
         if self.buffer is not None:  # the same process: straight into the sampler's trees
-            applied = self.buffer.update_priority(keys, priorities.detach())
-            self.count("priorities_applied", applied)
-            self.count("priorities_dropped", len(keys) - applied)
+            set_priorities(self, self.buffer, keys, priorities.detach())
             return
         keys = keys.cpu().numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
         self.send(self.tm, UpdatePriorityMsg(keys, priorities.detach().cpu().numpy()))
