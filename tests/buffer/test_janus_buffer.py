@@ -740,6 +740,36 @@ def test_stats_learner_wait_when_learner_starves(oc, os_, cleanup):
     assert s.collect_s < 5 and s.select_s < 5
 
 
+@pytest.mark.parametrize("os_", [0, 1], ids=["inline", "background"])
+def test_select_s_counts_the_batches_taken_and_the_rest_is_selection_ahead(os_, cleanup):
+    """A bundle of 4 of which the learner takes 1: its selection time is split 1 to 3 between
+    select_s and select_ahead_s, so select_s fits within the time the learner was running
+    (the report's ideal bound relies on it) and no selection time is lost."""
+    jb = JanusBuffer(off_policy(0, os_, g_select=4), seed=0)
+    cleanup(jb)
+    jb.put(piece(range(T * E), T, E), timeout=GET_S)
+    jb.flush()
+    check_batch(jb.get(timeout=GET_S))
+    if os_:  # the selection thread fills the prefetch queue (2 bundles)
+        deadline = time.perf_counter() + GET_S
+        while jb.stats.batches_selected < 8 and time.perf_counter() < deadline:
+            time.sleep(0.01)
+    jb.close()
+    s = jb.stats
+    total = s.select_s + s.select_ahead_s
+    assert s.batches_delivered == 1 and s.batches_selected >= 4
+    assert 0 < s.select_s <= total / 4 * (1 + 1e-9), s.as_dict()
+    assert s.select_ahead_s >= 3 * s.select_s * (1 - 1e-9), s.as_dict()
+    # every batch taken: nothing is ahead
+    jb2 = JanusBuffer(off_policy(0, 0, g_select=4), seed=0)
+    cleanup(jb2)
+    jb2.put(piece(range(T * E), T, E), timeout=GET_S)
+    jb2.flush()
+    for _ in range(4):
+        check_batch(jb2.get(timeout=GET_S))
+    assert jb2.stats.select_s > 0 and abs(jb2.stats.select_ahead_s) < 1e-9, jb2.stats.as_dict()
+
+
 def test_background_threads_do_not_change_torch_threads_of_other_threads(cleanup):
     def fresh_thread_num_threads() -> int:
         out = {}

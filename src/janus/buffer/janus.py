@@ -36,7 +36,8 @@ class StageStats:
     collect_s: float = 0.0
     collect_calls: int = 0
     transitions_collected: int = 0
-    select_s: float = 0.0
+    select_s: float = 0.0  # selecting the batches the learner took (so within the run's time)
+    select_ahead_s: float = 0.0  # selecting batches not taken (yet; after close: never), e.g. prefetched past a run's end
     select_calls: int = 0
     batches_selected: int = 0
     batches_delivered: int = 0
@@ -249,6 +250,8 @@ class JanusBuffer:
         with self._stats_lock:
             self.stats.learner_wait_s += waited
             self.stats.batches_delivered += 1
+            self.stats.select_s += pending.select_s
+            self.stats.select_ahead_s -= pending.select_s
         return pending.wait()
 
     def update_priority(self, index: Any, priority: Any) -> int:
@@ -263,8 +266,11 @@ class JanusBuffer:
         wait_before = self.selection_wait_s
         bundle = self.selection(deadline)
         waited = self.selection_wait_s - wait_before
+        spent = time.perf_counter() - start - waited
+        for pending in bundle:  # counted in select_s when the learner takes the batch
+            pending.select_s = spent / max(len(bundle), 1)
         with self._stats_lock:
-            self.stats.select_s += time.perf_counter() - start - waited
+            self.stats.select_ahead_s += spent
             self.stats.select_calls += 1
             self.stats.batches_selected += len(bundle)
             if inline:

@@ -26,6 +26,7 @@ class Pending:
 
     tensors: dict[str, torch.Tensor]
     event: Any = None  # torch.cuda.Event or None
+    select_s: float = 0.0  # this batch's share of the selection call that made it
 
     def wait(self) -> dict[str, torch.Tensor]:
         """Make the current CUDA stream wait for the copy; return the tensors, safe to use."""
