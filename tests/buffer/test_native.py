@@ -205,6 +205,29 @@ def test_priorities_of_every_float_input_land_as_their_float64_value(make):
     assert buf.sampler.max_priority[0] == pytest.approx(7.25 + 1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_priorities_read_by_address_match_the_numpy_path(dtype):
+    """Contiguous CPU tensors reach the kernel by address, anything else as numpy arrays: with
+    duplicate and stale keys, both leave the same trees, max priority and applied counts."""
+    from janus.buffer import validation
+
+    gen = np.random.default_rng(0)
+    bufs = [ExperienceBuffer(50, sampler="prioritized", seed=0, fields={"x": ((), "int64")}) for _ in range(2)]
+    for buf in bufs:
+        buf.extend({"x": np.arange(40)})
+        buf.extend({"x": np.arange(40, 80)})  # keys 0-29 are stale
+    for _ in range(20):
+        keys = torch.from_numpy(gen.integers(0, 80, 40))
+        prio = torch.from_numpy(gen.random(40) * 5).to(dtype)
+        assert validation.priority_addresses(keys, prio) is not None  # the tensors take the address path
+        by_address = bufs[0].update_priority(keys, prio)
+        as_arrays = bufs[1].update_priority(keys.numpy(), prio.numpy())
+        assert by_address == as_arrays == int((keys >= 30).sum())
+    np.testing.assert_array_equal(bufs[0].sampler.sum_t, bufs[1].sampler.sum_t)
+    np.testing.assert_array_equal(bufs[0].sampler.min_t, bufs[1].sampler.min_t)
+    assert bufs[0].sampler.max_priority[0] == bufs[1].sampler.max_priority[0]
+
+
 def test_priority_limit_is_checked_in_the_kernel_with_nothing_written():
     """The largest safe priority is accepted; the next float up (float64 or float32) is refused,
     naming the overflow, and nothing is written."""

@@ -30,7 +30,7 @@ import sys
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types, uint64
+from numba import carray, njit, types, uint64
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -94,6 +94,18 @@ def _prefetch(typingctx, arr, offset):
                                             "llvm.prefetch.p0i8")
         builder.call(fn, [builder.gep(data, [off]), i32(0), i32(3), i32(1)])  # read, keep in all caches, data
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _pointer(typingctx, address, like):
+    """``address`` (an integer: a CPU tensor's ``data_ptr()``) as a pointer to ``like``'s dtype."""
+    ptr = types.CPointer(like.dtype)
+    sig = ptr(address, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
 
     return sig, codegen
 
@@ -309,3 +321,16 @@ def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps,
                 top = v
     max_priority[0] = top
     return applied
+
+
+_KEYS_LIKE = np.zeros(0, np.int64)
+
+
+@njit(**_JIT)
+def update_priority_at(sum_t, min_t, keys_at, priority_at, n, priority_like, written, capacity, alpha, eps,
+                       max_priority, limit):
+    """:func:`update_priority` of ``n`` int64 keys and ``n`` priorities of ``priority_like``'s dtype
+    read at addresses (contiguous CPU tensors, alive for the call): no numpy view per call."""
+    keys = carray(_pointer(keys_at, _KEYS_LIKE), n)
+    priority = carray(_pointer(priority_at, priority_like), n)
+    return update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps, max_priority, limit)

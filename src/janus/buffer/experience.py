@@ -320,10 +320,16 @@ class ExperienceBuffer:
         with self._lock:
             s = self._sampler
             if self._native and s.prioritized:
-                keys_np, prio_np = validation.priority_arrays(index, priority)
-                applied = kernels().update_priority(s.sum_t, s.min_t, keys_np, prio_np, self._written, s.capacity,
-                                                    s.alpha, s.eps, s.max_priority, s.limit)
+                at = validation.priority_addresses(index, priority)
+                if at is not None:  # the usual tensors, read in place
+                    applied = kernels().update_priority_at(s.sum_t, s.min_t, *at, self._written, s.capacity,
+                                                           s.alpha, s.eps, s.max_priority, s.limit)
+                else:
+                    keys_np, prio_np = validation.priority_arrays(index, priority)
+                    applied = kernels().update_priority(s.sum_t, s.min_t, keys_np, prio_np, self._written, s.capacity,
+                                                        s.alpha, s.eps, s.max_priority, s.limit)
                 if applied < 0:  # nothing was written: explain what is wrong
+                    keys_np, prio_np = validation.priority_arrays(index, priority)
                     validation.check_priority_update(index, priority, self._written)
                     validation.check_priority_scale(float(prio_np.max()), s.alpha, s.eps, s.capacity)
                     raise invalid("priority", float(prio_np[-1 - applied]), f"a finite number in [0, {s.limit:g}]", BufferInputError)
