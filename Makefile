@@ -33,6 +33,9 @@ compare: $(STAMP)  ## the main job: janus compare on configs/default.yaml
 test: $(STAMP)  ## the test suite CI runs (slow tests excluded)
 	$(BIN)/python -m pytest -m "not slow" -q --durations=20 $(ARGS)
 
+bench: $(STAMP)  ## installs the libraries benchmarks/ compares janus with (cpprb, SB3, TorchRL)
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[bench]"
+
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
 
