@@ -301,3 +301,22 @@ def test_background_collection_and_selection_serve_exact_stacks() -> None:
     finally:
         framed.close()
     assert not [t for t in framed.threads if t.is_alive()]
+
+
+@pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
+def test_large_held_samples_keep_their_values_while_later_samples_reuse_memory(sampler: str) -> None:
+    # 64x64 frames, k=4: a sample of 160 stacks is 10 MiB, memory that ResultMemory hands out again
+    replay = FrameStackReplay(600, sampler=sampler, seed=1, frame_capacity=1500)
+    for batch in batches(3, pieces=30, frame=(64, 64)):
+        replay.extend(batch)
+    held = replay.sample(160)
+    snapshot = {k: v.clone() for k, v in held.items()}
+    addresses = set()
+    for _ in range(10):
+        out = replay.sample(160)
+        addresses.add(out["obs"].data_ptr())
+        want = replay.gather(out["index"] % replay.capacity)
+        assert_batches_equal({k: v for k, v in out.items() if k != "weight"}, want)
+        del out, want
+    assert held["obs"].data_ptr() not in addresses and len(addresses) <= 2
+    assert_batches_equal(held, snapshot)

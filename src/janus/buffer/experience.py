@@ -215,9 +215,9 @@ class ExperienceBuffer:
                 weights are ``(min priority / priority) ** beta``, at most 1. The uniform sampler
                 takes no keyword arguments.
 
-        Returns field -> tensor (fresh memory, never a view of the storage), plus ``"index"``
-        (the items' keys, for :meth:`update_priority`) and, if prioritized, ``"weight"``
-        (float32 importance weights).
+        Returns field -> tensor, plus ``"index"`` (the items' keys, for :meth:`update_priority`)
+        and, if prioritized, ``"weight"`` (float32 importance weights). The tensors are never
+        views of the storage and share memory with no other live result.
         """
         if type(batch_size) is not int or not 0 < batch_size <= validation.MAX_ITEMS:
             validation.check_batch_size(batch_size)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from janus.buffer import checkpoint
-from janus.buffer.storage import advise_huge_pages
+from janus.buffer.memory import advise_huge_pages
 from janus.errors import AllocationError, BufferInputError, BufferTypeError, CheckpointError, invalid
 
 if TYPE_CHECKING:

@@ -26,7 +26,8 @@ import torch
 from janus.buffer import checkpoint, validation
 from janus.buffer import frame_state
 from janus.buffer.native import NativePrioritizedSampler, NativeSampler, kernels
-from janus.buffer.storage import FieldSpec, OutLayout, RingStorage, advise_huge_pages, placement_device
+from janus.buffer.memory import HUGE_PAGE_MIN_BYTES
+from janus.buffer.storage import FieldSpec, OutLayout, RingStorage, placement_device
 from janus.errors import AllocationError, BufferEmptyError, BufferInputError, BufferTypeError, CheckpointError, invalid, one_of
 
 SAMPLERS = ("uniform", "prioritized")
@@ -259,8 +260,8 @@ class FrameStackReplay:
     def sample(self, batch_size: int, **sampler_kwargs: Any) -> dict[str, torch.Tensor]:
         """Draw ``batch_size`` transitions with replacement (``beta=`` keyword: prioritized only).
 
-        Returns every field (``obs``/``next_obs`` as ``(batch_size, k, *frame)`` in their dtype, fresh
-        memory), ``"index"`` (keys) and, prioritized, ``"weight"``: what an ExperienceBuffer of
+        Returns every field (``obs``/``next_obs`` as ``(batch_size, k, *frame)`` in their dtype, memory
+        no other live result shares), ``"index"`` (keys) and, prioritized, ``"weight"``: what an ExperienceBuffer of
         whole stacks returns, item for item with the same seed while no row was evicted early.
         """
         validation.check_batch_size(batch_size)
@@ -315,9 +316,9 @@ class FrameStackReplay:
         f = self._f
         assert f is not None
         nbytes = 2 * n * f.k * f.frame_bytes
-        if nbytes < (4 << 20):
+        if nbytes < HUGE_PAGE_MIN_BYTES:
             return np.empty(nbytes, np.uint8)
-        return advise_huge_pages(torch.empty(nbytes, dtype=torch.uint8)).numpy()
+        return self._storage.result_memory.take(nbytes)
 
     def _output(self, ok: bool, flat: np.ndarray, layout: OutLayout, stacks: np.ndarray, keys: np.ndarray, n: int,
                 weights: np.ndarray | None = None) -> dict[str, torch.Tensor]:

@@ -12,9 +12,7 @@ is the experience buffer's business.
 
 from __future__ import annotations
 
-import ctypes
 import math
-import mmap
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
@@ -22,48 +20,10 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 import torch
 
+from janus.buffer.memory import HUGE_PAGE_MIN_BYTES, ResultMemory, advise_huge_pages
 from janus.errors import PlacementUnavailableError, invalid, one_of
 
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
-
-# Host tensors from this size on are advised onto transparent huge pages (numpy does the same for
-# its arrays): first writes fault in 2 MiB pages instead of 4 KiB ones, and random row reads miss
-# the TLB less. A multi-GB ring fills several times faster, and a large gather result, which
-# malloc often maps afresh for every call (always from 32 MiB, glibc's largest mmap threshold), is
-# written ~4x faster (benchmarks/buffer_peers.py). Where malloc reuses mapped memory instead, the
-# madvise call costs ~2%.
-HUGE_PAGE_MIN_BYTES = 4 << 20
-_MADV_HUGEPAGE = 14
-
-
-def _load_madvise() -> Any:
-    """libc ``madvise`` where transparent huge pages are opt-in (``[madvise]``), else ``None``."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-            if "[madvise]" not in f.read():
-                return None  # "always": nothing to ask; "never": nothing to get
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
-    return madvise
-
-
-_madvise = _load_madvise()
-
-
-def advise_huge_pages(t: torch.Tensor) -> torch.Tensor:
-    """Best effort: back a large, not yet written CPU tensor with transparent huge pages."""
-    nbytes = t.numel() * t.element_size()
-    if _madvise is not None and nbytes >= HUGE_PAGE_MIN_BYTES and t.device.type == "cpu":
-        start = -(-t.data_ptr() // mmap.PAGESIZE) * mmap.PAGESIZE
-        stop = (t.data_ptr() + nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
-        _madvise(start, stop - start, _MADV_HUGEPAGE)  # a hint: failure changes nothing
-    return t
-
 
 def _gather_into_huge_pages(t: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
     """``t[slots]`` as a fresh tensor, advised onto huge pages (if large enough) before it is written."""
@@ -146,6 +106,7 @@ class RingStorage:
         self.columns = np.zeros(0, np.int64)  # byte offset of each field in a packed row
         self.row_bytes = np.zeros(0, np.int64)  # bytes of each field per item
         self._layouts: dict[int, OutLayout] = {}
+        self.result_memory = ResultMemory()  # large results' memory, used again (see memory.py)
 
     @property
     def allocated(self) -> bool:
@@ -202,10 +163,11 @@ class RingStorage:
         return layout
 
     def empty_flat(self, nbytes: int, n: int) -> np.ndarray:
-        """A fresh flat byte buffer for ``n`` gathered rows (huge pages when large)."""
+        """A flat byte buffer for ``n`` gathered rows that no live result shares (when large, in
+        huge pages and used again once its last result is garbage: :class:`ResultMemory`)."""
         if n < self._large_gather:
             return np.empty(nbytes, np.uint8)
-        return advise_huge_pages(torch.empty(nbytes, dtype=torch.uint8)).numpy()
+        return self.result_memory.take(nbytes)
 
     @staticmethod
     def unpack(flat: np.ndarray, layout: "OutLayout") -> dict[str, torch.Tensor]:
