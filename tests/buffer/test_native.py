@@ -24,7 +24,8 @@ from janus.errors import BufferInputError, BufferTypeError
 from tests.buffer.test_prioritized import chi2_critical
 
 MASK = (1 << 64) - 1
-FIELDS = {"obs": ((3,), "float32"), "act": ((), "int64"), "flag": ((), "bool"), "img": ((2, 2), "uint8")}
+FIELDS = {"obs": ((3,), "float32"), "act": ((), "int64"), "flag": ((), "bool"), "img": ((2, 2), "uint8"),
+          "pair": ((2,), "float64"), "half": ((), "int16")}  # 12, 8, 1, 4, 16 and 2 bytes a row
 
 
 class Reference:
@@ -97,6 +98,8 @@ def batch_of(keys: list[int]) -> dict[str, np.ndarray]:
         "act": k * 7,
         "flag": k % 3 == 0,
         "img": (k[:, None, None] + np.arange(4).reshape(2, 2)).astype(np.uint8),
+        "pair": np.stack([k * 0.5, -2.0 * k], axis=1),  # float64: 16 bytes
+        "half": (k % 1000).astype(np.int16),  # 2 bytes: no constant size in _copy
     }
 
 
