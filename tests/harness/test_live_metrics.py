@@ -19,7 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from janus.harness.tensorboard import EventWriter, crc32c, read_scalars, scalar_event, write_scalars
-from janus.runtime.messages import CountsMsg, PongMsg
+from janus.runtime.messages import CountsMsg, PongMsg, StopMsg
 from janus.runtime.orchestrator import Orchestrator
 from janus.runtime.pacing import SampleToInsertRatio
 
@@ -110,6 +110,18 @@ def test_trainer_metric_sums_become_rows_of_means_with_the_workers_epsilon() -> 
     assert row["updates"] == 4 and row["loss"] == pytest.approx(2.0) and row["q_mean"] == pytest.approx(1.0)
     assert row["epsilon"] == pytest.approx(0.4)  # the workers' latest, averaged
     orch.on_CountsMsg(CountsMsg("trainer", {"trained": 4}))  # no update since: no empty row
+    assert len(orch.summary()["train_metrics"]) == 1
+
+
+def test_metric_sums_of_an_interrupted_run_become_a_row_at_the_orchestrators_stop() -> None:
+    # Ctrl-C: no stop_all; the backend stops the Trainer (its last report) and then the Orchestrator
+    orch = orchestrator(interval_s=3600.0)
+    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 5, "metric_updates": 5, "metric.loss": 10.0}))
+    assert orch.summary()["train_metrics"] == []
+    orch.on_StopMsg(StopMsg("shutdown"))
+    (row,) = orch.summary()["train_metrics"]
+    assert row["updates"] == 5 and row["loss"] == pytest.approx(2.0)
+    orch.on_StopMsg(StopMsg("shutdown"))  # nothing new: no second row
     assert len(orch.summary()["train_metrics"]) == 1
 
 

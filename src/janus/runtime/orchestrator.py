@@ -356,6 +356,13 @@ class Orchestrator(Component):
         self.finished = True
         self._close_metrics_row()  # the last window, not lost with the stop
 
+    def on_StopMsg(self, msg: StopMsg) -> None:
+        """The backend stops the Orchestrator last, after the Trainer's final report (an
+        interrupted run, or one that failed, never went through :meth:`stop_all`): the metric sums
+        since the last row become a row, not lost with the stop."""
+        super().on_StopMsg(msg)
+        self._close_metrics_row()
+
     def summary(self) -> dict[str, Any]:
         return {
             "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
