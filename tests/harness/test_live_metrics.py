@@ -125,6 +125,20 @@ def test_metric_sums_of_an_interrupted_run_become_a_row_at_the_orchestrators_sto
     assert len(orch.summary()["train_metrics"]) == 1
 
 
+def test_stalls_count_checks_without_progress_but_not_the_first_one_at_the_start() -> None:
+    orch = orchestrator()
+    orch.bind(type("Outbox", (), {"send": lambda self, dest, msg: None})())  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    orch.last_pong = {n: t0 + 100 for n in orch.roles}
+    orch._health(t0)  # the first step of a run: nothing to compare with yet
+    assert orch.stalls == 0
+    orch._health(t0 + 0.5)  # no insert and no update since
+    assert orch.stalls == 1
+    orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": 32}))
+    orch._health(t0 + 1.0)
+    assert orch.stalls == 1
+
+
 def test_episodes_of_one_piece_are_spread_over_its_env_steps() -> None:
     orch = orchestrator()
     orch.on_CountsMsg(CountsMsg("worker-0", {"env_steps": 512, "episode_returns": [10.0, 20.0, 30.0, 40.0]}))

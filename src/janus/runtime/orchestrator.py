@@ -108,6 +108,7 @@ class Orchestrator(Component):
         self.next_eval = (self.base_steps // self.eval_interval + 1) * self.eval_interval if self.eval_interval else 0
         self.last_eval_asked = -1
         self._last_progress = (0, 0)
+        self._health_checked = False  # the first check (at the start) only records the progress
         self.stall_timeout_s = stall_timeout_s
         self.progress_at = time.monotonic()  # when inserted or trained last moved
         self.checkpoint_open = False  # a checkpoint was asked for and is not committed yet
@@ -290,7 +291,9 @@ class Orchestrator(Component):
     def _health(self, now: float) -> None:
         self.last_ping = now
         progress = (self.inserted, self.trained)
-        if progress == self._last_progress and not self.checkpoint_open and not self.evaluation_pending:
+        if not self._health_checked:  # at the first step: nothing could have progressed yet
+            self._health_checked = True
+        elif progress == self._last_progress and not self.checkpoint_open and not self.evaluation_pending:
             self.stalls += 1
             if self.stall_timeout_s and now - self.progress_at > self.stall_timeout_s:
                 self.failure = self.stall_diagnosis(now - self.progress_at)
