@@ -4,9 +4,10 @@ Imported lazily, like :mod:`janus.buffer._kernels`, whose conventions these foll
 flat output buffers, SplitMix64 random state, binary sum/min trees). The kernels here are
 self-contained on purpose: Numba's on-disk cache is keyed by the source file of the function it
 compiled, so a kernel calling into another module would keep stale machine code after that module
-changed. The four small helpers copied from ``_kernels`` (``_next_u64``, ``_unit``, ``_memcpy`` and
-the tree fix-up) must stay identical to theirs; ``tests/buffer/test_frame_replay.py`` checks that a
-seed draws the same items as an :class:`~janus.buffer.experience.ExperienceBuffer`.
+changed. The five small helpers copied from ``_kernels`` (``_next_u64``, ``_unit``, ``_memcpy``, the
+tree fix-up and the one-draw descent ``_leaf_of``) must stay identical to theirs;
+``tests/buffer/test_frame_replay.py`` checks that a seed draws the same items as an
+:class:`~janus.buffer.experience.ExperienceBuffer`.
 
 Frame storage (``F`` frames of ``fb`` bytes, a ring written in order; ``g`` is a frame's *global
 index*, the number of frames written before it, and it lives at slot ``g % F``):
@@ -84,6 +85,20 @@ def _fix_up(sum_t, min_t, lo, hi):
             sum_t[j] = sum_t[2 * j] + sum_t[2 * j + 1]
             a, b = min_t[2 * j], min_t[2 * j + 1]
             min_t[j] = a if a < b else b
+
+
+@njit(**_JIT)
+def _leaf_of(sum_t, mass):
+    p = sum_t.shape[0] // 2
+    node = 1
+    while node < p:
+        left = sum_t[2 * node]
+        if mass < left or not sum_t[2 * node + 1] > 0.0:
+            node = 2 * node
+        else:
+            mass -= left
+            node = 2 * node + 1
+    return node
 
 
 # ---- new here ------------------------------------------------------------------------------------
@@ -338,15 +353,7 @@ def sample_prioritized(state, sum_t, min_t, beta, written, store, store64, colum
     lowest = min_t[1]
     ok = True
     for i in range(n):
-        mass = (i + _unit(state)) * segment
-        node = 1
-        while node < p:
-            left = sum_t[2 * node]
-            if mass < left or not sum_t[2 * node + 1] > 0.0:
-                node = 2 * node
-            else:
-                mass -= left
-                node = 2 * node + 1
+        node = _leaf_of(sum_t, (i + _unit(state)) * segment)
         weights[i] = (lowest / sum_t[node]) ** beta
         ok &= _put(i, node - p, written, store, store64, columns, row_bytes, out, out_offsets, keys, frames, prev, gen, stacks, k)
     return ok
