@@ -34,6 +34,7 @@ from janus.errors import (
 )
 
 SAMPLERS = ("uniform", "prioritized")
+_from_numpy = torch.from_numpy
 
 
 class ExperienceBuffer:
@@ -243,22 +244,21 @@ class ExperienceBuffer:
         return out
 
     def _sample_native(self, n: int, written: int, beta: float | None) -> dict[str, torch.Tensor]:
-        # The hot path of small batches: every line here costs ~0.1-1 us of a ~10 us call.
+        # The hot path of small batches: every line here costs ~0.1-1 us of a ~7 us call.
         s, st = self._sampler, self._storage
-        layout = st.out_layout(n)
-        flat = st.empty_flat(layout.nbytes, n)
+        flat, layout = st.result_buffer(n)
         keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
         if s.prioritized:
             weights = np.ndarray((n,), np.float32, flat, layout.weights_at)
             kernels().sample_prioritized(s.rng, s.sum_t, s.min_t, s.beta if beta is None else float(beta), written,
                                          st.packed, st.columns, st.row_bytes, flat, layout.offsets, keys, weights)
             out = st.unpack(flat, layout)
-            out["weight"] = torch.from_numpy(weights)
+            out["weight"] = _from_numpy(weights)
         else:
             size = written if written < s.capacity else s.capacity
             kernels().sample_uniform(s.rng, size, written, st.packed, st.columns, st.row_bytes, flat, layout.offsets, keys)
             out = st.unpack(flat, layout)
-        out["index"] = torch.from_numpy(keys)
+        out["index"] = _from_numpy(keys)
         return out
 
     def gather(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
