@@ -224,3 +224,17 @@ def test_learning_curve_names_its_moving_mean_and_axes(tmp_path: Path, runs: lis
         assert "each episode" in labels and any("mean of last 20" in t for t in labels)
         (line,) = ax.get_lines()
         assert list(line.get_ydata())[-1] == pytest.approx(sum(range(30, 50)) / 20)
+
+
+def test_runtime_summary_names_counts_payload_and_stalls() -> None:
+    from janus.harness.commands import runtime_summary
+
+    rt = {"backend": "local", "stalls": 2, "param_versions_published": 7, "param_fetches_per_node": {"proxy-0": 3},
+          "worker_restarts": {"worker-0": 1, "worker-1": 0},
+          "messages": {"InsertTransitionMsg": {"messages": 4, "bytes": 2_500_000}, "dropped": 0}}
+    text = runtime_summary(rt)
+    assert "runtime (local)" in text
+    assert "InsertTransitionMsg: 4 (2.5 MB payload)" in text
+    assert "dropped" not in text  # a count, not a message type
+    assert "parameter versions published: 7; fetches per node: proxy-0=3" in text
+    assert "worker restarts: 1; stalls: 2" in text

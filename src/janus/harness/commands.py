@@ -22,9 +22,13 @@ from janus.runtime.run import run_runtime
 
 
 def runtime_summary(rt: dict) -> str:
-    """A few lines on what the runtime did: messages, parameters, restarts."""
+    """A few lines on what the runtime did: messages, parameters, restarts.
+
+    A message's MB are the arrays it carries (its payload), whether or not the backend copies
+    them: ``local`` passes them by reference, ``process`` through shared memory, ``ray`` serialised.
+    """
     msgs = rt["messages"]
-    parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB)" for k, v in msgs.items() if isinstance(v, dict)]
+    parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB payload)" for k, v in msgs.items() if isinstance(v, dict)]
     fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
     restarts = sum(rt["worker_restarts"].values())
     return (
