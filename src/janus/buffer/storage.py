@@ -172,9 +172,7 @@ class RingStorage:
     def result_buffer(self, n: int) -> tuple[np.ndarray, "OutLayout"]:
         """:meth:`out_layout` and :meth:`empty_flat` of ``n`` rows in one call (the hot path)."""
         layout = self._layouts.get(n) or self.out_layout(n)
-        if n < self._large_gather:
-            return np.empty(layout.nbytes, np.uint8), layout
-        return self.result_memory.take(layout.nbytes), layout
+        return self.empty_flat(layout.nbytes, n), layout
 
     @staticmethod
     def unpack(flat: np.ndarray, layout: "OutLayout") -> dict[str, torch.Tensor]:
