@@ -242,7 +242,7 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
 
 
 def test_worker_crash_is_restarted_and_training_continues() -> None:
-    cfg = tiny(pong_timeout_s=0.5, samples_per_insert=1.0)  # training paced by inserts: outlasts detection
+    cfg = tiny(pong_timeout_s=1.5, samples_per_insert=1.0)  # training paced by inserts: outlasts detection
     cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=100, env_step_ms=2.0))
     backend = LocalBackend()
     killed = threading.Event()
