@@ -73,6 +73,40 @@ def test_a_restarted_worker_loses_its_unused_credit_and_gets_credit_again() -> N
     assert sum(out.credits().values()) == 5, "the freed piece is granted again"
 
 
+def test_once_every_piece_is_in_the_learner_gets_the_rest_of_its_budget() -> None:
+    """A resumed run counts its pieces from its committed env steps. Its killed predecessor may have
+    lost staged pieces, so the inserts can end short of what the ratio needs for the last batches.
+    Once every piece is in, no insert can come, and the run must not stall those batches short."""
+    roles = {"trainer": "trainer", "trajectory_manager": "trajectory_manager", "worker-0": "worker"}
+    limiter = SampleToInsertRatio(2.0, 64, 128.0, insert_piece=32, sample_batch=32, max_in_flight=4)
+    orch = Orchestrator("orchestrator", roles, limiter, total_updates=20, initial={"trained": 10, "inserted": 160},
+                        total_pieces=2, all_pieces=True)
+    out = Outbox()
+    orch.bind(out)  # type: ignore[arg-type]
+    orch.receive(StartMsg())
+
+    def requested() -> int:
+        return sum(isinstance(m, SampleBatchMsg) for _, m in out.sent)
+
+    orch.step()
+    # (160 - 64) x 2 + 128 = 320 sampled transitions: 10 batches, all trained before the kill
+    assert requested() == 0
+    orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": 192, "pieces": 1}))
+    orch.step()
+    assert requested() == 2  # one piece earns two batches, by the ratio
+    orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": 224, "pieces": 2}))
+    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 12}))
+    orch.step()  # the last piece: two more batches by the ratio, and the flush
+    assert requested() == 4 and orch.flushed
+    for trained in (14, 18):  # 6 batches short, which no insert can earn: granted as room allows
+        orch.on_CountsMsg(CountsMsg("trainer", {"trained": trained}))
+        orch.step()
+    assert requested() == 10 and orch.requested == 20  # its budget, and not one batch more
+    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 20}))
+    orch.step()
+    assert requested() == 10 and orch.finished
+
+
 def test_resume_continues_the_counters() -> None:
     orch, out = orchestrator({"trained": 10, "inserted": 224, "env_steps": 224})
     assert orch.requested == orch.trained == 10 and orch.inserted == 224

@@ -225,6 +225,10 @@ class Orchestrator(Component):
             return False
         credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained)
         if self.all_pieces:  # the workers finish their pieces; the learner stops at its budget
+            if self.flushed and self.inserted >= self.limiter.min_size_to_sample:
+                # every piece is in, so no insert can earn the last batches: a resumed run whose
+                # killed predecessor lost staged pieces would otherwise stall a few batches short
+                credits = max(credits, self.limiter.max_in_flight - (self.requested - self.trained))
             credits = min(credits, max(0, self.total_updates - self.requested))
         for _ in range(credits):
             self.send(self.sample_credits_to, SampleBatchMsg(self.requested))
