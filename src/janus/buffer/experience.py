@@ -246,7 +246,8 @@ class ExperienceBuffer:
     def _sample_native(self, n: int, written: int, beta: float | None) -> dict[str, torch.Tensor]:
         # The hot path of small batches: every line here costs ~0.1-1 us of a ~7 us call.
         s, st = self._sampler, self._storage
-        flat, layout = st.result_buffer(n)
+        layout = st.out_layout(n)
+        flat = st.empty_flat(layout.nbytes, n)
         keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
         if s.prioritized:
             weights = np.ndarray((n,), np.float32, flat, layout.weights_at)

@@ -169,11 +169,6 @@ class RingStorage:
             return np.empty(nbytes, np.uint8)
         return self.result_memory.take(nbytes)
 
-    def result_buffer(self, n: int) -> tuple[np.ndarray, "OutLayout"]:
-        """:meth:`out_layout` and :meth:`empty_flat` of ``n`` rows in one call (the hot path)."""
-        layout = self._layouts.get(n) or self.out_layout(n)
-        return self.empty_flat(layout.nbytes, n), layout
-
     @staticmethod
     def unpack(flat: np.ndarray, layout: "OutLayout") -> dict[str, torch.Tensor]:
         """Tensors (sharing ``flat``'s memory) of the field blocks of a kernel's output."""
