@@ -29,6 +29,10 @@ def test_sample_side_waits_for_min_size_then_follows_the_ratio() -> None:
     # one more piece (32 transitions x 64 = 2048 sampled transitions) allows 16 more batches
     assert lim.sample_credits(inserted=1032, requested=33, trained=33) == 4
     assert lim.sample_credits(inserted=1032, requested=47, trained=47) == 2  # floor((2048 + 4224 - 47*128) / 128)
+    # every insert of the run is in: the ratio no longer bounds, the in-flight bound and min size still do
+    assert lim.sample_credits(inserted=1000, requested=33, trained=33, inserts_done=True) == 4
+    assert lim.sample_credits(inserted=1000, requested=35, trained=33, inserts_done=True) == 2
+    assert lim.sample_credits(inserted=999, requested=0, trained=0, inserts_done=True) == 0
 
 
 def test_insert_side_counts_pieces_and_batches() -> None:

@@ -223,12 +223,11 @@ class Orchestrator(Component):
             if not self.evaluation_pending:  # the last evaluation asked for is part of the run
                 self.stop_all("goal reached")
             return False
-        credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained)
+        # Every piece of an env-step budget in: a resumed run whose killed predecessor lost staged
+        # pieces has fewer inserts than the ratio needs for its last batches, and none can come.
+        credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained,
+                                              inserts_done=self.all_pieces and self.flushed)
         if self.all_pieces:  # the workers finish their pieces; the learner stops at its budget
-            if self.flushed and self.inserted >= self.limiter.min_size_to_sample:
-                # every piece is in, so no insert can earn the last batches: a resumed run whose
-                # killed predecessor lost staged pieces would otherwise stall a few batches short
-                credits = max(credits, self.limiter.max_in_flight - (self.requested - self.trained))
             credits = min(credits, max(0, self.total_updates - self.requested))
         for _ in range(credits):
             self.send(self.sample_credits_to, SampleBatchMsg(self.requested))

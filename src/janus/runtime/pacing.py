@@ -76,13 +76,15 @@ class SampleToInsertRatio:
     def _diff(self, inserted: int, sampled_batches: int) -> float:
         return self.samples_per_insert * (inserted - self.min_size_to_sample) - sampled_batches * self.sample_batch
 
-    def sample_credits(self, inserted: int, requested: int, trained: int) -> int:
+    def sample_credits(self, inserted: int, requested: int, trained: int, inserts_done: bool = False) -> int:
         """Batches to request now, given transitions ``inserted`` (stored), batches ``requested``
-        so far and batches ``trained`` (requested - trained are in flight)."""
+        so far and batches ``trained`` (requested - trained are in flight). ``inserts_done``: every
+        insert of the run is in, so none can come to earn a batch; only the in-flight bound is
+        left (a run whose inserts ended short of the ratio must not stall its last batches)."""
         if inserted < self.min_size_to_sample:
             return 0
         room = self.max_in_flight - (requested - trained)
-        if self.limits_inserts:
+        if self.limits_inserts and not inserts_done:
             room = min(room, math.floor((self._diff(inserted, requested) + self.error_buffer) / self.sample_batch))
         return max(room, 0)
 
