@@ -330,11 +330,30 @@ def test_a_stall_diagnosis_names_collection_when_pieces_wait_in_staging() -> Non
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
                         make_limiter(cfg), total_updates=100)
-    orch.inserted, orch.component_counters["tm"] = 640, {"buffer.transitions_collected": 512}
-    assert "lower g_collect" in orch.stall_diagnosis(5.0)
-    orch.component_counters["tm"] = {"buffer.transitions_collected": 640}
+    orch.inserted, orch.component_counters["tm"] = 640, {"transitions_inserted": 640, "buffer.transitions_collected": 512}
+    assert "128 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
+    orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
     orch.requested, orch.trained = 7, 3
     assert "selection stage is starved" in orch.stall_diagnosis(5.0)
+
+
+def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as_staged() -> None:
+    """A resumed run's `inserted` starts at the checkpoint's count; the transitions restored with the
+    buffer were never staged by this process, so they are not blamed on collection."""
+    from janus.runtime.orchestrator import Orchestrator
+    from janus.runtime.run import make_limiter
+
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
+    orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
+                        make_limiter(cfg), total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
+    orch.inserted = 5_640  # restored 5,000 + 640 inserted and collected by this process
+    orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
+    orch.requested = orch.trained = 4_200
+    text = orch.stall_diagnosis(5.0)
+    assert "staging" not in text and "g_collect" not in text, text
+    assert "no sample credit is allowed" in text
+    orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 576}
+    assert "64 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
 
 
 def test_a_run_that_can_never_sample_is_rejected_before_work() -> None:

@@ -330,7 +330,10 @@ class Orchestrator(Component):
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""
         lim, tm = self.limiter, self.component_counters.get(self.tm, {})
         head = f"no progress for {idle_s:.0f}s ({self.inserted:,} transitions inserted, {self.trained:,} of {self.total_updates:,} batches trained)"
-        staged = self.inserted - int(tm.get("buffer.transitions_collected", self.inserted))
+        # staged: inserted into the TrajectoryManager by this process and not yet collected into the
+        # experience buffer. Both counts are the TrajectoryManager's own, from one report: after a
+        # --resume `self.inserted` also holds the restored transitions, which this process never staged.
+        staged = int(tm.get("transitions_inserted", 0)) - int(tm.get("buffer.transitions_collected", 0))
         rollouts = sum(int(c.get("rollouts", 0)) for n, c in self.component_counters.items() if n in self.workers)
         if self.inserted < lim.min_size_to_sample:
             return (f"{head}: sampling waits for {lim.min_size_to_sample:,} transitions (min_size_to_sample: "
