@@ -38,3 +38,24 @@ def test_ppo_takes_exactly_the_env_steps_asked() -> None:
         base=from_dict(algorithm("ppo").preset)))
     result = run_runtime(cfg, timeout_s=120)
     assert result["counts"]["env_steps"] == 384  # ceil(300 / 128) = 3 rollouts of 2 x 4 x 16; was 256 (rounded down)
+
+
+def test_the_update_budget_follows_the_ratio_that_paces_it() -> None:
+    """``runtime.samples_per_insert`` / ``min_inserts`` replace DQN's ratio: the update count follows,
+    so the run trains at the ratio asked for (not a burst of the rest once every piece is in)."""
+    dqn = algorithm("dqn")
+    cfg = dqn_cfg(6000, "local")  # batch 32, learning_starts 200, train_frequency 4
+    assert dqn.budget(cfg).total_updates == (6000 - 200) // 4
+    lower = resolve(from_dict({"runtime": {"samples_per_insert": 2.0}}, base=cfg))
+    assert dqn.budget(lower).total_updates == int(2.0 * (6000 - 200) / 32)
+    later = resolve(from_dict({"runtime": {"min_inserts": 1000}}, base=cfg))
+    assert dqn.budget(later).total_updates == (6000 - 1000) // 4
+
+
+def test_a_run_with_its_ratio_overridden_trains_at_that_ratio() -> None:
+    cfg = resolve(from_dict({"runtime": {"samples_per_insert": 2.0}}, base=dqn_cfg(2048, "local")))
+    result = run_runtime(cfg, timeout_s=120)
+    pacing = result["runtime"]["pacing"]
+    assert pacing["samples_per_insert"] == 2.0
+    ratio = result["counts"]["updates"] * 32 / (result["counts"]["transitions_inserted"] - pacing["min_size_to_sample"])
+    assert ratio == pytest.approx(2.0, rel=0.02)  # was 8.0: the budget of train_frequency 4, trained in a burst

@@ -356,6 +356,17 @@ def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as
     assert "64 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
 
 
+def test_a_run_whose_ratio_can_never_allow_its_batches_is_rejected_before_work() -> None:
+    from janus.errors import ConfigError
+
+    cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
+    run_runtime(cfg, timeout_s=60)  # feasible: the check passes it
+    starved = resolve(dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, updates_per_iteration=50)))
+    with pytest.raises(ConfigError, match=r"can never train its [\d,]+ batches: at samples_per_insert 1 .* allow \d+ batches"):
+        run_runtime(starved, timeout_s=30)
+    assert not host_threads()
+
+
 def test_a_run_that_can_never_sample_is_rejected_before_work() -> None:
     from janus.errors import ConfigError
 

@@ -119,11 +119,15 @@ class ReplayGymAlgorithm(GymAlgorithm):
 
     def budget(self, cfg: Any) -> Budget:
         """``total_env_steps`` in whole rounds of one piece from every worker (the smallest multiple of
-        ``num_actors x envs_per_actor x rollout_length`` at or above it); one update per
-        ``train_frequency`` env steps after ``learning_starts``."""
+        ``num_actors x envs_per_actor x rollout_length`` at or above it); the updates the ratio
+        allows after the sampling minimum (:meth:`rates`): one per ``train_frequency`` env steps after
+        ``learning_starts``, or ``runtime.samples_per_insert / batch_size`` per env step where the
+        runtime sets the ratio (so an override changes the update count, not only the pace)."""
         a = self.config(cfg)
         rounds = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
-        updates = max(1, int((cfg.workload.total_env_steps - a.learning_starts) / a.train_frequency))
+        min_size, spi = self.rates(cfg)
+        steps_per_update = cfg.minibatch_size / spi if cfg.runtime.samples_per_insert else a.train_frequency
+        updates = max(1, int((cfg.workload.total_env_steps - min_size) / steps_per_update))
         return Budget(updates, rounds, env_steps=rounds * cfg.rollout_transitions)
 
     def rates(self, cfg: Any) -> tuple[int, float]:

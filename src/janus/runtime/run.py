@@ -180,7 +180,9 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
 
 
 def check_progress_possible(cfg: RunConfig) -> None:
-    """Reject, before any work, a run whose sampling threshold its workers can never meet."""
+    """Reject, before any work, a run whose sampling threshold its workers can never meet, or whose
+    ratio can never allow the batches it must train (a run without an env-step budget; one with a
+    budget takes its update count from the ratio, and gets its last batches once every piece is in)."""
     p = algo_of(cfg).pacing(cfg)
     pieces = pieces_in_all(cfg)
     produced = pieces * p.piece_steps * cfg.workload.envs_per_actor + int(load_run_state(cfg).get("inserted", 0))
@@ -189,6 +191,17 @@ def check_progress_possible(cfg: RunConfig) -> None:
             f"this run can never sample: sampling starts after {p.min_size_to_sample:,} transitions "
             f"(runtime.min_inserts / learning_starts) but its workers produce {produced:,} in all; "
             f"lower the minimum or raise workload.iterations / num_actors")
+    budget = algo_of(cfg).budget(cfg)
+    if pieces and p.samples_per_insert and not budget.env_steps:
+        limiter = make_limiter(cfg)
+        allowed = math.floor((p.samples_per_insert * (produced - p.min_size_to_sample) + limiter.error_buffer)
+                             / limiter.sample_batch)
+        if allowed < budget.total_updates:
+            raise ConfigError(
+                f"this run can never train its {budget.total_updates:,} batches: at samples_per_insert "
+                f"{p.samples_per_insert:g} its workers' {produced:,} transitions (minus min_size_to_sample "
+                f"{p.min_size_to_sample:,}) allow {allowed:,} batches of {limiter.sample_batch}; raise "
+                f"workload.iterations / num_actors or runtime.samples_per_insert, or lower the updates per iteration")
 
 
 def pieces_in_all(cfg: RunConfig) -> int:
