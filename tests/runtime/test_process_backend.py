@@ -257,6 +257,36 @@ def test_cli_signal_exits_cleanly_without_orphans_or_segments(tmp_path: Path, si
     assert segments() == before, "shared-memory segments left behind"
 
 
+@pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (Linux) to list segments")
+def test_segments_of_a_run_killed_with_its_resource_tracker_are_removed_by_the_next_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGKILL to the whole process group (the learner, its workers and Python's resource tracker)
+    leaves the run's segments in /dev/shm; the next process-backend run removes them, and says so."""
+    before = segments()
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
+           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 150
+        while len(segments() - before) < 3:  # two rings and the parameter store: the run is set up
+            assert proc.poll() is None, proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "no segments within 150 s"
+            time.sleep(0.2)
+        leaked = segments() - before
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert leaked <= segments(), "the resource tracker was killed too: the segments must still be there"
+    run = run_runtime(tiny(False, workers=2, samples_per_insert=1.0, min_inserts=256), timeout_s=120)
+    assert run["counts"]["updates"] > 0
+    assert not leaked & segments(), f"left behind: {sorted(leaked & segments())}"
+    assert f"removed {len(leaked)} shared-memory segment(s) of killed runs" in capsys.readouterr().err
+    assert segments() == before
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the learner end on the device)")
 @pytest.mark.parametrize("placement", ["cpu_pinned", "cuda"])

@@ -129,3 +129,63 @@ def test_unlink_segment_removes_a_leftover_and_ignores_a_missing_one() -> None:
     assert unlink_segment(name) is True
     assert unlink_segment(name) is False
     assert name.lstrip("/") not in segments()
+
+
+def _dead_pid() -> int:
+    """The PID of a process that has exited (and been reaped)."""
+    proc = mp.get_context("spawn").Process(target=time.sleep, args=(0,))
+    proc.start()
+    proc.join(30)
+    return proc.pid
+
+
+@pytest.mark.skipif(not os.path.isdir(SHM), reason="needs /dev/shm (Linux) to list segments")
+def test_segments_of_a_dead_owner_are_removed_and_every_other_is_left_alone() -> None:
+    from janus.runtime import shm
+
+    ns, dead = shm._namespace_tag(), _dead_pid()
+    other_ns = f"{(int(ns, 16) + 1) & 0xFFFF:04x}"
+    names = {
+        "dead": f"janus-ring-{ns}{dead:x}-0", "dead_params": f"janus-params-{ns}{dead:x}-1",
+        "live": f"janus-ring-{ns}{os.getpid():x}-0",  # this process: in use
+        "other_namespace": f"janus-ring-{other_ns}{dead:x}-0",  # its PID means nothing here
+        "old_format": "janus-ring-0123456789ab", "not_janus": f"other-ring-{ns}{dead:x}-0",
+    }
+    for name in names.values():
+        with open(os.path.join(SHM, name), "wb") as f:
+            f.write(b"\0" * 4096)
+    try:
+        removed = shm.remove_orphaned_segments()
+        assert sorted(removed) == sorted([(names["dead"], 4096), (names["dead_params"], 4096)])
+        left = set(os.listdir(SHM))
+        assert not {names["dead"], names["dead_params"]} & left
+        assert {names[k] for k in ("live", "other_namespace", "old_format", "not_janus")} <= left
+        assert shm.remove_orphaned_segments() == []
+    finally:
+        for name in names.values():
+            if os.path.exists(os.path.join(SHM, name)):
+                os.unlink(os.path.join(SHM, name))
+
+
+def test_segment_names_name_their_owner_and_stay_within_macos_limit() -> None:
+    from janus.runtime import shm
+
+    a, b = shm.new_segment_name("params"), shm.new_segment_name("params")
+    assert a != b and len(a) <= 30 and len(shm.new_segment_name("ring")) <= 30
+    m = shm._NAME.match(a)
+    assert m is not None and m.group(1) == shm._namespace_tag() and int(m.group(2), 16) == os.getpid()
+
+
+@pytest.mark.skipif(not os.path.isdir(SHM), reason="needs /dev/shm (Linux) to list segments")
+def test_a_name_left_by_a_dead_process_of_the_same_pid_is_not_reused() -> None:
+    from janus.runtime import shm
+
+    taken = shm.new_segment_name("ring")  # what this process would be handed next, one serial back
+    prefix, serial = taken.rsplit("-", 1)
+    stale = f"{prefix}-{int(serial, 16) + 1:x}"
+    with open(os.path.join(SHM, stale), "wb"):
+        pass
+    try:
+        assert shm.new_segment_name("ring") not in (taken, stale)
+    finally:
+        os.unlink(os.path.join(SHM, stale))

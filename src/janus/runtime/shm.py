@@ -17,8 +17,10 @@ which holds on x86-64 (TSO); other architectures would need explicit fences.
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
 import time
-import uuid
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Callable, Mapping
@@ -69,9 +71,69 @@ class Layout:
         return out
 
 
+SHM_DIR = "/dev/shm"
+"""Where POSIX shared memory lives as files (Linux); elsewhere segments cannot be listed."""
+_NAME = re.compile(r"^janus-[a-z]+-([0-9a-f]{4})([0-9a-f]+)-[0-9a-f]+$")
+_serial = itertools.count()
+
+
+def _namespace_tag() -> str:
+    """4 hex digits naming this process's PID namespace (``0000`` where there is none to read):
+    a PID means a process only within its namespace, and containers can share ``/dev/shm``."""
+    try:
+        return f"{os.stat('/proc/self/ns/pid').st_ino & 0xFFFF:04x}"
+    except OSError:
+        return "0000"
+
+
 def new_segment_name(prefix: str) -> str:
-    """A fresh segment name (``/dev/shm/janus-<prefix>-<random>`` on Linux)."""
-    return f"janus-{prefix}-{uuid.uuid4().hex[:12]}"
+    """A fresh segment name, ``janus-<prefix>-<owner>-<serial>`` (``/dev/shm/...`` on Linux).
+
+    ``<owner>`` is this process's PID namespace tag and PID (hex): the process that will unlink
+    the segment, so :func:`remove_orphaned_segments` can tell a leftover of a dead run from a
+    segment in use. At most 30 characters for ``prefix`` up to 6 letters (macOS's limit is 31).
+    """
+    owner = f"{_namespace_tag()}{os.getpid():x}"
+    while True:
+        name = f"janus-{prefix}-{owner}-{next(_serial):x}"
+        if not os.path.exists(os.path.join(SHM_DIR, name)):  # a dead process of this PID left it
+            return name
+
+
+def remove_orphaned_segments(shm_dir: str = SHM_DIR) -> list[tuple[str, int]]:
+    """Unlink the janus segments whose owner process no longer exists; returns ``(name, bytes)``.
+
+    A run killed with SIGKILL together with Python's resource tracker (``kill -9`` of its process
+    group, a job scheduler's kill) cannot unlink its segments, and ``/dev/shm`` holds them in RAM
+    until reboot. Only segments of this user and this PID namespace whose owner PID is gone are
+    removed; any other name (another namespace, a live owner, another program) is left alone.
+    """
+    if not os.path.isdir(shm_dir):
+        return []
+    ns, removed = _namespace_tag(), []
+    for entry in os.scandir(shm_dir):
+        m = _NAME.match(entry.name)
+        if m is None or m.group(1) != ns or _alive(int(m.group(2), 16)):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if st.st_uid != os.getuid():
+                continue
+            os.unlink(entry.path)
+            removed.append((entry.name, st.st_size))
+        except OSError:  # gone already, or not ours to remove
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, someone else's
+        return True
+    return True
 
 
 class _Segment:

@@ -17,7 +17,10 @@ Between a worker process and the learner process:
 
 A worker process ignores SIGINT (the learner stops it cleanly, draining what it produced) and exits
 when the learner process's end of its pipe closes, so a killed learner leaves no orphan; the learner
-unlinks every segment at shutdown.
+unlinks every segment at shutdown. Killed alone, the learner leaves its segments to Python's
+resource tracker, which unlinks them. Killed together with the tracker, it leaves them in
+``/dev/shm``; their names carry the owner's PID, and the next process-backend run removes the
+ones whose owner is gone (:func:`~janus.runtime.shm.remove_orphaned_segments`).
 
 Worker processes are not daemonic, because a daemonic process may not start processes of its own
 and a worker may step its environments in subprocesses (``workload.vector_env: async``). What
@@ -32,6 +35,7 @@ import atexit
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -43,7 +47,8 @@ from typing import Any, Callable
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg
-from janus.runtime.shm import Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name, unlink_segment
+from janus.runtime.shm import SHM_DIR, Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name, remove_orphaned_segments
+from janus.runtime.shm import unlink_segment
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -280,7 +285,12 @@ class ProcessBackend(LocalBackend):
         return wp
 
     def start(self) -> None:
-        """Spawn every worker, wait until each has built its component, then start the threads."""
+        """Remove segments that killed runs left behind, spawn every worker, wait until each has
+        built its component, then start the threads."""
+        orphans = remove_orphaned_segments()
+        if orphans:
+            print(f"janus: removed {len(orphans)} shared-memory segment(s) of killed runs "
+                  f"({sum(size for _, size in orphans) / 2**20:.1f} MiB) from {SHM_DIR}", file=sys.stderr)
         for name, role in self.roles.items():
             if role == "worker":
                 self._spawn(name)
