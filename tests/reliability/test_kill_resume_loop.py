@@ -78,6 +78,10 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
         assert seen is not None
         assert_resumed_identically(expected, seen)
         final = checkpoints.read_run_state(run / "checkpoint")
+        if backend == "process":  # the last resume removed what the killed ones left in /dev/shm
+            from janus.runtime.shm import remove_orphaned_segments
+
+            assert remove_orphaned_segments() == [], "segments of killed runs left in /dev/shm"
         # the run stops at its update goal; env steps are reported at episode ends and the ratio
         # limiter keeps workers within its error buffer, so they may fall a little short of `steps`
         assert final["tag"] == checkpoints.FINAL and steps - 600 <= final["env_steps"]
