@@ -238,3 +238,6 @@ def test_runtime_summary_names_counts_payload_and_stalls() -> None:
     assert "dropped" not in text  # a count, not a message type
     assert "parameter versions published: 7; fetches per node: proxy-0=3" in text
     assert "worker restarts: 1; stalls: 2" in text
+    assert "past the ratio" not in text  # a clean run: no line about it
+    rt["pacing"] = {"batches_beyond_ratio": 6}
+    assert "6 batches trained past the ratio at the end of the budget" in runtime_summary(rt)

@@ -97,11 +97,12 @@ def test_once_every_piece_is_in_the_learner_gets_the_rest_of_its_budget() -> Non
     orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": 224, "pieces": 2}))
     orch.on_CountsMsg(CountsMsg("trainer", {"trained": 12}))
     orch.step()  # the last piece: two more batches by the ratio, and the flush
-    assert requested() == 4 and orch.flushed
+    assert requested() == 4 and orch.flushed and orch.beyond_ratio == 0  # 14 in all: what the ratio allows
     for trained in (14, 18):  # 6 batches short, which no insert can earn: granted as room allows
         orch.on_CountsMsg(CountsMsg("trainer", {"trained": trained}))
         orch.step()
     assert requested() == 10 and orch.requested == 20  # its budget, and not one batch more
+    assert orch.summary()["batches_beyond_ratio"] == 6  # reported in results.json: none is silent
     orch.on_CountsMsg(CountsMsg("trainer", {"trained": 20}))
     orch.step()
     assert requested() == 10 and orch.finished

@@ -98,6 +98,7 @@ class Orchestrator(Component):
         self.total_pieces = total_pieces
         self.all_pieces = all_pieces and total_pieces > 0
         self.flushed = False
+        self.beyond_ratio = 0  # batches granted past the ratio once every piece was in (this process)
         self.eval_interval = eval_interval_steps
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
@@ -225,10 +226,12 @@ class Orchestrator(Component):
             return False
         # Every piece of an env-step budget in: a resumed run whose killed predecessor lost staged
         # pieces has fewer inserts than the ratio needs for its last batches, and none can come.
-        credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained,
-                                              inserts_done=self.all_pieces and self.flushed)
+        inserts_done = self.all_pieces and self.flushed
+        credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained, inserts_done=inserts_done)
         if self.all_pieces:  # the workers finish their pieces; the learner stops at its budget
             credits = min(credits, max(0, self.total_updates - self.requested))
+        if inserts_done and credits:  # counted: what the ratio alone would not have granted
+            self.beyond_ratio += max(0, credits - self.limiter.sample_credits(self.inserted, self.requested, self.trained))
         for _ in range(credits):
             self.send(self.sample_credits_to, SampleBatchMsg(self.requested))
             self.requested += 1
@@ -377,6 +380,7 @@ class Orchestrator(Component):
             "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
             "pieces_granted": self.granted_total, "pieces_inserted": self.pieces_inserted,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
+            "batches_beyond_ratio": self.beyond_ratio,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
             "evaluations": list(self.evaluations), "retired_env_steps": self.retired_steps,
             "train_metrics": list(self.train_metrics),

@@ -422,6 +422,9 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
                 "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,
                 "error_buffer": limiter.error_buffer, "insert_piece": limiter.insert_piece,
                 "sample_batch": limiter.sample_batch, "pieces_granted": int(status.get("pieces_granted", 0)),
+                # granted once every piece of an env-step budget was in: the inserts that would have
+                # earned them were lost (staged pieces of a killed predecessor); 0 in a clean run
+                "batches_beyond_ratio": int(status.get("batches_beyond_ratio", 0)),
             },
             "messages": backend.stats.as_dict(),
             "param_versions_published": int(trainer.get("versions_published", 0)),
