@@ -33,6 +33,8 @@ def test_sample_side_waits_for_min_size_then_follows_the_ratio() -> None:
     assert lim.sample_credits(inserted=1000, requested=33, trained=33, inserts_done=True) == 4
     assert lim.sample_credits(inserted=1000, requested=35, trained=33, inserts_done=True) == 2
     assert lim.sample_credits(inserted=999, requested=0, trained=0, inserts_done=True) == 0
+    # in all, whatever is in flight: the batches every credit above adds up to
+    assert lim.batches_allowed(1000) == 33 and lim.batches_allowed(1032) == 49
 
 
 def test_insert_side_counts_pieces_and_batches() -> None:

@@ -76,6 +76,11 @@ class SampleToInsertRatio:
     def _diff(self, inserted: int, sampled_batches: int) -> float:
         return self.samples_per_insert * (inserted - self.min_size_to_sample) - sampled_batches * self.sample_batch
 
+    def batches_allowed(self, inserted: int) -> int:
+        """Batches the ratio allows in all once ``inserted`` transitions are in (ignoring the
+        in-flight bound): what a run's workers can ever earn its learner."""
+        return math.floor((self._diff(inserted, 0) + self.error_buffer) / self.sample_batch)
+
     def sample_credits(self, inserted: int, requested: int, trained: int, inserts_done: bool = False) -> int:
         """Batches to request now, given transitions ``inserted`` (stored), batches ``requested``
         so far and batches ``trained`` (requested - trained are in flight). ``inserts_done``: every

@@ -194,8 +194,7 @@ def check_progress_possible(cfg: RunConfig) -> None:
     budget = algo_of(cfg).budget(cfg)
     if pieces and p.samples_per_insert and not budget.env_steps:
         limiter = make_limiter(cfg)
-        allowed = math.floor((p.samples_per_insert * (produced - p.min_size_to_sample) + limiter.error_buffer)
-                             / limiter.sample_batch)
+        allowed = limiter.batches_allowed(produced)
         if allowed < budget.total_updates:
             raise ConfigError(
                 f"this run can never train its {budget.total_updates:,} batches: at samples_per_insert "

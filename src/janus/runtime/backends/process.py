@@ -47,8 +47,8 @@ from typing import Any, Callable
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg
-from janus.runtime.shm import SHM_DIR, Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name, remove_orphaned_segments
-from janus.runtime.shm import unlink_segment
+from janus.runtime.shm import (SHM_DIR, Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name,
+                               remove_orphaned_segments, unlink_segment)
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
