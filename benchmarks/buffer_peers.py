@@ -153,12 +153,14 @@ class Adapter:
 class JanusAdapter(Adapter):
     library = "janus"
 
+    output = "torch"
+
     def __init__(self, capacity: int, obs_kind: str, chunk: int, prioritized: bool = False) -> None:
         super().__init__(capacity, obs_kind, chunk)
         self.prioritized = prioritized
         kind = "prioritized" if prioritized else "uniform"
         self.buf = ExperienceBuffer(capacity, "cpu_pageable", kind, seed=0, alpha=ALPHA, beta=BETA, eps=EPS,
-                                    fields=self.specs)
+                                    fields=self.specs, output=self.output)
         self._reused: dict[int, dict[str, torch.Tensor]] = {}
 
     def extend(self, data: dict[str, torch.Tensor]) -> None:
@@ -186,6 +188,24 @@ class JanusAdapter(Adapter):
 
     def __len__(self) -> int:
         return len(self.buf)
+
+
+class JanusNumpyAdapter(JanusAdapter):
+    """janus with numpy in and numpy out (``output="numpy"``), as cpprb takes and returns them."""
+
+    library = "janus-numpy"
+    output = "numpy"
+
+    def prepare_chunks(self, chunks: list[dict[str, torch.Tensor]]) -> list[Any]:
+        return _numpy_chunks(chunks)
+
+    def prepare_priorities(self, prios: list[torch.Tensor]) -> list[Any]:
+        return [p.numpy() for p in prios]
+
+    def randomize_priorities(self, gen: torch.Generator) -> None:
+        written = self.buf.total_written
+        keys = np.arange(written - len(self.buf), written)
+        self.buf.update_priority(keys, torch.rand(keys.shape[0], generator=gen).numpy())
 
 
 def _cpprb_env(obs_kind: str) -> dict[str, dict[str, Any]]:

@@ -186,6 +186,15 @@ class RingStorage:
                 out[name] = torch.from_numpy(np.ndarray(shape, dt, flat, at))
         return out
 
+    @staticmethod
+    def unpack_numpy(flat: np.ndarray, layout: "OutLayout") -> dict[str, np.ndarray]:
+        """Arrays (sharing ``flat``'s memory) of the field blocks of a kernel's output; every
+        field has a numpy dtype (``ExperienceBuffer(output="numpy")`` checks it)."""
+        out = {}
+        for name, dt, shape, at, _ in layout.views:
+            out[name] = np.ndarray(shape, dt, flat, at)
+        return out
+
     def write(self, start: int, data: Mapping[str, torch.Tensor]) -> None:
         """Write ``n`` rows at ring position ``start`` (wrapping around the end)."""
         n = next(iter(data.values())).shape[0]

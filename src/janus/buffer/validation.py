@@ -507,6 +507,8 @@ def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
     priorities) are taken as they are, without a copy."""
     if type(index) is torch.Tensor and index.dtype is torch.long and index.dim() == 1 and index.is_cpu:
         keys = index.numpy()
+    elif type(index) is np.ndarray and index.dtype == np.int64 and index.ndim == 1:  # output="numpy"
+        keys = index
     else:
         keys = _vector("index", index, torch.long).numpy()
     if type(priority) is torch.Tensor and priority.is_cpu and priority.dim() == 1 and priority.dtype in (torch.float32, torch.float64):
