@@ -73,9 +73,15 @@ def test_numpy_priority_updates_drop_stale_keys_and_check_their_input() -> None:
     old = buf.sample(5)["index"]
     buf.extend({"x": np.arange(10.0)})  # every old key is overwritten
     assert buf.update_priority(old, np.ones(5)) == 0
-    fresh = buf.sample(4)["index"]
-    assert buf.update_priority(fresh, np.full(4, 2.0, np.float32)) == 4
+    assert buf.update_priority(buf.sample(4)["index"], np.full(4, 2.0, np.float32)) == 4
+    fresh = np.arange(12, 16)  # distinct live keys
     assert buf.update_priority(fresh.astype(np.int32), [1.0, 2.0, 3.0, 4.0]) == 4  # other key dtypes convert
+    leaf = buf.sampler.priorities(fresh % 10)
+    np.testing.assert_allclose(leaf.numpy(), (np.array([1.0, 2.0, 3.0, 4.0]) + 1e-6) ** 0.6)
+    # Strided views (every other key) are read as they are, not as contiguous memory.
+    every_other = np.repeat(fresh, 2)[::2]
+    assert buf.update_priority(every_other, np.array([5.0, 0, 6.0, 0, 7.0, 0, 8.0, 0])[::2]) == 4
+    np.testing.assert_allclose(buf.sampler.priorities(fresh % 10).numpy(), (np.arange(5.0, 9.0) + 1e-6) ** 0.6)
     with pytest.raises(BufferInputError, match="lengths differ"):
         buf.update_priority(fresh, np.ones(3))
     with pytest.raises(BufferInputError, match="priority"):

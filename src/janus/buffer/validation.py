@@ -478,7 +478,7 @@ def _torch_dtype(name: str, dtype: Any) -> torch.dtype:
     raise invalid(f"fields[{name!r}] dtype", dtype, "a torch dtype, numpy dtype or a name such as 'float32'", BufferTypeError)
 
 
-_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the priority dtypes the kernels take
 
 
 _LIKE = {torch.float32: np.zeros(0, np.float32), torch.float64: np.zeros(0, np.float64)}
@@ -513,7 +513,7 @@ def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
         keys = _vector("index", index, torch.long).numpy()
     if type(priority) is torch.Tensor and priority.is_cpu and priority.dim() == 1 and priority.dtype in (torch.float32, torch.float64):
         prio = (priority.detach() if priority.requires_grad else priority).numpy()
-    elif type(priority) is np.ndarray and priority.ndim == 1 and priority.dtype in _KERNEL_FLOATS:
+    elif type(priority) is np.ndarray and priority.ndim == 1 and priority.dtype in KERNEL_FLOATS:
         prio = priority
     else:
         prio = _vector("priority", priority, torch.float64).numpy()
