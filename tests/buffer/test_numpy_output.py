@@ -41,6 +41,7 @@ def assert_same(as_torch: dict, as_numpy: dict) -> None:
 def test_numpy_output_samples_the_same_items_in_the_same_sequence(sampler: str) -> None:
     t_buf, n_buf = pair(sampler)
     assert (t_buf.output, n_buf.output) == ("torch", "numpy")
+    assert "output='numpy'" in repr(n_buf)
     for batch in (1, 7, 64):
         kw = {"beta": 0.9} if sampler == "prioritized" and batch == 7 else {}
         a, b = t_buf.sample(batch, **kw), n_buf.sample(batch, **kw)

@@ -175,7 +175,7 @@ class ExperienceBuffer:
     def __repr__(self) -> str:
         return (
             f"ExperienceBuffer(capacity={self.capacity}, placement={self.placement!r}, "
-            f"sampler={self._sampler_name!r}, size={len(self)})"
+            f"sampler={self._sampler_name!r}, output={self.output!r}, size={len(self)})"
         )
 
     # ---- writing --------------------------------------------------------------------------------
