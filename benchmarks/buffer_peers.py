@@ -202,11 +202,6 @@ class JanusNumpyAdapter(JanusAdapter):
     def prepare_priorities(self, prios: list[torch.Tensor]) -> list[Any]:
         return [p.numpy() for p in prios]
 
-    def randomize_priorities(self, gen: torch.Generator) -> None:
-        written = self.buf.total_written
-        keys = np.arange(written - len(self.buf), written)
-        self.buf.update_priority(keys, torch.rand(keys.shape[0], generator=gen).numpy())
-
 
 def _cpprb_env(obs_kind: str) -> dict[str, dict[str, Any]]:
     shape, dtype = OBS_KINDS[obs_kind]

@@ -36,9 +36,6 @@ from janus.errors import (
 SAMPLERS = ("uniform", "prioritized")
 OUTPUTS = ("torch", "numpy")
 _from_numpy = torch.from_numpy
-_MAX_ITEMS = validation.MAX_ITEMS
-_INT64 = np.dtype(np.int64)
-_PRIORITY_DTYPES = validation.KERNEL_FLOATS
 
 
 class ExperienceBuffer:
@@ -255,7 +252,7 @@ class ExperienceBuffer:
         importance weights). The results are never views of the storage and share memory with
         no other live result.
         """
-        if type(batch_size) is not int or not 0 < batch_size <= _MAX_ITEMS:
+        if type(batch_size) is not int or not 0 < batch_size <= validation.MAX_ITEMS:
             validation.check_batch_size(batch_size)
             batch_size = int(batch_size)
         if sampler_kwargs:
@@ -266,7 +263,7 @@ class ExperienceBuffer:
                 raise BufferEmptyError("cannot sample from an empty ExperienceBuffer: call extend() first")
             try:
                 if self._native:
-                    return self._sample_native(batch_size, written, sampler_kwargs.get("beta") if sampler_kwargs else None)
+                    return self._sample_native(batch_size, written, sampler_kwargs.get("beta"))
                 slots, weights = self._sampler.sample(batch_size, min(written, self.capacity), **sampler_kwargs)
                 out = self._storage.gather(slots)
             except (RuntimeError, MemoryError) as exc:
@@ -292,18 +289,20 @@ class ExperienceBuffer:
             weights = None
             kernels().sample_uniform(s.rng, written if written < s.capacity else s.capacity, written, st.packed,
                                      st.columns, st.row_bytes, flat, layout.offsets, keys)
-        if self._numpy_out:  # the fields' arrays, made here: a call less per sample
-            out = {}
-            for name, dt, shape, at, _ in layout.views:
-                out[name] = np.ndarray(shape, dt, flat, at)
+        return self._result(flat, layout, keys, weights)
+
+    def _result(self, flat: np.ndarray, layout: Any, keys: np.ndarray, weights: np.ndarray | None = None) -> dict[str, Any]:
+        """A kernel's output as a batch: the fields, then ``"weight"`` (if any) and ``"index"``;
+        tensors, or numpy arrays with ``output="numpy"``."""
+        out = self._storage.unpack(flat, layout, self._numpy_out)
+        if self._numpy_out:
             if weights is not None:
                 out["weight"] = weights
             out["index"] = keys
-            return out
-        out = st.unpack(flat, layout)
-        if weights is not None:
-            out["weight"] = _from_numpy(weights)
-        out["index"] = _from_numpy(keys)
+        else:
+            if weights is not None:
+                out["weight"] = _from_numpy(weights)
+            out["index"] = _from_numpy(keys)
         return out
 
     def gather(self, slots: Any) -> dict[str, Any]:
@@ -319,13 +318,7 @@ class ExperienceBuffer:
                 flat = st.empty_flat(layout.nbytes, n)
                 keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
                 kernels().gather(idx, self._written, st.packed, st.columns, st.row_bytes, flat, layout.offsets, keys)
-                if self._numpy_out:
-                    out = st.unpack_numpy(flat, layout)
-                    out["index"] = keys
-                else:
-                    out = st.unpack(flat, layout)
-                    out["index"] = _from_numpy(keys)
-                return out
+                return self._result(flat, layout, keys)
             out = self._storage.gather(slots)
             out["index"] = self._keys_of(slots)
             return out
@@ -370,11 +363,7 @@ class ExperienceBuffer:
         with self._lock:
             s = self._sampler
             if self._native and s.prioritized:
-                if (type(index) is np.ndarray and type(priority) is np.ndarray and index.dtype is _INT64
-                        and index.ndim == 1 and priority.ndim == 1 and index.shape[0] == priority.shape[0]
-                        and priority.dtype in _PRIORITY_DTYPES and index.flags.c_contiguous
-                        and priority.flags.c_contiguous):
-                    # A numpy batch's own "index" array (output="numpy"); the kernel checks the values.
+                if validation.usual_priority_arrays(index, priority):  # a numpy batch's own "index"
                     applied = kernels().update_priority(s.sum_t, s.min_t, index, priority, self._written, s.capacity,
                                                         s.alpha, s.eps, s.max_priority, s.limit)
                 elif (at := validation.priority_addresses(index, priority)) is not None:  # the usual tensors, read in place

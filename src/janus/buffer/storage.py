@@ -170,11 +170,17 @@ class RingStorage:
         return self.result_memory.take(nbytes)
 
     @staticmethod
-    def unpack(flat: np.ndarray, layout: "OutLayout") -> dict[str, torch.Tensor]:
-        """Tensors (sharing ``flat``'s memory) of the field blocks of a kernel's output."""
-        # One np.ndarray + torch.from_numpy per field (~0.9 us); slicing a torch byte tensor and
-        # viewing it costs ~3.5x more. A plain loop: a comprehension is one more call on 3.11.
+    def unpack(flat: np.ndarray, layout: "OutLayout", as_numpy: bool = False) -> dict[str, Any]:
+        """Tensors (numpy arrays with ``as_numpy``; every field then has a numpy dtype, as
+        ``ExperienceBuffer(output="numpy")`` checks) sharing ``flat``'s memory: the field blocks of
+        a kernel's output."""
+        # One np.ndarray (~0.27 us) + torch.from_numpy (~0.65 us) per field; slicing a torch byte
+        # tensor and viewing it costs ~3.5x more. A plain loop: a comprehension is one more call on 3.11.
         out = {}
+        if as_numpy:
+            for name, dt, shape, at, _ in layout.views:
+                out[name] = np.ndarray(shape, dt, flat, at)
+            return out
         if layout.numpy_only:
             for name, dt, shape, at, _ in layout.views:
                 out[name] = _from_numpy(np.ndarray(shape, dt, flat, at))
@@ -184,15 +190,6 @@ class RingStorage:
                 out[name] = torch.from_numpy(flat[at : at + math.prod(shape) * dtype.itemsize]).view(dtype).view(shape)
             else:
                 out[name] = torch.from_numpy(np.ndarray(shape, dt, flat, at))
-        return out
-
-    @staticmethod
-    def unpack_numpy(flat: np.ndarray, layout: "OutLayout") -> dict[str, np.ndarray]:
-        """Arrays (sharing ``flat``'s memory) of the field blocks of a kernel's output; every
-        field has a numpy dtype (``ExperienceBuffer(output="numpy")`` checks it)."""
-        out = {}
-        for name, dt, shape, at, _ in layout.views:
-            out[name] = np.ndarray(shape, dt, flat, at)
         return out
 
     def write(self, start: int, data: Mapping[str, torch.Tensor]) -> None:

@@ -478,7 +478,7 @@ def _torch_dtype(name: str, dtype: Any) -> torch.dtype:
     raise invalid(f"fields[{name!r}] dtype", dtype, "a torch dtype, numpy dtype or a name such as 'float32'", BufferTypeError)
 
 
-KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the priority dtypes the kernels take
+_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the priority dtypes the kernels take
 
 
 _LIKE = {torch.float32: np.zeros(0, np.float32), torch.float64: np.zeros(0, np.float64)}
@@ -500,6 +500,19 @@ def priority_addresses(index: Any, priority: Any) -> tuple[int, int, int, np.nda
     return None
 
 
+_INT64 = np.dtype(np.int64)
+
+
+def usual_priority_arrays(index: Any, priority: Any) -> bool:
+    """Whether the ``update_priority`` inputs are the usual numpy ones, which the kernel takes as
+    they are: a batch's ``"index"`` (``output="numpy"``: 1-D contiguous int64) and as many
+    contiguous float32 or float64 priorities. The numpy twin of :func:`priority_addresses`; the
+    kernel checks the values. Anything else goes to :func:`priority_arrays`."""
+    return (type(index) is np.ndarray and type(priority) is np.ndarray and index.dtype is _INT64
+            and index.ndim == 1 and priority.ndim == 1 and index.shape[0] == priority.shape[0]
+            and priority.dtype in _KERNEL_FLOATS and index.flags.c_contiguous and priority.flags.c_contiguous)
+
+
 def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
     """``update_priority`` arguments as contiguous 1-D int64 keys and float32 or float64
     priorities (numpy, for the kernel, which checks their values); shapes, lengths and dtypes are
@@ -513,7 +526,7 @@ def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
         keys = _vector("index", index, torch.long).numpy()
     if type(priority) is torch.Tensor and priority.is_cpu and priority.dim() == 1 and priority.dtype in (torch.float32, torch.float64):
         prio = (priority.detach() if priority.requires_grad else priority).numpy()
-    elif type(priority) is np.ndarray and priority.ndim == 1 and priority.dtype in KERNEL_FLOATS:
+    elif type(priority) is np.ndarray and priority.ndim == 1 and priority.dtype in _KERNEL_FLOATS:
         prio = priority
     else:
         prio = _vector("priority", priority, torch.float64).numpy()
