@@ -9,15 +9,21 @@ nothing is cached either: every process compiles again.
 
 Conventions shared by every kernel:
 
-* Storage is one packed ``uint8`` row per item (``store[slot]``), field ``f`` at byte
-  ``columns[f]``, ``row_bytes[f]`` bytes long: whatever the dtypes, a kernel sees bytes. Inputs
-  of ``extend`` are a tuple of 1-D byte views (one compiled version per number of fields).
-* Gathered rows go to one flat byte buffer, field ``f``'s block at ``out_offsets[f]`` (contiguous
-  rows of that field); keys (int64) and weights (float32) to arrays of their own (views of the
-  same buffer, made by the caller).
-* Priority trees are binary, ``2 * P`` float64 nodes, ``P`` the power of two >= capacity; leaf of
-  slot ``s`` at ``P + s``, root at 1. Sum-tree leaves start at 0, min-tree leaves at ``+inf``;
-  inner nodes are recomputed from their children (never updated by deltas: no drift).
+* Storage is one packed ``uint8`` row per item (``store[slot]``); ``fields`` is an int64 ``(2, F)``
+  array: field ``f`` at byte ``fields[0, f]`` of a row, ``fields[1, f]`` bytes long. Whatever the
+  dtypes, a kernel sees bytes. Inputs of ``extend`` are a tuple of 1-D byte views (one compiled
+  version per number of fields).
+* Gathered rows go to one flat byte buffer ``out``: field ``f``'s block (contiguous rows of that
+  field) at byte ``out_at[f]``, then the ``n`` int64 keys at ``out_at[F]`` and the ``n`` float32
+  weights at ``out_at[F + 1]`` (the caller makes the result's arrays over the same bytes).
+* Priority trees are the two rows of one float64 ``(2, 2 * P)`` array (``trees[0]`` the sum tree,
+  ``trees[1]`` the min tree), ``P`` the power of two >= capacity; leaf of slot ``s`` at
+  ``P + s``, root at 1. Sum-tree leaves start at 0, min-tree leaves at ``+inf``; inner nodes are
+  recomputed from their children (never updated by deltas: no drift). ``params`` is float64
+  ``[max priority, alpha, eps, limit]`` (see :func:`update_priority`); the kernels keep the
+  running max in ``params[0]``.
+* Arrays are packed into few arguments because Numba's dispatcher costs ~55 ns per array argument
+  of a call (~15 ns per scalar): 22 arguments were a sixth of a prioritized sample+update of one.
 * Random numbers: SplitMix64 on a one-element ``uint64`` state owned by the buffer (checkpointed
   with it), so a seed gives the same sequence in every process and thread.
 * Slots of written items are ``[0, size)``; ``key = written - 1 - ((head - 1 - slot) mod capacity)``.
@@ -149,13 +155,14 @@ def _fill_leaves(sum_t, min_t, first, count, value):
 
 
 @njit(**_JIT)
-def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority, alpha):
+def extend(store, fields, srcs, start, n, trees, params):
     """Write ``n`` items at ring position ``start`` (wrapping around the end); ``srcs``: each
     field's bytes, a tuple of 1-D uint8 arrays or of addresses (see :func:`_memcpy`).
 
-    Prioritized buffers (``sum_t`` not empty) give the new items the running max priority
-    ``max_priority[0] ** alpha`` in both trees.
+    Prioritized buffers (``trees`` not empty) give the new items the running max priority
+    ``params[0] ** alpha`` in both trees.
     """
+    columns, row_bytes = fields[0], fields[1]
     capacity, stride = store.shape
     slot = start
     for i in range(n):  # row by row: each packed row is written whole, once
@@ -165,22 +172,23 @@ def extend(store, columns, row_bytes, srcs, start, n, sum_t, min_t, max_priority
         slot += 1
         if slot == capacity:
             slot = 0
-    if sum_t.shape[0]:
+    if trees.shape[1]:
+        sum_t, min_t = trees[0], trees[1]
         first = min(n, capacity - start)
-        leaf = max_priority[0] ** alpha
+        leaf = params[0] ** params[1]
         _fill_leaves(sum_t, min_t, start, first, leaf)
         if first < n:
             _fill_leaves(sum_t, min_t, 0, n - first, leaf)
 
 
 @njit(**_JIT)
-def _put(i, slot, written, store, columns, row_bytes, out, out_offsets, keys):
+def _put(i, slot, written, store, columns, row_bytes, out, out_at, keys):
     """Copy item ``slot`` into row ``i`` of every field block of ``out``; its key into ``keys``."""
     capacity, stride = store.shape
     base = slot * stride
     for f in range(columns.shape[0]):
         rb = row_bytes[f]
-        _memcpy(out, out_offsets[f] + i * rb, store, base + columns[f], rb)
+        _memcpy(out, out_at[f] + i * rb, store, base + columns[f], rb)
     keys[i] = written - 1 - (written % capacity - 1 - slot) % capacity
 
 
@@ -189,7 +197,7 @@ _PREFETCH_BYTES = 1024  # of each such row; the hardware prefetcher streams the 
 
 
 @njit(**_JIT)
-def _put_rows(slots, written, store, columns, row_bytes, out, out_offsets, keys):
+def _put_rows(slots, written, store, columns, row_bytes, out, out_at, keys):
     """:func:`_put` the items at ``slots`` into rows ``0, 1, ...``.
 
     Random rows of a large ring miss the cache one after the other; prefetching the rows
@@ -207,23 +215,38 @@ def _put_rows(slots, written, store, columns, row_bytes, out, out_offsets, keys)
         if j + _AHEAD < count:
             for c in range(0, reach, 64):
                 _prefetch(store, slots[j + _AHEAD] * stride + c)
-        _put(j, slots[j], written, store, columns, row_bytes, out, out_offsets, keys)
+        _put(j, slots[j], written, store, columns, row_bytes, out, out_at, keys)
 
 
 @njit(**_JIT)
-def gather(slots, written, store, columns, row_bytes, out, out_offsets, keys):
-    """Copy the items at ``slots`` into ``out``, their keys into ``keys``."""
-    _put_rows(slots, written, store, columns, row_bytes, out, out_offsets, keys)
+def _keys(out, out_at, n):
+    """The int64 keys of an output of ``n`` rows (after the ``F`` field blocks)."""
+    at = out_at[out_at.shape[0] - 2]
+    return out[at : at + 8 * n].view(np.int64)
 
 
 @njit(**_JIT)
-def sample_uniform(state, size, written, store, columns, row_bytes, out, out_offsets, keys):
-    """``len(keys)`` uniform draws with replacement among slots ``[0, size)``, gathered."""
-    n = keys.shape[0]
+def _weights(out, out_at, n):
+    """The float32 importance weights of an output of ``n`` rows (after its keys)."""
+    at = out_at[out_at.shape[0] - 1]
+    return out[at : at + 4 * n].view(np.float32)
+
+
+@njit(**_JIT)
+def gather(slots, written, store, fields, out, out_at):
+    """Copy the items at ``slots`` into ``out``, with their keys."""
+    keys = _keys(out, out_at, slots.shape[0])
+    _put_rows(slots, written, store, fields[0], fields[1], out, out_at, keys)
+
+
+@njit(**_JIT)
+def sample_uniform(state, size, n, written, store, fields, out, out_at):
+    """``n`` uniform draws with replacement among slots ``[0, size)``, gathered with their keys."""
+    keys = _keys(out, out_at, n)
     for i in range(n):  # the slots, in keys until their rows are copied
         s = np.int64(_unit(state) * size)
         keys[i] = s if s < size else size - 1
-    _put_rows(keys, written, store, columns, row_bytes, out, out_offsets, keys)
+    _put_rows(keys, written, store, fields[0], fields[1], out, out_at, keys)
 
 
 _FEW = 4  # fewer draws than this go down one at a time (_leaf_of)
@@ -272,23 +295,25 @@ def _descend(sum_t, masses, nodes, count):
 
 
 @njit(**_JIT)
-def sample_prioritized(state, sum_t, min_t, beta, written, store, columns, row_bytes, out, out_offsets, keys, weights):
-    """``len(keys)`` stratified proportional draws (one per equal segment of the total priority),
+def sample_prioritized(state, trees, beta, n, written, store, fields, out, out_at):
+    """``n`` stratified proportional draws (one per equal segment of the total priority),
     their importance weights ``(min leaf / leaf) ** beta`` (max 1) and the gathered rows.
 
     Draw ``i`` takes random number ``i`` of the stream, whichever descent finds its leaf. A
     descent only enters subtrees of positive mass, so it never lands on an unwritten (zero) leaf,
     whatever the float rounding.
     """
+    sum_t, min_t = trees[0], trees[1]
+    columns, row_bytes = fields[0], fields[1]
+    keys, weights = _keys(out, out_at, n), _weights(out, out_at, n)
     p = sum_t.shape[0] // 2
-    n = keys.shape[0]
     segment = sum_t[1] / n
     lowest = min_t[1]
     if n < _FEW:  # nothing to overlap: one draw after the other, straight into the output
         for i in range(n):
             node = _leaf_of(sum_t, (i + _unit(state)) * segment)
             weights[i] = (lowest / sum_t[node]) ** beta
-            _put(i, node - p, written, store, columns, row_bytes, out, out_offsets, keys)
+            _put(i, node - p, written, store, columns, row_bytes, out, out_at, keys)
         return
     masses = np.empty(n, np.float64)
     for j in range(n):
@@ -298,18 +323,21 @@ def sample_prioritized(state, sum_t, min_t, beta, written, store, columns, row_b
         node = keys[j]
         weights[j] = (lowest / sum_t[node]) ** beta
         keys[j] = node - p  # its slot
-    _put_rows(keys, written, store, columns, row_bytes, out, out_offsets, keys)
+    _put_rows(keys, written, store, columns, row_bytes, out, out_at, keys)
 
 
 @njit(**_JIT)
-def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps, max_priority, limit):
+def update_priority(trees, params, keys, priority, written, capacity):
     """Set the priority of the items with ``keys``: leaf ``(p + eps) ** alpha``, in order (the
     last duplicate wins); keys older than ``written - capacity`` (overwritten) are dropped.
+    ``params`` is ``[max priority, alpha, eps, limit]``; the running max is updated in place.
 
     Returns the number applied, or ``-1 - i`` for the first invalid pair ``i`` (a key outside
     ``[0, written)``, or a priority that is not a finite number in ``[0, limit]``, the largest
     that cannot overflow the sum tree): nothing is written then.
     """
+    sum_t, min_t = trees[0], trees[1]
+    alpha, eps, limit = params[1], params[2], params[3]
     n = keys.shape[0]
     for i in range(n):
         k, p = keys[i], np.float64(priority[i])
@@ -329,14 +357,14 @@ def update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps,
         _fix_up(sum_t, min_t, node, node)
         applied += 1
     # The running max counts the values that won (a duplicate overwritten later does not).
-    top = max_priority[0]
+    top = params[0]
     for i in range(n):
         k = keys[i]
         if k >= oldest:
             v = np.float64(priority[i]) + eps
             if v > top and sum_t[leaves + k % capacity] == v**alpha:
                 top = v
-    max_priority[0] = top
+    params[0] = top
     return applied
 
 
@@ -344,10 +372,9 @@ _KEYS_LIKE = np.zeros(0, np.int64)
 
 
 @njit(**_JIT)
-def update_priority_at(sum_t, min_t, keys_at, priority_at, n, priority_like, written, capacity, alpha, eps,
-                       max_priority, limit):
+def update_priority_at(trees, params, keys_at, priority_at, n, priority_like, written, capacity):
     """:func:`update_priority` of ``n`` int64 keys and ``n`` priorities of ``priority_like``'s dtype
     read at addresses (contiguous CPU tensors, alive for the call): no numpy view per call."""
     keys = carray(_pointer(keys_at, _KEYS_LIKE), n)
     priority = carray(_pointer(priority_at, priority_like), n)
-    return update_priority(sum_t, min_t, keys, priority, written, capacity, alpha, eps, max_priority, limit)
+    return update_priority(trees, params, keys, priority, written, capacity)

@@ -194,8 +194,7 @@ class ExperienceBuffer:
                 return self._extend_torch(data)
             st, s, written = self._storage, self._sampler, self._written
             views, n = validation.coerce_batch(data, st.specs, st.capacity, not self._declared, True)
-            kernels().extend(st.packed, st.columns, st.row_bytes, views, written % st.capacity, n,
-                             s.sum_t, s.min_t, s.max_priority, s.alpha)
+            kernels().extend(st.packed, st.field_bytes, views, written % st.capacity, n, s.trees, s.params)
             self._written = written + n
             keys = np.arange(written, written + n, dtype=np.int64)
             return keys if self._numpy_out else _from_numpy(keys)  # ~0.7 us less than torch.arange
@@ -280,29 +279,26 @@ class ExperienceBuffer:
         s, st = self._sampler, self._storage
         layout = st.out_layout(n)
         flat = st.empty_flat(layout.nbytes, n)
-        keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
         if s.prioritized:
-            weights = np.ndarray((n,), np.float32, flat, layout.weights_at)
-            kernels().sample_prioritized(s.rng, s.sum_t, s.min_t, s.beta if beta is None else float(beta), written,
-                                         st.packed, st.columns, st.row_bytes, flat, layout.offsets, keys, weights)
+            kernels().sample_prioritized(s.rng, s.trees, s.beta if beta is None else float(beta), n, written,
+                                         st.packed, st.field_bytes, flat, layout.offsets)
         else:
-            weights = None
-            kernels().sample_uniform(s.rng, written if written < s.capacity else s.capacity, written, st.packed,
-                                     st.columns, st.row_bytes, flat, layout.offsets, keys)
-        return self._result(flat, layout, keys, weights)
+            kernels().sample_uniform(s.rng, written if written < s.capacity else s.capacity, n, written, st.packed,
+                                     st.field_bytes, flat, layout.offsets)
+        return self._result(flat, layout, n, s.prioritized)
 
-    def _result(self, flat: np.ndarray, layout: Any, keys: np.ndarray, weights: np.ndarray | None = None) -> dict[str, Any]:
-        """A kernel's output as a batch: the fields, then ``"weight"`` (if any) and ``"index"``;
-        tensors, or numpy arrays with ``output="numpy"``."""
+    def _result(self, flat: np.ndarray, layout: Any, n: int, weighted: bool = False) -> dict[str, Any]:
+        """A kernel's output of ``n`` rows as a batch: the fields, then ``"weight"`` (if
+        ``weighted``) and ``"index"``; tensors, or numpy arrays with ``output="numpy"``."""
         out = self._storage.unpack(flat, layout, self._numpy_out)
         if self._numpy_out:
-            if weights is not None:
-                out["weight"] = weights
-            out["index"] = keys
+            if weighted:
+                out["weight"] = np.ndarray((n,), np.float32, flat, layout.weights_at)
+            out["index"] = np.ndarray((n,), np.int64, flat, layout.keys_at)
         else:
-            if weights is not None:
-                out["weight"] = _from_numpy(weights)
-            out["index"] = _from_numpy(keys)
+            if weighted:
+                out["weight"] = _from_numpy(np.ndarray((n,), np.float32, flat, layout.weights_at))
+            out["index"] = _from_numpy(np.ndarray((n,), np.int64, flat, layout.keys_at))
         return out
 
     def gather(self, slots: Any) -> dict[str, Any]:
@@ -316,9 +312,8 @@ class ExperienceBuffer:
                 st, n = self._storage, idx.shape[0]
                 layout = st.out_layout(n)
                 flat = st.empty_flat(layout.nbytes, n)
-                keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
-                kernels().gather(idx, self._written, st.packed, st.columns, st.row_bytes, flat, layout.offsets, keys)
-                return self._result(flat, layout, keys)
+                kernels().gather(idx, self._written, st.packed, st.field_bytes, flat, layout.offsets)
+                return self._result(flat, layout, n)
             out = self._storage.gather(slots)
             out["index"] = self._keys_of(slots)
             return out
@@ -364,15 +359,12 @@ class ExperienceBuffer:
             s = self._sampler
             if self._native and s.prioritized:
                 if validation.usual_priority_arrays(index, priority):  # a numpy batch's own "index"
-                    applied = kernels().update_priority(s.sum_t, s.min_t, index, priority, self._written, s.capacity,
-                                                        s.alpha, s.eps, s.max_priority, s.limit)
+                    applied = kernels().update_priority(s.trees, s.params, index, priority, self._written, s.capacity)
                 elif (at := validation.priority_addresses(index, priority)) is not None:  # the usual tensors, read in place
-                    applied = kernels().update_priority_at(s.sum_t, s.min_t, *at, self._written, s.capacity,
-                                                           s.alpha, s.eps, s.max_priority, s.limit)
+                    applied = kernels().update_priority_at(s.trees, s.params, *at, self._written, s.capacity)
                 else:
                     keys_np, prio_np = validation.priority_arrays(index, priority)
-                    applied = kernels().update_priority(s.sum_t, s.min_t, keys_np, prio_np, self._written, s.capacity,
-                                                        s.alpha, s.eps, s.max_priority, s.limit)
+                    applied = kernels().update_priority(s.trees, s.params, keys_np, prio_np, self._written, s.capacity)
                 if applied < 0:  # nothing was written: explain what is wrong
                     keys_np, prio_np = validation.priority_arrays(index, priority)
                     validation.check_priority_update(index, priority, self._written)

@@ -354,8 +354,7 @@ class FrameStackReplay:
             if not s.prioritized or not keys.size:
                 return int(keys.size)
             validation.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
-            return int(kernels().update_priority(s.sum_t, s.min_t, keys, prio, self._written, self.capacity,
-                                                 s.alpha, s.eps, s.max_priority, s.limit))
+            return int(kernels().update_priority(s.trees, s.params, keys, prio, self._written, self.capacity))
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -26,7 +26,6 @@ import torch
 from janus.buffer.validation import priority_limit
 from janus.errors import invalid
 
-_EMPTY_F64 = np.zeros(0, np.float64)
 _MASK64 = (1 << 64) - 1
 
 
@@ -90,15 +89,34 @@ class NativeSampler:
         self.capacity = capacity
         self.prioritized = prioritized
         self.rng = seeded_state(seed)
-        self.alpha, self.beta, self.eps = float(alpha), float(beta), float(eps)
-        if prioritized:
-            p = tree_size(capacity)
-            self.sum_t = np.zeros(2 * p, np.float64)
-            self.min_t = np.full(2 * p, math.inf, np.float64)
-        else:
-            self.sum_t = self.min_t = _EMPTY_F64
-        self.max_priority = np.ones(1, np.float64)  # running max of |p| + eps
-        self.limit = priority_limit(self.alpha, self.eps, capacity) if prioritized else math.inf
+        self.beta = float(beta)
+        # The kernels' arguments (see janus.buffer._kernels): both trees in one array, with the
+        # sum tree and the min tree as views of its rows; params = [max priority, alpha, eps, limit].
+        self.trees = np.zeros((2, 2 * tree_size(capacity) if prioritized else 0), np.float64)
+        self.trees[1] = math.inf
+        self.sum_t, self.min_t = self.trees[0], self.trees[1]
+        self.params = np.array([1.0, alpha, eps, math.inf], np.float64)
+        self.max_priority = self.params[0:1]  # running max of |p| + eps, updated by the kernels
+        self._set_rates(float(alpha), float(eps))
+
+    def _set_rates(self, alpha: float, eps: float) -> None:
+        self.params[1], self.params[2] = alpha, eps
+        self.params[3] = priority_limit(alpha, eps, self.capacity) if self.prioritized else math.inf
+
+    @property
+    def alpha(self) -> float:
+        """Priority exponent: leaves are ``(|p| + eps) ** alpha``."""
+        return float(self.params[1])
+
+    @property
+    def eps(self) -> float:
+        """Added to every ``|p|``, so that no written item has zero probability."""
+        return float(self.params[2])
+
+    @property
+    def limit(self) -> float:
+        """The largest priority an update may set: larger ones could overflow the sum tree."""
+        return float(self.params[3])
 
     def _leaves(self, tree: np.ndarray) -> np.ndarray:
         p = tree.shape[0] // 2
@@ -137,8 +155,8 @@ class NativeSampler:
             self._leaves(tree)[:] = leaves.numpy()
         rebuild(self.sum_t, self.min_t)
         self.max_priority[0] = float(state["max_priority"])
-        self.alpha, self.beta, self.eps = (float(state[k]) for k in ("alpha", "beta", "eps"))
-        self.limit = priority_limit(self.alpha, self.eps, self.capacity)
+        self.beta = float(state["beta"])
+        self._set_rates(float(state["alpha"]), float(state["eps"]))
         self.rng = rng
 
 

@@ -103,8 +103,10 @@ class RingStorage:
         # CPU: one packed uint8 row per item (every field side by side, aligned to its dtype),
         # read and written by the compiled kernels; ``fields`` are strided views of it.
         self.packed: np.ndarray | None = None
-        self.columns = np.zeros(0, np.int64)  # byte offset of each field in a packed row
-        self.row_bytes = np.zeros(0, np.int64)  # bytes of each field per item
+        # int64 (2, F): each field's byte offset in a packed row (``columns``, row 0) and bytes per
+        # item (``row_bytes``, row 1): one argument of the kernels.
+        self.field_bytes = np.zeros((2, 0), np.int64)
+        self.columns, self.row_bytes = self.field_bytes
         self._layouts: dict[int, OutLayout] = {}
         self.result_memory = ResultMemory()  # large results' memory, used again (see memory.py)
 
@@ -142,7 +144,8 @@ class RingStorage:
             cells = packed[:, int(col) : int(col) + nbytes]
             self.fields[name] = cells.view(spec.dtype).view(self.capacity, *spec.shape)
         self.packed = packed.numpy()
-        self.columns, self.row_bytes = np.array(columns, np.int64), np.array(sizes, np.int64)
+        self.field_bytes = np.array([columns, sizes], np.int64)
+        self.columns, self.row_bytes = self.field_bytes
         self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
 
     def out_layout(self, n: int) -> "OutLayout":
