@@ -8,6 +8,7 @@ compares keys, rows, weights, priorities and the trees' root after every step.
 
 from __future__ import annotations
 
+import copy
 import math
 import pydoc
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 from janus import ExperienceBuffer
 from janus.buffer.janus import JanusBuffer
-from janus.buffer.native import seeded_state
+from janus.buffer.native import kernels, seeded_state
 from janus.errors import BufferInputError, BufferTypeError
 from tests.buffer.test_prioritized import chi2_critical
 
@@ -353,6 +354,28 @@ def test_seeds_and_checkpoints_replay_the_same_sequence(tmp_path):
     for _ in range(3):
         x, y = a.sample(16), loaded.sample(16)
         assert torch.equal(x["index"], y["index"]) and torch.equal(x["weight"], y["weight"])
+
+
+def test_loaded_and_copied_priority_settings_are_the_ones_the_kernels_use():
+    """alpha, eps and the max priority live in the array the kernels read (``sampler.params``):
+    a checkpoint's values replace the constructor's, and a copy of a sampler keeps its trees
+    and settings in step with each other."""
+    src = ExperienceBuffer(8, sampler="prioritized", seed=0, alpha=0.5, eps=0.25, fields={"x": ((), "int64")})
+    src.extend({"x": np.arange(4)})
+    src.update_priority(np.array([1]), np.array([3.75]))  # max |p| + eps = 4
+    dst = ExperienceBuffer(8, sampler="prioritized", seed=0, fields={"x": ((), "int64")})  # alpha 0.6, eps 1e-6
+    dst.load_state_dict(src.state_dict())
+    s = dst.sampler
+    assert (s.alpha, s.eps, float(s.max_priority[0])) == (0.5, 0.25, 4.0)
+    dst.update_priority(np.array([2]), np.array([0.75]))
+    dst.extend({"x": np.array([9])})  # key 4: gets the max priority
+    assert s.priorities(torch.tensor([2, 4])).tolist() == [1.0, 2.0]  # (0.75 + 0.25) ** 0.5, 4 ** 0.5
+    assert s.total() == pytest.approx(1 + 2 + 1 + 1 + 2)  # keys 0-4: max 1 at first, 4, 1, 1, 4
+
+    twin = copy.deepcopy(s)
+    kernels().update_priority(twin.trees, twin.params, np.array([0]), np.array([15.75]), 5, 8)
+    assert twin.total() == pytest.approx(s.total() - 1.0 + 4.0) and float(twin.max_priority[0]) == 16.0
+    assert float(s.max_priority[0]) == 4.0  # the original is untouched
 
 
 def test_checkpoint_with_a_torch_generator_state_still_loads():

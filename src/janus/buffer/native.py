@@ -90,18 +90,32 @@ class NativeSampler:
         self.prioritized = prioritized
         self.rng = seeded_state(seed)
         self.beta = float(beta)
-        # The kernels' arguments (see janus.buffer._kernels): both trees in one array, with the
-        # sum tree and the min tree as views of its rows; params = [max priority, alpha, eps, limit].
+        # The kernels' arguments (see janus.buffer._kernels): both trees in one array (the sum
+        # tree and the min tree are its rows); params = [max priority, alpha, eps, limit].
         self.trees = np.zeros((2, 2 * tree_size(capacity) if prioritized else 0), np.float64)
         self.trees[1] = math.inf
-        self.sum_t, self.min_t = self.trees[0], self.trees[1]
         self.params = np.array([1.0, alpha, eps, math.inf], np.float64)
-        self.max_priority = self.params[0:1]  # running max of |p| + eps, updated by the kernels
         self._set_rates(float(alpha), float(eps))
 
     def _set_rates(self, alpha: float, eps: float) -> None:
         self.params[1], self.params[2] = alpha, eps
         self.params[3] = priority_limit(alpha, eps, self.capacity) if self.prioritized else math.inf
+
+    # Views made when asked for, not stored: a stored view would part from ``trees`` in a copy.
+    @property
+    def sum_t(self) -> np.ndarray:
+        """The sum tree: ``2 * P`` float64 nodes, root at 1, leaf of slot ``s`` at ``P + s``."""
+        return self.trees[0]
+
+    @property
+    def min_t(self) -> np.ndarray:
+        """The min tree, laid out as :attr:`sum_t` (unwritten leaves ``+inf``)."""
+        return self.trees[1]
+
+    @property
+    def max_priority(self) -> np.ndarray:
+        """One-element view of the running max of ``|p| + eps`` (new items get it), kept by the kernels."""
+        return self.params[0:1]
 
     @property
     def alpha(self) -> float:
