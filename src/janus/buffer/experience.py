@@ -105,8 +105,11 @@ class ExperienceBuffer:
         if self._numpy_out and not self._native:
             raise invalid("output", output, f"'torch' with placement={self.placement!r} (numpy arrays live in host memory)")
         self._sampler_name = sampler
-        self._sampler_kwargs = {"alpha": alpha, "beta": beta, "eps": eps} if sampler == "prioritized" else {}
-        self.seed = seed
+        self._sampler_kwargs: dict[str, float] = {}
+        if sampler == "prioritized":  # checked, then plain floats (numpy scalars would not load from a checkpoint)
+            validation.check_prioritized_args(alpha, beta, eps)
+            self._sampler_kwargs = {"alpha": float(alpha), "beta": float(beta), "eps": float(eps)}
+        self.seed = None if seed is None else int(seed)
         try:
             self._sampler: Sampler = self._make_sampler(seed)
         except (RuntimeError, MemoryError) as exc:  # the prioritized trees may not fit in memory
@@ -202,7 +205,8 @@ class ExperienceBuffer:
     def _allocate(self, storage: RingStorage, specs: Mapping[str, FieldSpec]) -> None:
         name = self._torch_only_field(specs)
         if name is not None:
-            raise invalid(f"fields[{name!r}] dtype", specs[name].dtype,
+            what = f"fields[{name!r}] dtype" if self._declared else f"field {name!r} dtype (from the first extend)"
+            raise invalid(what, specs[name].dtype,
                           "a dtype numpy has, with output='numpy' (or output='torch')", BufferInputError)
         try:
             storage.allocate(specs)
@@ -306,9 +310,7 @@ class ExperienceBuffer:
         their keys as ``"index"``."""
         with self._lock:
             if self._native:
-                idx = np.ascontiguousarray(torch.as_tensor(slots).reshape(-1).numpy(), dtype=np.int64)
-                if idx.size and not (0 <= idx.min() and idx.max() < len(self)):
-                    raise invalid("slots", [int(idx.min()), int(idx.max())], f"slots in [0, {len(self)})", BufferInputError)
+                idx = validation.slot_array(slots, len(self))
                 st, n = self._storage, idx.shape[0]
                 layout = st.out_layout(n)
                 flat = st.empty_flat(layout.nbytes, n)
@@ -350,10 +352,11 @@ class ExperienceBuffer:
 
     # ---- priorities -----------------------------------------------------------------------------
     def update_priority(self, index: Any, priority: Any) -> int:
-        """Set priorities of the items with keys ``index``; returns how many were applied.
+        """Set priorities of the items with keys ``index``; returns how many (key, priority) pairs
+        were applied.
 
-        Keys of items overwritten since they were sampled are dropped. With duplicate keys the
-        last occurrence wins.
+        Keys of items overwritten since they were sampled are dropped (and not counted). With
+        duplicate keys the last occurrence wins; each occurrence counts.
         """
         with self._lock:
             s = self._sampler
@@ -395,6 +398,7 @@ class ExperienceBuffer:
                 "sampler_kwargs": dict(self._sampler_kwargs),
                 "seed": self.seed,
                 "output": self.output,
+                "declared": self._declared,
                 "written": self._written,
                 "fields": {k: [list(s.shape), str(s.dtype).removeprefix("torch.")] for k, s in self._storage.specs.items()},
                 "data": {k: t[:size].to("cpu", copy=True) for k, t in self._storage.fields.items()},
@@ -433,6 +437,10 @@ class ExperienceBuffer:
                 raise CheckpointError(f"malformed janus checkpoint state: {type(exc).__name__}: {exc}") from None
             self._storage, self._written = storage, written
             self._sampler, self._epoch_generator = sampler, epoch_generator
+            if specs:  # the checkpoint's fields, and how they take input (older checkpoints: as this buffer)
+                self._declared = bool(state.get("declared", self._declared))
+            if self._sampler_kwargs:  # what state_dict() reports: the settings now in use
+                self._sampler_kwargs = {k: float(getattr(sampler, k)) for k in ("alpha", "beta", "eps")}
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (temporary file, then rename)."""

@@ -123,12 +123,13 @@ class FrameStackReplay:
         for name, value, high in (("max_age", max_age, 2**40), ("history", history, 4096)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= high:
                 raise invalid(name, value, f"an integer in [1, {high}]", BufferInputError)
-        self.capacity, self.placement, self.seed = capacity, placement, seed
+        self.capacity, self.placement, self.seed = capacity, placement, None if seed is None else int(seed)
         self.frame_capacity, self.max_age, self.history = int(frame_capacity), int(max_age), int(history)
         self._sampler_name = sampler
-        self._sampler_kwargs = {"alpha": alpha, "beta": beta, "eps": eps} if sampler == "prioritized" else {}
-        if sampler == "prioritized":
+        self._sampler_kwargs: dict[str, float] = {}
+        if sampler == "prioritized":  # checked, then plain floats (numpy scalars would not load from a checkpoint)
             validation.check_prioritized_args(alpha, beta, eps)
+            self._sampler_kwargs = {"alpha": float(alpha), "beta": float(beta), "eps": float(eps)}
         self._sampler = self._make_sampler(seed)
         self._lock = threading.RLock()
         self._written = 0
@@ -292,10 +293,8 @@ class FrameStackReplay:
     def gather(self, slots: Any) -> dict[str, torch.Tensor]:
         """Copy the transitions at ``slots`` (not keys; each must hold a sampleable transition)."""
         with self._lock:
-            idx = np.ascontiguousarray(torch.as_tensor(slots).reshape(-1).numpy(), dtype=np.int64)
+            idx = validation.slot_array(slots, min(self._written, self.capacity))
             n = idx.shape[0]
-            if n and not (0 <= idx.min() and idx.max() < min(self._written, self.capacity)):
-                raise invalid("slots", [int(idx.min()), int(idx.max())], f"slots in [0, {min(self._written, self.capacity)})", BufferInputError)
             w, cap = self._written, self.capacity
             dead = idx[w - 1 - (w % cap - 1 - idx) % cap < self._live_from()]
             if dead.size:

@@ -6,6 +6,7 @@ Errors name the argument, what was given and what is accepted.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from typing import Any, Mapping
 
@@ -35,10 +36,14 @@ def check_batch_size(batch_size: Any) -> None:
 
 
 def is_finite_number(value: Any) -> bool:
-    """An int or float (not a bool) that is finite as a float (compared, not converted: a huge int
-    raises no OverflowError)."""
+    """A real number (Python or numpy: ``np.float32(0.5)`` too; not a bool) that is finite as a
+    float (compared, not converted: a huge int raises no OverflowError)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, np.generic):  # compared as a Python number (a float32 scalar would warn on overflow)
+        value = value.item()
     big = sys.float_info.max
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and -big <= value <= big
+    return -big <= value <= big
 
 
 def check_seed(seed: Any) -> None:
@@ -82,6 +87,9 @@ def check_prioritized_args(alpha: float, beta: float, eps: float) -> None:
             raise invalid(name, value, f"a finite number {'>' if strict else '>='} {low}", BufferInputError)
     if alpha > MAX_ALPHA:
         raise invalid("alpha", alpha, f"a finite number in [0, {MAX_ALPHA:g}] (usual: 0.4-0.7)", BufferInputError)
+    if float(eps) ** float(alpha) < sys.float_info.min:  # the leaf of a zero priority would be 0 (or subnormal)
+        raise invalid("eps", eps, f"an eps whose eps ** alpha (alpha={alpha:g}) is a normal float64 > 0, so that "
+                      "an item of priority 0 can still be drawn (e.g. the default 1e-6)", BufferInputError)
 
 
 def priority_limit(alpha: float, eps: float, capacity: int) -> float:
@@ -112,6 +120,10 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise BufferTypeError(f"field {name!r}: numpy arrays of dtype object cannot be stored")
+        if not value.dtype.isnative:  # big-endian data (from a file, a network): the same values, native order
+            value = value.astype(value.dtype.newbyteorder("="))
+        elif not value.flags.writeable:  # torch tensors cannot be read-only: copy
+            value = value.copy()
         try:
             return torch.from_numpy(np.ascontiguousarray(value))
         except TypeError:  # str, bytes, datetime, structured... dtypes torch has no equivalent for
@@ -247,6 +259,21 @@ def _vector(name: str, value: Any, dtype: torch.dtype) -> torch.Tensor:
         raise invalid(f"{name} device", str(t.device), "'cpu' or the buffer's device", BufferInputError) from None
 
 
+def slot_array(slots: Any, size: int) -> np.ndarray:
+    """``gather``'s slots (a tensor, array or list of integers, any shape: read flat) as a
+    contiguous int64 array, each in ``[0, size)``. Floats, bools (a mask is not slots) and
+    out-of-range values are refused, not truncated or wrapped."""
+    try:
+        a = slots.detach().cpu().numpy() if isinstance(slots, torch.Tensor) else np.asarray(slots)
+    except (TypeError, ValueError, RuntimeError):
+        raise BufferTypeError(f"slots: got {type(slots).__name__}; accepted: integers (a tensor, array or list)") from None
+    if a.size and a.dtype.kind not in "iu":
+        raise invalid("slots dtype", str(a.dtype), "integers (slots in [0, len(buffer)), not a mask or floats)", BufferTypeError)
+    if a.size and not (0 <= a.min() and a.max() < size):
+        raise invalid("slots", [int(a.min()), int(a.max())], f"slots in [0, {size})", BufferInputError)
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
+
+
 def check_priority_update(index: Any, priority: Any, written: int) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Validate ``update_priority`` arguments; return (keys, priorities) as CPU tensors and the
     smallest key (``written`` when there are none)."""
@@ -276,7 +303,7 @@ def _cast_error(name: str, given: Any, spec: FieldSpec) -> BufferInputError:
     return invalid(
         f"field {name!r} dtype", given,
         f"{str(spec.dtype).removeprefix('torch.')} or a dtype that casts to it within its kind "
-        "(bool -> int -> float, wider -> narrower; not float -> int)", BufferInputError,
+        "(bool -> int -> float, wider -> narrower when the values fit; not float -> int)", BufferInputError,
     )
 
 
@@ -289,7 +316,9 @@ def _as_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tens
         if value.dtype != spec.dtype:
             if not torch.can_cast(value.dtype, spec.dtype):
                 raise _cast_error(name, value.dtype, spec)
-            value = value.to(spec.dtype)
+            cast = value.to(spec.dtype)
+            _check_cast_kept_values(name, value, cast, spec)
+            value = cast
         if not value.is_cpu:
             value = value.cpu()
         return value.numpy() if np_dtype is not None else value
@@ -301,14 +330,44 @@ def _as_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tens
     if np_dtype is None:  # bfloat16 & co: cast through torch
         if value.dtype.kind not in "biuf":
             raise _cast_error(name, f"numpy {value.dtype}", spec)
-        return torch.from_numpy(np.ascontiguousarray(value)).to(spec.dtype)
+        source = torch.from_numpy(np.ascontiguousarray(value))
+        cast = source.to(spec.dtype)
+        _check_cast_kept_values(name, source, cast, spec)
+        return cast
     if value.dtype.kind not in "biufc":  # object, str, bytes, datetime, structured...
         raise invalid(f"field {name!r} dtype", f"numpy {value.dtype}", "a numeric or bool dtype", BufferTypeError)
     if value.dtype != np_dtype:
-        if not np.can_cast(value.dtype, np_dtype, "same_kind"):
+        integers = value.dtype.kind in "biu" and np_dtype.kind in "iu"  # any int (a Python int is int64) fits if in range
+        if not integers and not np.can_cast(value.dtype, np_dtype, "same_kind"):
             raise _cast_error(name, f"numpy {value.dtype}", spec)
-        value = value.astype(np_dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = value.astype(np_dtype)
+        _check_cast_kept_values(name, value, cast, spec)
+        value = cast
     return value
+
+
+def _check_cast_kept_values(name: str, value: Any, cast: Any, spec: FieldSpec) -> None:
+    """A narrowing cast must keep the values: integers within the field's range, finite numbers
+    finite. Wrapping ``300`` to ``44`` in an int8 field, or ``1e39`` to ``inf`` in a float32 one,
+    would store a different number without a word. ``value`` and ``cast``: both numpy or both torch."""
+    if not value.size if isinstance(value, np.ndarray) else not value.numel():
+        return
+    kind = str(spec.dtype).removeprefix("torch.")
+    if not (spec.dtype.is_floating_point or spec.dtype.is_complex or spec.dtype == torch.bool):
+        a = value if isinstance(value, np.ndarray) else value.cpu().numpy()  # integers: numpy has every dtype
+        if a.dtype.kind == "b":
+            return
+        info = torch.iinfo(spec.dtype)
+        lo, hi = int(a.min()), int(a.max())
+        if lo < info.min or hi > info.max:
+            raise invalid(f"field {name!r} values", f"{lo}..{hi}", f"integers in [{info.min}, {info.max}] ({kind})", BufferInputError)
+    elif spec.dtype.is_floating_point:
+        lib = np if isinstance(value, np.ndarray) else torch
+        overflow = lib.isinf(cast) & ~lib.isinf(value)
+        if bool(overflow.any()):
+            raise invalid(f"field {name!r} values", value[overflow][:3].tolist(),
+                          f"numbers within {kind}'s range (+-{torch.finfo(spec.dtype).max:.4g})", BufferInputError)
 
 
 def coerce_batch(
@@ -354,6 +413,10 @@ def coerce_batch(
             count = shape[0]
         elif shape == item and not strict:  # one transition without the batch dimension
             a, count = a.reshape((1, *item)), 1
+        elif strict:
+            raise invalid(f"field {name!r} shape", tuple(shape),
+                          f"(n, *{item}) for n items (fields fixed by the first extend need the batch dimension; "
+                          "fields declared with fields= also take one item without it)", BufferInputError)
         else:
             raise invalid(
                 f"field {name!r} shape", tuple(shape), f"{item} for one item or (n, *{item}) for n items", BufferInputError
@@ -387,7 +450,9 @@ def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacit
             if (type(v) is not torch.Tensor or v.dtype is not spec.dtype or spec.dtype.is_complex or not v.is_cpu
                     or v.layout is not torch.strided or v.is_neg() or not v.is_contiguous()):
                 return None
-        elif type(v) is not np.ndarray or v.dtype is not spec.numpy_dtype or not v.flags.c_contiguous:
+        # A read-only array takes the copying path: the kernel's tuple of sources must be of one type
+        # (a tuple mixing read-only and writeable views cannot be indexed by a run-time field number).
+        elif type(v) is not np.ndarray or v.dtype is not spec.numpy_dtype or not ((f := v.flags).c_contiguous and f.writeable):
             return None
         shape, item = v.shape, spec.shape
         if len(shape) == len(item) + 1 and shape[1:] == item:
@@ -439,8 +504,8 @@ def _bytes_of(a: np.ndarray | torch.Tensor) -> np.ndarray:
     if isinstance(a, torch.Tensor):
         return a.contiguous().reshape(-1).view(torch.uint8).numpy()
     flat = a.reshape(-1)  # a copy unless a is contiguous (or 1-D)
-    if flat.strides[0] != flat.itemsize:
-        flat = np.ascontiguousarray(flat)
+    if flat.strides[0] != flat.itemsize or not flat.flags.writeable:  # read-only: see _exact_sources
+        flat = flat.copy()
     return flat.view(np.uint8)
 
 

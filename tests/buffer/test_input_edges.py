@@ -1,0 +1,131 @@
+"""Inputs at the edges of what the buffers take: stored exactly, or refused with a message that
+names the problem, never stored as some other value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from janus import ExperienceBuffer
+from janus.buffer.frames import FrameStackReplay
+from janus.errors import BufferInputError, BufferTypeError
+from tests.buffer.test_frame_replay import batches
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_read_only_arrays_beside_writeable_ones_are_stored(declared):
+    """The kernel takes every field's bytes as one tuple; a read-only array among writeable ones
+    made it a tuple of two types, which the compiled kernel could not index."""
+    fields = {"obs": ((2,), "float32"), "r": ((), "float32")}
+    buf = ExperienceBuffer(4, fields=fields if declared else None, output="numpy")
+    obs = np.frombuffer(np.array([1, 2, 3, 4], np.float32).tobytes(), np.float32).reshape(2, 2)  # read-only
+    buf.extend({"obs": obs, "r": np.array([5, 6], np.float32)})
+    buf.extend({"obs": np.array([[7, 8]], np.float32), "r": _read_only(np.array([9], np.float32))})
+    out = buf.gather([0, 1, 2])
+    assert out["obs"].tolist() == [[1, 2], [3, 4], [7, 8]] and out["r"].tolist() == [5, 6, 9]
+
+
+def test_frame_replay_takes_a_read_only_field():
+    replay = FrameStackReplay(64, seed=0, frame_capacity=400)
+    batch = next(batches(0))
+    batch["reward"] = _read_only(batch["reward"])
+    keys = replay.extend(batch)
+    assert torch.equal(replay.gather(keys.remainder(64))["reward"], torch.as_tensor(np.array(batch["reward"])).float())
+
+
+@pytest.mark.parametrize("dtype, value, stored", [
+    ("uint8", 3, [3]), ("uint8", torch.tensor(3), [3]), ("int8", [[100, -100]], [100, -100]),
+    ("int64", np.array([5], np.uint64), [5]), ("int32", True, [1]), ("float32", 1e38, [1e38]),
+    ("float32", float("inf"), [float("inf")]), ("float16", 60000, [60000]),
+])
+def test_narrowing_casts_that_keep_the_values_are_accepted(dtype, value, stored):
+    buf = ExperienceBuffer(4, fields={"x": ((len(stored),) if len(stored) > 1 else (), dtype)})
+    buf.extend({"x": value})
+    assert buf.gather([0])["x"].reshape(-1).tolist() == pytest.approx(stored, rel=1e-3)
+
+
+@pytest.mark.parametrize("dtype, value, match", [
+    ("uint8", 300, r"values: got '300\.\.300'; accepted: integers in \[0, 255\]"),
+    ("uint8", torch.tensor([-1]), r"integers in \[0, 255\]"),
+    ("int8", [300, -200], r"'-200\.\.300'"),
+    ("int64", np.array([2**64 - 1], np.uint64), r"integers in \[-9223372036854775808"),
+    ("float32", 1e39, r"within float32's range"),
+    ("float32", torch.tensor([1e39], dtype=torch.float64), r"within float32's range"),
+    ("float16", 70000, r"within float16's range"),
+    ("bfloat16", 1e39, r"within bfloat16's range"),
+])
+def test_casts_that_would_change_a_value_are_refused(dtype, value, match):
+    buf = ExperienceBuffer(4, fields={"x": ((), dtype)})
+    with pytest.raises(BufferInputError, match=match):
+        buf.extend({"x": value})
+    assert len(buf) == 0
+
+
+def test_fixed_fields_explain_that_they_need_the_batch_dimension():
+    buf = ExperienceBuffer(4)
+    buf.extend({"x": np.ones((2, 3), np.float32)})
+    with pytest.raises(BufferInputError, match=r"accepted: \(n, \*\(3,\)\) for n items \(fields fixed by the first extend"):
+        buf.extend({"x": np.ones(3, np.float32)})
+
+
+def test_big_endian_arrays_are_stored_as_their_values():
+    buf = ExperienceBuffer(4)
+    buf.extend({"x": np.array([[1.5, 2.5]], ">f4")})
+    buf.extend({"x": np.array([[3.5, 4.5]], ">f4")})
+    assert buf.gather([0, 1])["x"].tolist() == [[1.5, 2.5], [3.5, 4.5]]
+
+
+def test_gather_takes_integer_slots_only():
+    buf = ExperienceBuffer(8, fields={"x": ((), "int64")})
+    buf.extend({"x": np.arange(3)})
+    assert buf.gather(np.array([[2], [0]], np.uint8))["x"].tolist() == [2, 0]
+    assert buf.gather([])["x"].numel() == 0
+    for slots, err, match in (([1.7], BufferTypeError, "float64"), ([True, False], BufferTypeError, "not a mask"),
+                              (None, BufferTypeError, "integers"), (torch.ones(1, requires_grad=True), BufferTypeError, "float32"),
+                              (np.array([2**64 - 1], np.uint64), BufferInputError, r"\[18446744073709551615"),
+                              ([3], BufferInputError, r"slots in \[0, 3\)"), ([-1], BufferInputError, r"slots in \[0, 3\)")):
+        with pytest.raises(err, match=match):
+            buf.gather(slots)
+
+
+def test_numpy_number_settings_are_taken_and_checkpointed(tmp_path):
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=np.int64(3), alpha=np.float32(0.5), beta=np.float32(0.25),
+                           eps=np.float64(0.01), fields={"x": ((), "float32")})
+    buf.extend({"x": [1.0, 2.0]})
+    assert buf.sample(2, beta=np.float32(1.0))["weight"].shape == (2,)
+    buf.save(tmp_path / "b.pt")  # numpy scalars in the state would not load (weights-only unpickling)
+    loaded = ExperienceBuffer.load(tmp_path / "b.pt")
+    assert (loaded.sampler.alpha, loaded.sampler.beta, loaded.seed) == (0.5, 0.25, 3)
+
+
+def test_an_eps_whose_leaf_underflows_is_refused():
+    """A zero priority's leaf is eps ** alpha: at 0 an item could never be drawn, and a buffer of
+    them would give NaN weights."""
+    with pytest.raises(BufferInputError, match=r"eps \*\* alpha"):
+        ExperienceBuffer(10, sampler="prioritized", alpha=2.0, eps=1e-200)
+    ExperienceBuffer(10, sampler="prioritized", alpha=2.0, eps=1e-100)  # 1e-200 is a normal float64
+
+
+def test_checkpoints_keep_declared_fields_and_the_settings_in_use(tmp_path):
+    declared = ExperienceBuffer(5, sampler="prioritized", alpha=0.5, fields={"obs": ((3,), "float32"), "a": ((), "int64")})
+    declared.extend({"obs": [1, 2, 3], "a": 1})
+    declared.save(tmp_path / "d.pt")
+    loaded = ExperienceBuffer.load(tmp_path / "d.pt")
+    loaded.extend({"obs": [4.0, 5.0, 6.0], "a": 2})  # one item, a list: declared fields still cast
+    plain = ExperienceBuffer(5, sampler="prioritized")  # alpha 0.6, fields from the checkpoint
+    plain.load_state_dict(declared.state_dict())
+    plain.extend({"obs": np.ones((1, 3)), "a": np.array([1])})  # float64 into float32: cast
+    assert plain.state_dict()["sampler_kwargs"]["alpha"] == 0.5 == plain.sampler.alpha
+    fixed = ExperienceBuffer(5)
+    fixed.extend({"x": np.ones((1, 2), np.float32)})
+    again = ExperienceBuffer(5, fields={"x": ((2,), "float32")})
+    again.load_state_dict(fixed.state_dict())  # the checkpoint's fields were fixed, not declared
+    with pytest.raises(BufferInputError, match="fields fixed by the first extend"):
+        again.extend({"x": np.ones(2, np.float32)})
