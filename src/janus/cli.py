@@ -465,8 +465,34 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP: stop like Ctrl-C (clean shutdown, final checkpoint), then exit."""
 
 
-def _stop_on_signal(signum: int, frame: object) -> None:
-    raise Terminated(signal.Signals(signum).name)
+class Aborted(KeyboardInterrupt):
+    """A third stop signal: leave without waiting for the final checkpoint and results."""
+
+
+class StopSignals:
+    """The CLI's SIGINT/SIGTERM/SIGHUP handler. The first stops the run cleanly (final checkpoint,
+    results written); a second, while that runs (as when Ctrl-C is pressed twice, or a group
+    signal follows), only says so: it would otherwise cut the saving short and lose the run; a
+    third aborts without saving."""
+
+    NOTE = ("janus: stopping: writing the final checkpoint and the results (a few seconds); "
+            "signal once more to abort without saving")
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self)
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self.count == 1:
+            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signal.Signals(signum).name)
+        if self.count == 2:
+            print(self.NOTE, file=sys.stderr, flush=True)
+            return
+        raise Aborted(signal.Signals(signum).name)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -483,10 +509,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C before anything started
+        print("janus: interrupted", file=sys.stderr)
+        return 130
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _stop_on_signal)
+        StopSignals().install()
     try:
         from janus.harness.commands import run_command, run_rollout
 
@@ -504,9 +533,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"janus {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        why = f" by {exc.args[0]}" if isinstance(exc, Terminated) and exc.args else ""
-        print(f"janus {args.command}: interrupted{why}", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+        why = f" by {exc.args[0]}" if isinstance(exc, (Terminated, Aborted)) and exc.args else ""
+        what = "aborted without saving" if isinstance(exc, Aborted) else "interrupted"
+        print(f"janus {args.command}: {what}{why}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) or (isinstance(exc, Aborted) and exc.args[0] != "SIGINT") else 130
 
 
 if __name__ == "__main__":

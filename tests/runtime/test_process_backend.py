@@ -8,6 +8,7 @@ shared-memory segment behind.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -255,6 +256,43 @@ def test_cli_signal_exits_cleanly_without_orphans_or_segments(tmp_path: Path, si
     gone = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert gone == [], f"orphan processes {gone}"
     assert segments() == before, "shared-memory segments left behind"
+
+
+def test_a_second_group_signal_does_not_cut_the_saving_short(tmp_path: Path) -> None:
+    """SIGTERM to the whole process group (kill -- -PGID, scancel), twice: the workers leave the
+    stopping to the learner, so their counts reach the results, and the second signal, arriving
+    while the learner saves, only says so: checkpoint and results are still written."""
+    before = segments()
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
+           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(run)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        deadline = time.monotonic() + 150
+        while b"backend=process" not in b"".join(chunks) or len(segments() - before) < 3:  # workers are stepping
+            assert proc.poll() is None, b"".join(chunks).decode(errors="replace")
+            assert time.monotonic() < deadline, "the run did not start within 150 s"
+            time.sleep(0.2)
+        time.sleep(3.0)
+        os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(0.3)  # the learner is now stopping its workers and saving
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 143, out
+    results = json.loads((run / "results.json").read_text())
+    steps = results["runs"][0]["counts"]["env_steps"]
+    assert steps > 0, "the workers' counts were lost"
+    assert json.loads((run / "checkpoint" / "run_state.json").read_text())["env_steps"] == steps
+    assert segments() == before and not worker_processes()
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (Linux) to list segments")

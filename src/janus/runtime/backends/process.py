@@ -162,7 +162,11 @@ def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
 
 def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str) -> None:
     """Entry point of a worker process: host the component until it stops, then report."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the learner, which stops us cleanly
+    # Ctrl-C, or a SIGTERM/SIGHUP to the whole process group (kill -- -PGID, scancel, a closed
+    # terminal), reaches the learner too, which stops us cleanly and collects our counts; a worker
+    # whose learner is gone exits by itself (_receive).
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     import torch
 
     torch.set_num_threads(1)
