@@ -285,3 +285,32 @@ def test_bad_custom_env_or_kwargs_name_the_flag(argv: list[str], expected: str, 
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert expected in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+# ---- config values of the wrong type, names, refused runs -----------------------------------------
+@pytest.mark.parametrize("yaml_text, match", [
+    ("workload: 5\n", "invalid workload: got 5"),
+    ("workload: {algo: dqn, rollout_length: x}\n", "invalid workload.rollout_length: got 'x'"),
+    ("workload: {algo: dqn, env_kwargs: 5}\n", "invalid workload.env_kwargs: got 5"),
+    ("name: [1, 2]\nworkload: {algo: dqn}\n", "invalid name: got"),
+])
+def test_config_values_of_the_wrong_type_are_errors_naming_the_key(tmp_path: Path, yaml_text: str, match: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text)
+    assert cli.main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    assert match in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_yaml_name_names_the_run_and_a_refused_run_leaves_its_folder_usable(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    refused = janus("train", "--algo", "dqn", "--total_env_steps", "256", "--out", str(out))
+    assert refused.returncode == 2 and "can never sample" in refused.stderr and "workload.total_env_steps" in refused.stderr
+    assert not (out / "config.yaml").exists()
+    path = tmp_path / "c.yaml"
+    path.write_text("name: cartpole-dqn\nworkload: {algo: dqn, total_env_steps: 1000}\n")
+    ran = janus("train", "--config", str(path), "--out", str(out))  # the same --out, now accepted
+    assert ran.returncode == 0, ran.stderr
+    assert "name: cartpole-dqn" in (out / "config.yaml").read_text()
+    assert json.loads((out / "results.json").read_text())["runs"][0]["name"] == "cartpole-dqn"

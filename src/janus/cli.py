@@ -352,7 +352,8 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> Ru
         raw = read_yaml(path)
     elif algo is None or not algorithm(algo).preset:
         raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
-    name = algo or (raw.get("workload") or {}).get("algo", "synthetic")
+    section = raw.get("workload")  # anything but a mapping is refused by from_dict below, naming the key
+    name = algo or (section.get("algo", "synthetic") if isinstance(section, dict) else "synthetic")
     preset = algorithm(name).preset if isinstance(name, str) else {}
     base = from_dict(preset) if preset else RunConfig()
     cfg = from_dict(raw, base=base) if raw else base

@@ -267,7 +267,7 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         workload=replace(cfg.workload, **workload),
         runtime=replace(cfg.runtime, **runtime),
         algorithm={**cfg.algorithm, **algorithm},
-        name=str(data.get("name", cfg.name)),
+        name=data.get("name", cfg.name),  # checked by validate(): a list is not a name
         seed=data.get("seed", cfg.seed),
     )
 
@@ -427,7 +427,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     janus, w = validate_janus(cfg.janus), cfg.workload
     from janus.algorithms.base import algorithm  # the registry: imports the algorithm's module by name
 
-    algorithm(w.algo).validate(cfg)  # unknown names: an error listing the registered ones
+    algo = algorithm(w.algo)  # unknown names: an error listing the registered ones
     if w.obs_dtype not in OBS_DTYPES:
         raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
     if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
@@ -453,9 +453,12 @@ def validate(cfg: RunConfig) -> RunConfig:
         env_step_ms=float(w.env_step_ms), env_compute_ms=float(w.env_compute_ms),
         total_env_steps=_int("workload.total_env_steps", w.total_env_steps),
     )
+    if not isinstance(cfg.name, str) or not cfg.name.strip():
+        raise invalid("name", cfg.name, "a non-empty string (the run's name in reports)")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < SEED_LIMIT:
         raise invalid("seed", cfg.seed, f"an integer in [0, {SEED_LIMIT - 1:,}]")
     out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime))
+    algo.validate(out)  # after the types above: an algorithm's own checks may compute with the fields
     if janus.is_on_policy:
         rollout = out.rollout_transitions
         for name in ("g_collect", "g_select"):

@@ -24,6 +24,14 @@ def test_resumed_run_keeps_the_earlier_sessions_training_scalars(tmp_path: Path)
     assert steps[: len(rows)] == [r["env_steps"] for r in rows]  # the first session's rows, as committed
     assert steps[-1] > first["env_steps"] and steps == sorted(steps)  # then the resumed session's
     assert metrics["wall_s"] == sorted(metrics["wall_s"])  # one clock across sessions
+    second = json.loads((run / "results.json").read_text())["runs"][0]
+    final = json.loads((run / "checkpoint" / "run_state.json").read_text())
+    counts = second["counts"]  # this session's counts, and the whole run's
+    assert counts["run_env_steps"] == final["env_steps"] == first["env_steps"] + counts["env_steps"] == 8192
+    assert counts["run_updates"] == final["trained"] == first["trained"] + counts["updates"]
+    csv_row = (run / "results.csv").read_text().splitlines()
+    header, row = csv_row[0].split(","), csv_row[1].split(",")
+    assert int(row[header.index("env_steps")]) == 8192  # the whole run's, not the last episode's step
 
 
 def test_a_commit_record_with_malformed_training_scalars_is_refused(tmp_path: Path) -> None:

@@ -49,8 +49,9 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
     if args.command == "compare":
         configs = compare_configs(cfg)
     elif args.command == "train":
-        resumed = getattr(args, "resume", None) is not None  # a resumed run keeps its name unless --name
-        configs = [replace(cfg, name=args.name or (cfg.name if resumed else "train"))]
+        # --name, else the YAML's name: (a resumed run's is in its config.yaml), else "train"
+        named = getattr(args, "resume", None) is not None or cfg.name != RunConfig.name
+        configs = [replace(cfg, name=args.name or (cfg.name if named else "train"))]
     else:
         configs, skipped = sweep_configs(cfg, args.sweep)
     configs = resolve_all(configs)
@@ -160,6 +161,10 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
                                               Path(best) / "policy.pt" if best else None)
             resumed.start()
         else:
+            from janus.runtime.run import check_progress_possible
+
+            for c in configs:  # a run refused here leaves no config.yaml, so its --out can be used again
+                check_progress_possible(c)
             fileio.write_text(out_dir / "config.yaml", prepared[0][1])
     try:
         # a resumed run's live logs and results wait for its first commit, like its config.yaml

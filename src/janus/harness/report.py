@@ -171,7 +171,7 @@ def _jsonable(value: Any) -> Any:
 
 
 CSV_RETURNS = ("algo", "env", "env_steps", "episodes", "final_mean_return", "best_mean_return", "best_return")
-"""RL columns of ``results.csv`` (empty for synthetic runs): the env steps of the last episode, the
+"""RL columns of ``results.csv`` (empty for synthetic runs): the env steps of the whole run, the
 mean return of the last 20 episodes, the best such 20-episode mean and the best single return."""
 CSV_HEADER = ("name", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "actor_steps_per_s", "wall_s",
               *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency")
@@ -186,11 +186,20 @@ def return_summary(run: dict[str, Any]) -> dict[str, Any]:
     algo = workload.get("algo")
     return {
         "algo": algo, "env": workload.get("env") if algo != "synthetic" else None,
-        "env_steps": curve["env_steps"][-1] if curve.get("env_steps") else None,
+        "env_steps": _run_env_steps(run, curve) if algo != "synthetic" else None,
         "episodes": run.get("episodes"), "final_mean_return": run.get("final_mean_return"),
         "best_mean_return": max(_moving_mean(returns, CURVE_WINDOW)) if returns else None,
         "best_return": max(returns) if returns else None,
     }
+
+
+def _run_env_steps(run: dict[str, Any], curve: dict[str, Any]) -> int | None:
+    """Env steps of the whole run (every session of a resumed one); results written before
+    ``counts.run_env_steps`` existed: the step of the last finished episode."""
+    counts = run.get("counts") or {}
+    if "run_env_steps" in counts:
+        return counts["run_env_steps"]
+    return curve["env_steps"][-1] if curve.get("env_steps") else None
 
 
 def _csv_row(run: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
@@ -190,7 +190,8 @@ def check_progress_possible(cfg: RunConfig) -> None:
         raise ConfigError(
             f"this run can never sample: sampling starts after {p.min_size_to_sample:,} transitions "
             f"(runtime.min_inserts / learning_starts) but its workers produce {produced:,} in all; "
-            f"lower the minimum or raise workload.iterations / num_actors")
+            f"lower the minimum or raise the budget (workload.total_env_steps, or workload.iterations where no "
+            f"env-step budget is set) or workload.num_actors")
     budget = algo_of(cfg).budget(cfg)
     if pieces and p.samples_per_insert and not budget.env_steps:
         limiter = make_limiter(cfg)
@@ -310,7 +311,8 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     backend = backend or make_backend(cfg)
     build(cfg, backend)
     total = algo_of(cfg).budget(cfg).total_updates
-    base_steps = int(load_run_state(cfg).get("env_steps", 0))  # a resumed run's rates count from here
+    earlier = load_run_state(cfg)  # a resumed run's sessions before this one ({} otherwise)
+    base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
     backend.start()  # ray: returns once every actor is up, so wall_s excludes process start-up
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
@@ -323,7 +325,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
                 note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
                 progress(min(status["trained"], total), total, note)
             if observer is not None:
-                observer(status, partial(result_so_far, cfg, backend, status, start))
+                observer(status, partial(result_so_far, cfg, backend, status, start, earlier))
             if backend.fatal is not None:
                 name, text = backend.fatal
                 raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
@@ -354,9 +356,9 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
             status = backend.orchestrator_status()  # after the drain: the last counts
         except Exception:  # noqa: BLE001 - keep the last status seen in the loop
             pass
-        interrupted.partial_result = summarize(cfg, backend, status, counters, wall)  # type: ignore[attr-defined]
+        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier)  # type: ignore[attr-defined]
         raise interrupted
-    return summarize(cfg, backend, status, counters, wall)
+    return summarize(cfg, backend, status, counters, wall, earlier)
 
 
 def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
@@ -372,13 +374,17 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
-def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: float) -> RunResult:
+def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: float,
+                  earlier: Mapping[str, Any] | None = None) -> RunResult:
     """The :class:`RunResult` of a run still going (counters as last reported)."""
-    return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start)
+    return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier)
 
 
-def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float) -> RunResult:
-    """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures."""
+def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
+              earlier: Mapping[str, Any] | None = None) -> RunResult:
+    """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
+    ``earlier``: the run state this session resumed from (its counts start the whole run's)."""
+    earlier = earlier or {}
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
@@ -389,6 +395,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     inserted = int(tm.get("transitions_inserted", 0))
     curve = learning_curve(status.get("curve", []))
     metrics = metric_columns(status.get("train_metrics", []))
+    env_steps = int(sum(c.get("env_steps", 0) for c in workers.values())) + int(status.get("retired_env_steps", 0))
     return RunResult(
         name=cfg.name,
         config=reported_config(cfg.to_dict()),
@@ -406,7 +413,10 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
         counts={
             "updates": trained, "transitions_produced": int(transitions),
             # this invocation's steps: the workers' now, plus those of instances a restart replaced
-            "env_steps": int(sum(c.get("env_steps", 0) for c in workers.values())) + int(status.get("retired_env_steps", 0)),
+            "env_steps": env_steps,
+            # the whole run's, over every session of a resumed run (= the above when not resumed)
+            "run_env_steps": int(earlier.get("env_steps", 0)) + env_steps,
+            "run_updates": int(earlier.get("trained", 0)) + trained,
             "transitions_inserted": inserted,
             "transitions_collected": int(tm.get("buffer.transitions_collected", 0)),
             "collect_calls": int(tm.get("buffer.collect_calls", 0)),
