@@ -534,10 +534,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"janus {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        why = f" by {exc.args[0]}" if isinstance(exc, (Terminated, Aborted)) and exc.args else ""
+        by = exc.args[0] if isinstance(exc, (Terminated, Aborted)) and exc.args else "SIGINT"
         what = "aborted without saving" if isinstance(exc, Aborted) else "interrupted"
-        print(f"janus {args.command}: {what}{why}", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) or (isinstance(exc, Aborted) and exc.args[0] != "SIGINT") else 130
+        print(f"janus {args.command}: {what}{'' if by == 'SIGINT' else f' by {by}'}", file=sys.stderr)
+        return 130 if by == "SIGINT" else 143
 
 
 if __name__ == "__main__":

@@ -53,6 +53,23 @@ def worker_processes() -> list[psutil.Process]:
     return out
 
 
+def start_cli_train(run: Path, **popen: Any) -> subprocess.Popen[bytes]:
+    """``janus train`` of DQN on the process backend (2 workers, a budget it never reaches) in a
+    subprocess, writing to ``run``."""
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
+           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(run)]
+    return subprocess.Popen(cmd, **popen)
+
+
+def read_output(proc: subprocess.Popen[bytes]) -> tuple[list[bytes], threading.Thread]:
+    """The chunks of ``proc``'s stdout as they come, read by a thread (progress redraws one line
+    with \r: raw bytes, not lines)."""
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    return chunks, reader
+
+
 class TaggedActor:
     """An ActorSide whose every transition carries a unique id: worker index, piece, step, env."""
 
@@ -229,12 +246,9 @@ def test_interrupt_stops_every_worker_process() -> None:
 @pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM])
 def test_cli_signal_exits_cleanly_without_orphans_or_segments(tmp_path: Path, sig: int) -> None:
     before = segments()
-    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
-           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(tmp_path / "run")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    chunks: list[bytes] = []  # progress redraws one line with \r: read raw bytes, not lines
-    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
+    proc = start_cli_train(tmp_path / "run", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    chunks, reader = read_output(proc)
     children: list[int] = []
     try:
         deadline = time.monotonic() + 150
@@ -264,13 +278,9 @@ def test_a_second_group_signal_does_not_cut_the_saving_short(tmp_path: Path) -> 
     while the learner saves, only says so: checkpoint and results are still written."""
     before = segments()
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
-           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(run)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    chunks: list[bytes] = []
-    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
+    proc = start_cli_train(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    chunks, reader = read_output(proc)
     try:
         deadline = time.monotonic() + 150
         while b"backend=process" not in b"".join(chunks) or len(segments() - before) < 3:  # workers are stepping
@@ -301,9 +311,7 @@ def test_segments_of_a_run_killed_with_its_resource_tracker_are_removed_by_the_n
     """SIGKILL to the whole process group (the learner, its workers and Python's resource tracker)
     leaves the run's segments in /dev/shm; the next process-backend run removes them, and says so."""
     before = segments()
-    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--env", "CartPole-v1", "--backend", "process",
-           "--num_actors", "2", "--total_env_steps", "10000000", "--out", str(tmp_path / "run")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = start_cli_train(tmp_path / "run", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 150
         while len(segments() - before) < 3:  # two rings and the parameter store: the run is set up

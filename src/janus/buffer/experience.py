@@ -130,14 +130,12 @@ class ExperienceBuffer:
     def _make_sampler(self, seed: int | None) -> Sampler | NativeSampler:
         cap, dev = self._storage.capacity, self._storage.device
         if self._native:
-            if self._sampler_name == "prioritized":
-                validation.check_prioritized_args(**self._sampler_kwargs)
+            if self._sampler_name == "prioritized":  # _sampler_kwargs: checked in __init__
                 return NativePrioritizedSampler(cap, seed, **self._sampler_kwargs)
             return NativeSampler(cap, seed, False)
         if self._sampler_name == "prioritized":
             from janus.buffer.prioritized import PrioritizedSampler
 
-            validation.check_prioritized_args(**self._sampler_kwargs)
             return PrioritizedSampler(cap, dev, seed, **self._sampler_kwargs)
         return UniformSampler(cap, dev, seed)
 

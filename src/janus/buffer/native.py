@@ -94,7 +94,7 @@ class NativeSampler:
         # tree and the min tree are its rows); params = [max priority, alpha, eps, limit].
         self.trees = np.zeros((2, 2 * tree_size(capacity) if prioritized else 0), np.float64)
         self.trees[1] = math.inf
-        self.params = np.array([1.0, alpha, eps, math.inf], np.float64)
+        self.params = np.ones(4, np.float64)  # max priority starts at 1; the rest set here:
         self._set_rates(float(alpha), float(eps))
 
     def _set_rates(self, alpha: float, eps: float) -> None:

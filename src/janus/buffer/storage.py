@@ -103,12 +103,21 @@ class RingStorage:
         # CPU: one packed uint8 row per item (every field side by side, aligned to its dtype),
         # read and written by the compiled kernels; ``fields`` are strided views of it.
         self.packed: np.ndarray | None = None
-        # int64 (2, F): each field's byte offset in a packed row (``columns``, row 0) and bytes per
-        # item (``row_bytes``, row 1): one argument of the kernels.
+        # int64 (2, F): each field's byte offset in a packed row (row 0, :attr:`columns`) and bytes
+        # per item (row 1, :attr:`row_bytes`): one argument of the kernels.
         self.field_bytes = np.zeros((2, 0), np.int64)
-        self.columns, self.row_bytes = self.field_bytes
         self._layouts: dict[int, OutLayout] = {}
         self.result_memory = ResultMemory()  # large results' memory, used again (see memory.py)
+
+    @property
+    def columns(self) -> np.ndarray:
+        """Each field's byte offset in a packed row (a view of :attr:`field_bytes`)."""
+        return self.field_bytes[0]
+
+    @property
+    def row_bytes(self) -> np.ndarray:
+        """Each field's bytes per item (a view of :attr:`field_bytes`)."""
+        return self.field_bytes[1]
 
     @property
     def allocated(self) -> bool:
@@ -145,7 +154,6 @@ class RingStorage:
             self.fields[name] = cells.view(spec.dtype).view(self.capacity, *spec.shape)
         self.packed = packed.numpy()
         self.field_bytes = np.array([columns, sizes], np.int64)
-        self.columns, self.row_bytes = self.field_bytes
         self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
 
     def out_layout(self, n: int) -> "OutLayout":

@@ -351,10 +351,11 @@ def _check_cast_kept_values(name: str, value: Any, cast: Any, spec: FieldSpec) -
     """A narrowing cast must keep the values: integers within the field's range, finite numbers
     finite. Wrapping ``300`` to ``44`` in an int8 field, or ``1e39`` to ``inf`` in a float32 one,
     would store a different number without a word. ``value`` and ``cast``: both numpy or both torch."""
-    if not value.size if isinstance(value, np.ndarray) else not value.numel():
+    if (value.size if isinstance(value, np.ndarray) else value.numel()) == 0:
         return
     kind = str(spec.dtype).removeprefix("torch.")
-    if not (spec.dtype.is_floating_point or spec.dtype.is_complex or spec.dtype == torch.bool):
+    integer_field = not (spec.dtype.is_floating_point or spec.dtype.is_complex or spec.dtype == torch.bool)
+    if integer_field:
         a = value if isinstance(value, np.ndarray) else value.cpu().numpy()  # integers: numpy has every dtype
         if a.dtype.kind == "b":
             return
