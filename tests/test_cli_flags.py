@@ -77,6 +77,48 @@ def test_flags_the_run_does_not_read_are_errors(argv: list[str], flag: str, caps
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("argv,flags", [
+    (["compare", "--placement", "cpu_pageable"], "--placement"),
+    (["compare", "--overlap_collect", "0", "--overlap_select", "1"], "--overlap_collect, --overlap_select"),
+    (["eval", "--sweep", "placement", "--placement", "cpu_pageable"], "--placement"),
+    (["eval", "--sweep", "granularity", "--g_select", "2"], "--g_select"),
+    (["eval", "--sweep", "overlap", "--overlap_select", "0"], "--overlap_select"),
+])
+def test_flags_for_the_knob_a_command_sets_are_errors(argv: list[str], flags: str, capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    """compare and eval --sweep set these knobs per configuration: the flag would be silently ignored."""
+    assert cli.main([*argv, "--quick", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"janus {argv[0]}: error: {flags}: janus {argv[0]}" in err and "per configuration" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_flags_for_the_knobs_a_sweep_leaves_alone_still_apply() -> None:
+    swept = {c.name: c for c in resolve_all_of("eval", "--sweep", "granularity", "--placement", "cpu_pageable",
+                                               "--overlap_select", "0")}
+    assert {c.janus.placement for c in swept.values()} == {"cpu_pageable"}
+    assert {c.janus.overlap_select for c in swept.values()} == {0}
+    assert [c.janus.g_select for c in swept.values()] == [1, 2, 4, 8, 16]
+
+
+def test_compare_takes_one_granularity_for_both_ends(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for flag in ("--g_collect", "--g_select"):  # either flag alone sets both (the YAML's other value is not kept)
+        runs = {c.name: c.janus for c in resolve_all_of("compare", flag, "2")}
+        assert (runs["janus"].g_collect, runs["janus"].g_select) == (2, 2)
+        assert (runs["granularity"].g_collect, runs["granularity"].g_select) == (2, 2)
+        assert (runs["baseline"].g_collect, runs["baseline"].g_select) == (1, 1)
+    assert cli.main(["compare", "--g_collect", "2", "--g_select", "4", "--out", str(tmp_path / "run")]) == 2
+    assert "--g_collect 2 and --g_select 4: janus compare" in capsys.readouterr().err
+
+
+def resolve_all_of(*argv: str) -> list:  # noqa: ANN201 - list[RunConfig]
+    """The resolved configurations a compare/eval command line runs (no run starts)."""
+    from janus.harness.commands import plan
+
+    args = cli.parse_args(list(argv))
+    return plan(args, cli.config_from_args(args))[0]
+
+
 def test_env_with_a_synthetic_config_file_is_an_error() -> None:
     proc = janus("train", "--config", str(ROOT / "configs" / "default.yaml"), "--env", "CartPole-v1", "--quick")
     assert proc.returncode == 2

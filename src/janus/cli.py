@@ -431,7 +431,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks dqn or ppo by the
     environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
     """
+    from janus.harness.experiments import check_flags_not_overridden, compare_granularity
+
     typed = _typed(args)
+    check_flags_not_overridden(args.command, getattr(args, "sweep", None), set(typed))
+    typed = compare_granularity(args.command, typed)
     resume, path = getattr(args, "resume", None), args.config
     algo = args.algo
     cfg = _base_config(algo, path, resume)
