@@ -247,6 +247,31 @@ def test_a_resume_whose_budget_is_reached_is_refused_and_keeps_the_results(run: 
     assert hashes(run) == before
 
 
+@pytest.mark.parametrize("how", ["deleted", "emptied"])
+def test_a_resume_whose_checkpoint_folder_is_gone_is_refused_and_keeps_the_results(run: Path, how: str) -> None:
+    """Starting from scratch would replace the finished run's results under its name."""
+    steps = json.loads((run / "results.json").read_text())["runs"][-1]["counts"]["env_steps"]
+    shutil.rmtree(run / "checkpoint")
+    if how == "emptied":
+        (run / "checkpoint").mkdir()
+    before = hashes(run)
+    proc = janus("train", "--resume", str(run), "--total_env_steps", str(2 * STEPS))
+    refused(proc, f"results.json records {steps:,} env steps",
+            f"checkpoint folder {run / 'checkpoint'} is {'gone' if how == 'deleted' else 'empty'}", "was not changed")
+    assert hashes(run) == before
+
+
+def test_a_run_killed_before_its_first_commit_resumes_from_scratch(run: Path) -> None:
+    """Its checkpoint folder (made at start) holds no commit yet; its periodic results.json may be there."""
+    for path in (run / "checkpoint").iterdir():
+        if path.name != "run.json":
+            path.unlink()
+    proc = janus("train", "--resume", str(run), "--total_env_steps", str(STEPS))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "no committed checkpoint" in proc.stdout and "starting from scratch" in proc.stdout
+    assert json.loads((run / "checkpoint" / "run_state.json").read_text())["env_steps"] >= STEPS  # whole vector steps
+
+
 # ---- item 8: bad --out paths are clear errors before any work ---------------------------------------
 def test_out_naming_a_file_or_a_path_under_a_file_is_an_error(tmp_path: Path) -> None:
     file = tmp_path / "F"

@@ -131,6 +131,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> None:
     run_folder.check_changes(out_dir, run_folder.stored_config(out_dir), cfg)  # as planned: resolved, --quick
     run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, budget_flag)
     if algo.has_policy:
+        run_folder.check_checkpoint_kept(out_dir, str(cfg.runtime.checkpoint_dir), state)
         _print_resume_point(str(cfg.runtime.checkpoint_dir))
 
 

@@ -339,6 +339,27 @@ def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], tota
             "(results.json and results.csv are as they were)")
 
 
+def check_checkpoint_kept(folder: Path, checkpoint_dir: str, state: dict[str, Any]) -> None:
+    """Refuse to resume a run that wrote results but whose checkpoint folder is gone or empty.
+
+    Starting from scratch would replace the run's results with those of a new run under the old
+    name. A run killed before its first commit (its periodic results.json may be there) still has
+    the checkpoint folder it made at start, and does start from scratch."""
+    ckpt = Path(checkpoint_dir)
+    if state or not (folder / "results.json").is_file() or (ckpt.is_dir() and any(ckpt.iterdir())):
+        return
+    try:
+        runs = json.loads((folder / "results.json").read_text()).get("runs") or [{}]
+        steps = f"{int(runs[-1]['counts']['env_steps']):,} env steps"
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        steps = "a finished run"
+    raise RunFolderError(
+        f"--resume {str(folder)!r}: results.json records {steps}, but its checkpoint folder {checkpoint_dir} is "
+        f"{'empty' if ckpt.is_dir() else 'gone'} (deleted or moved?), so the run cannot continue; resuming would start from scratch and "
+        f"replace its results. Put the checkpoint folder back, or start a new run with --out. {folder} was not "
+        "changed")
+
+
 def _budget_value(cfg: RunConfig, flag: str) -> int:
     return int(getattr(cfg.workload, flag.lstrip("-")))
 
