@@ -24,6 +24,11 @@ def _missing_dependency(name: str) -> int:
 
 
 if __name__ == "__main__":
+    import importlib.util
+
+    for dependency in ("yaml", "numpy", "torch"):  # janus.cli imports torch only once a run starts
+        if importlib.util.find_spec(dependency) is None:
+            sys.exit(_missing_dependency(dependency))
     try:
         from janus.cli import main
     except ModuleNotFoundError as exc:

@@ -83,3 +83,23 @@ def test_a_fresh_interpreter_imports_the_runtime_without_an_algorithm() -> None:
     ) % (ALGORITHM_MODULES,)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_package_and_the_command_line_import_without_torch() -> None:
+    """``import janus`` and ``janus.cli`` load torch only when a run needs it: the command starts in
+    tens of milliseconds, so a Ctrl-C at start reaches ``main``'s handler instead of an import."""
+    code = ("import sys, janus, janus.cli; print(sorted(m for m in ('torch', 'numba', 'janus.buffer') if m in sys.modules)); "
+            "from janus import ExperienceBuffer, JanusBuffer, ConfigError; print(ExperienceBuffer.__module__, "
+            "'ExperienceBuffer' in dir(janus), 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "janus.buffer.experience True True"]
+    try:
+        janus.NotAName  # noqa: B018
+    except AttributeError as exc:
+        assert "no attribute 'NotAName'" in str(exc)
+    else:
+        raise AssertionError("janus.NotAName did not raise AttributeError")
+    assert sorted(janus.__all__) == sorted([*janus._WHERE, "__version__"])
+    assert all(getattr(janus, name) is not None for name in janus.__all__)

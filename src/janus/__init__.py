@@ -1,38 +1,61 @@
-"""Janus: Dual-End Staging for the data path of reinforcement learning."""
+"""Janus: Dual-End Staging for the data path of reinforcement learning.
 
-from janus.buffer.experience import ExperienceBuffer
-from janus.buffer.frames import FrameStackReplay
-from janus.buffer.janus import JanusBuffer, StageStats
-from janus.config import JanusConfig, RunConfig, WorkloadConfig
-from janus.errors import (
-    BufferEmptyError,
-    BufferInputError,
-    CheckpointError,
-    ConfigError,
-    JanusError,
-    PipelineClosedError,
-    PlacementUnavailableError,
-)
-from janus.policy import Policy, load_policy
+The public names below are imported on first use (PEP 562), so ``import janus`` and the
+``janus`` command start without loading torch; ``from janus import ExperienceBuffer`` works as usual.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BufferEmptyError",
-    "BufferInputError",
-    "CheckpointError",
-    "ConfigError",
-    "ExperienceBuffer",
-    "FrameStackReplay",
-    "JanusBuffer",
-    "JanusConfig",
-    "JanusError",
-    "PipelineClosedError",
-    "PlacementUnavailableError",
-    "Policy",
-    "RunConfig",
-    "StageStats",
-    "WorkloadConfig",
-    "__version__",
-    "load_policy",
-]
+_WHERE = {
+    "ExperienceBuffer": "janus.buffer.experience",
+    "FrameStackReplay": "janus.buffer.frames",
+    "JanusBuffer": "janus.buffer.janus",
+    "StageStats": "janus.buffer.janus",
+    "JanusConfig": "janus.config",
+    "RunConfig": "janus.config",
+    "WorkloadConfig": "janus.config",
+    "BufferEmptyError": "janus.errors",
+    "BufferInputError": "janus.errors",
+    "CheckpointError": "janus.errors",
+    "ConfigError": "janus.errors",
+    "JanusError": "janus.errors",
+    "PipelineClosedError": "janus.errors",
+    "PlacementUnavailableError": "janus.errors",
+    "Policy": "janus.policy",
+    "load_policy": "janus.policy",
+}
+
+__all__ = sorted([*_WHERE, "__version__"])
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is imported on first use
+    from janus.buffer.experience import ExperienceBuffer
+    from janus.buffer.frames import FrameStackReplay
+    from janus.buffer.janus import JanusBuffer, StageStats
+    from janus.config import JanusConfig, RunConfig, WorkloadConfig
+    from janus.errors import (
+        BufferEmptyError,
+        BufferInputError,
+        CheckpointError,
+        ConfigError,
+        JanusError,
+        PipelineClosedError,
+        PlacementUnavailableError,
+    )
+    from janus.policy import Policy, load_policy
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'janus' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

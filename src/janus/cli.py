@@ -487,8 +487,12 @@ class StopSignals:
         self.count = 0
 
     def install(self) -> None:
+        """Handle the three signals, except those this process was started ignoring: ``nohup``
+        ignores SIGHUP (closing the terminal must not stop the run), a shell's background job
+        SIGINT."""
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, self)
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, self)
 
     def __call__(self, signum: int, frame: object) -> None:
         self.count += 1

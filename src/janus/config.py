@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import torch
 import yaml
 
 from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of, shown
@@ -36,7 +35,10 @@ VECTOR_ENVS = ("sync", "async", "auto")
 
 
 def cuda_available() -> bool:
-    """Whether this machine can run CUDA work (patched in tests)."""
+    """Whether this machine can run CUDA work (patched in tests). Imports torch on first use, so
+    parsing a command line or a config does not."""
+    import torch
+
     return torch.cuda.is_available()
 
 

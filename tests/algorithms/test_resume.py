@@ -165,3 +165,42 @@ def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, 
     assert results["runs"][0]["counts"]["updates"] == state["trained"] > 0
     assert "learning_curve" in results["runs"][0] and (run / "learning_curve.png").is_file()
     assert os.path.getsize(run / "results.json") > 0
+
+
+def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> None:
+    """``nohup janus train``: SIGHUP (the terminal closing) must not stop the run; SIGINT still does."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "10000000",
+           "--checkpoint_interval_s", "1", "--out", str(run)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup does
+
+    def trained() -> int:
+        try:
+            return int(json.loads((run / "checkpoint" / "run_state.json").read_text())["trained"])
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            return 0
+
+    try:
+        deadline = time.monotonic() + 120
+        while not trained():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start training"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGHUP)
+        before = trained()
+        while trained() == before:  # it keeps training and committing (one commit a second)
+            assert proc.poll() is None, f"SIGHUP stopped a run that ignores it: {proc.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline + 60, "no commit after SIGHUP"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "SIGHUP" not in err, err[-2000:]
+    assert json.loads((run / "checkpoint" / "run_state.json").read_text())["tag"] == "final"
