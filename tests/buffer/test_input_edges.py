@@ -129,3 +129,19 @@ def test_checkpoints_keep_declared_fields_and_the_settings_in_use(tmp_path):
     again.load_state_dict(fixed.state_dict())  # the checkpoint's fields were fixed, not declared
     with pytest.raises(BufferInputError, match="fields fixed by the first extend"):
         again.extend({"x": np.ones(2, np.float32)})
+
+
+@pytest.mark.parametrize("declared", [torch.zeros(0), "yes", 1, None])
+def test_a_checkpoint_whose_declared_flag_is_not_a_bool_is_refused(declared):
+    """Found by the fuzzed-checkpoint test: an empty tensor there raised a raw RuntimeError after
+    the new storage had replaced this buffer's."""
+    from janus.errors import CheckpointError
+
+    src = ExperienceBuffer(4, fields={"obs": ((2,), "float32")})
+    src.extend({"obs": [[1, 2], [3, 4]]})
+    state = {**src.state_dict(), "declared": declared}
+    dst = ExperienceBuffer(4, fields={"obs": ((2,), "float32")})
+    dst.extend({"obs": [[5, 6]]})
+    with pytest.raises(CheckpointError, match="'declared' is"):
+        dst.load_state_dict(state)
+    assert len(dst) == 1 and dst.gather([0])["obs"].tolist() == [[5, 6]]  # left as it was

@@ -429,14 +429,18 @@ class ExperienceBuffer:
                 sampler.load_state_dict(_to_device(state["sampler_state"], self.device))
                 epoch_generator = make_generator(torch.device("cpu"), 0)
                 epoch_generator.set_state(state["epoch_rng"])
+                declared = state.get("declared", self._declared)  # older checkpoints: as this buffer
+                if not isinstance(declared, bool):
+                    raise CheckpointError(f"malformed janus checkpoint state: 'declared' is {type(declared).__name__}, "
+                                          "not a bool")
             except (CheckpointError, AllocationError):
                 raise
             except (LookupError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
                 raise CheckpointError(f"malformed janus checkpoint state: {type(exc).__name__}: {exc}") from None
             self._storage, self._written = storage, written
             self._sampler, self._epoch_generator = sampler, epoch_generator
-            if specs:  # the checkpoint's fields, and how they take input (older checkpoints: as this buffer)
-                self._declared = bool(state.get("declared", self._declared))
+            if specs:  # the checkpoint's fields, and how they take input
+                self._declared = declared
             if self._sampler_kwargs:  # what state_dict() reports: the settings now in use
                 self._sampler_kwargs = {k: float(getattr(sampler, k)) for k in ("alpha", "beta", "eps")}
 
