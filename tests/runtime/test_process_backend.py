@@ -306,6 +306,22 @@ def test_a_second_group_signal_does_not_cut_the_saving_short(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (Linux) to list segments")
+def test_a_full_dev_shm_is_a_clear_error_of_the_command(tmp_path: Path) -> None:
+    """``JANUS_TEST_SHM_FREE`` (tests/reliability/hooks) makes /dev/shm report 20 kB free in every
+    process of the run, as in a small container: exit 2 naming the fix, no traceback, nothing left."""
+    hooks = Path(__file__).resolve().parents[1] / "reliability" / "hooks"
+    env = {**os.environ, "JANUS_TEST_SHM_FREE": "20000", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(hooks), str(Path(runmod.__file__).resolve().parents[2])])}
+    before = segments()
+    proc = subprocess.run([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "process", "--quick",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "SharedMemoryFull: the process backend needs" in proc.stderr and "--shm-size" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert segments() == before
+
+
+@pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (Linux) to list segments")
 def test_segments_of_a_run_killed_with_its_resource_tracker_are_removed_by_the_next_run(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """SIGKILL to the whole process group (the learner, its workers and Python's resource tracker)

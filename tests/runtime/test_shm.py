@@ -189,3 +189,31 @@ def test_a_name_left_by_a_dead_process_of_the_same_pid_is_not_reused() -> None:
         assert shm.new_segment_name("ring") not in (taken, stale)
     finally:
         os.unlink(os.path.join(SHM, stale))
+
+
+def test_a_segment_larger_than_the_free_space_is_refused_with_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tmpfs creates an oversized segment without complaint; the process touching a page past the
+    limit then dies of SIGBUS. A container's /dev/shm is 64 MiB by default."""
+    from janus.runtime import shm
+
+    before = segments()
+    monkeypatch.setattr(shm, "free_bytes", lambda shm_dir=shm.SHM_DIR: 4096)
+    with pytest.raises(shm.SharedMemoryFull, match=r"needs 0\.1 MiB of shared memory in /dev/shm for the "
+                                                   r"published parameters, and 0\.0 MiB are free.*--shm-size.*--backend local"):
+        ParamStore.create({"w": np.zeros(20_000, np.float32)})
+    with pytest.raises(shm.SharedMemoryFull, match="for a worker.s 8192 rollout slots"):
+        SlotRing.create(Layout.of(piece(0)), 8 * 1024)
+    assert segments() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate") or not os.path.isdir(SHM), reason="needs Linux /dev/shm")
+def test_a_segment_has_its_pages_reserved_when_made() -> None:
+    """posix_fallocate: the space is taken at creation (an ENOSPC there is a clear error), not at a
+    later write (a SIGBUS)."""
+    ring = SlotRing.create(Layout.of(piece(0)), 64)
+    try:
+        st = os.stat(os.path.join(SHM, ring.name))
+        assert st.st_blocks * 512 >= st.st_size > 0
+    finally:
+        ring.close()
+        ring.unlink()

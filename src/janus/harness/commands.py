@@ -31,11 +31,13 @@ def runtime_summary(rt: dict) -> str:
     parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB payload)" for k, v in msgs.items() if isinstance(v, dict)]
     fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
     restarts = sum(rt["worker_restarts"].values())
+    errors = rt.get("worker_errors", [])
     beyond = int(rt.get("pacing", {}).get("batches_beyond_ratio", 0))
     return (
         f"\nruntime ({rt['backend']}): messages " + "; ".join(parts)
         + f"\n  parameter versions published: {rt['param_versions_published']}; fetches per node: {fetches}"
         + f"\n  worker restarts: {restarts}; stalls: {rt['stalls']}"
+        + (f"\n  worker errors: {rt.get('worker_errors_total', len(errors))} (the last: {errors[-1]['error'][:200]})" if errors else "")
         + (f"\n  {beyond} batches trained past the ratio at the end of the budget (their inserts were lost "
            f"with a killed run's staged pieces)" if beyond else "")
     )

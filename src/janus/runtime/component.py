@@ -128,12 +128,22 @@ class Host:
                         break
         except BaseException as exc:  # noqa: BLE001 - reported by the backend
             self.error = exc
-            self.error_text = "".join(traceback.format_exception(exc))
+            self.error_text = error_text(exc)
         finally:
             try:
                 c.close()
             finally:
                 self.done.set()
+
+
+def error_text(exc: BaseException) -> str:
+    """How a component's failure is reported: a :class:`~janus.errors.JanusError` (a bad setting,
+    a full ``/dev/shm``: the user's to fix) by its message, anything else with its traceback."""
+    from janus.errors import JanusError
+
+    if isinstance(exc, JanusError):
+        return f"{type(exc).__name__}: {exc}"
+    return "".join(traceback.format_exception(exc))
 
 
 def now() -> float:

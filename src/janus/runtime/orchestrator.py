@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from janus.runtime.checkpoints import CheckpointSchedule
 from janus.runtime.component import Component
+from janus.runtime.faults import WorkerFaults
 from janus.runtime.pacing import SampleToInsertRatio
 from janus.runtime.messages import (
     CheckpointMsg, CountsMsg, EvaluateMsg, FlushMsg, InsertCreditMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg,
@@ -35,7 +36,8 @@ class Orchestrator(Component):
         limiter: the sample/insert ratio (sample credits to the TrajectoryManager, insert credits
             to the Workers when it limits inserts).
         total_updates: stop once the Trainer has trained this many batches.
-        restart: callback asking the backend to restart a worker (by name).
+        restart: callback asking the backend to restart a worker (by name); it returns the
+            replaced instance's error traceback (None if it was killed or hung without one).
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
@@ -53,7 +55,7 @@ class Orchestrator(Component):
 
     def __init__(
         self, name: str, roles: dict[str, str], limiter: SampleToInsertRatio, total_updates: int,
-        restart: Callable[[str], None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
+        restart: Callable[[str], str | None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
         all_pieces: bool = False, eval_interval_steps: int = 0,
@@ -80,6 +82,8 @@ class Orchestrator(Component):
         self.last_pong: dict[str, float] = {}
         self.component_counters: dict[str, dict[str, float]] = {}
         self.restarts: dict[str, int] = {}
+        self.faults = WorkerFaults()  # errors workers raised; a crash loop fails the run
+        self.instance_started: dict[str, float] = {}  # when each worker's current instance started
         self.failure: str | None = None
         self.finished = False
         self.stalls = 0  # health checks that found no progress since the previous one
@@ -132,6 +136,7 @@ class Orchestrator(Component):
         start = time.monotonic()
         self.started_at = self.progress_at = self._metrics_at = start
         self.last_pong = {n: start for n in self.roles}
+        self.instance_started = {n: start for n in self.workers}
 
     def on_CountsMsg(self, msg: CountsMsg) -> None:
         if "evaluation" in msg.counters:  # the Evaluator's report (see runtime/evaluator.py)
@@ -319,8 +324,14 @@ class Orchestrator(Component):
                     self.restarts[name] = self.restarts.get(name, 0) + 1
                     self.starting[name] = (now, self.seq)
                     self.retired_steps += self.worker_steps.pop(name, 0)  # the new instance counts from 0
-                    self.restart(name)
+                    error = self.restart(name)
+                    lived, self.instance_started[name] = now - self.instance_started.get(name, now), now
                     self._forget_credit(name)
+                    crash_loop = self.faults.record(name, error, lived, self.elapsed_s)
+                    if crash_loop is not None:
+                        self.failure = crash_loop
+                        self.stop_all(crash_loop)
+                        return
                     self.send(name, StartMsg())
                 else:
                     self.failure = f"{role} {name!r} did not answer a ping within {limit:g}s"
@@ -380,6 +391,7 @@ class Orchestrator(Component):
             "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
             "pieces_granted": self.granted_total, "pieces_inserted": self.pieces_inserted,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
+            "worker_errors": self.faults.summary(),
             "batches_beyond_ratio": self.beyond_ratio,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
             "evaluations": list(self.evaluations), "retired_env_steps": self.retired_steps,

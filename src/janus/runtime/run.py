@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import sys
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -166,7 +167,7 @@ def new_trainer(cfg: RunConfig, shared: SharedBuffer | None = None) -> Trainer:
                    buffer=buffer, batch_wait_s=0.0 if serial(cfg) else 0.02)
 
 
-def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], None] | None) -> Orchestrator:
+def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[str], str | None] | None) -> Orchestrator:
     r = cfg.runtime
     budget = algo_of(cfg).budget(cfg)
     total = budget.total_updates
@@ -318,9 +319,11 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     backend.deliver("orchestrator", StartMsg())
     status: dict[str, Any] = {}
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
+    errors_shown = 0
     try:
         while True:
             status = backend.orchestrator_status()
+            errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
             if progress is not None:
                 note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
                 progress(min(status["trained"], total), total, note)
@@ -359,6 +362,22 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier)  # type: ignore[attr-defined]
         raise interrupted
     return summarize(cfg, backend, status, counters, wall, earlier)
+
+
+def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
+    """Print on stderr the worker errors the Orchestrator recorded since ``shown`` of them were
+    (the first with its traceback); returns how many are shown now."""
+    if not faults or faults["total"] <= shown:
+        return shown
+    new = faults["recent"][-(faults["total"] - shown):]
+    if shown == 0 and faults.get("first_traceback"):
+        print(f"janus: a worker raised an error; it is restarted (a worker that keeps failing within a minute "
+              f"of its start stops the run). Its traceback:\n{faults['first_traceback'].rstrip()}",
+              file=sys.stderr, flush=True)
+    for e in new:
+        print(f"janus: worker {e['worker']!r} raised {e['error']} ({e['in_a_row']} in a row); restarted it "
+              f"{e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
+    return faults["total"]
 
 
 def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
@@ -439,6 +458,8 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "param_versions_published": int(trainer.get("versions_published", 0)),
             "param_fetches_per_node": {n: int(c.get("param_fetches", 0)) for n, c in proxies.items()},
             "worker_restarts": status.get("restarts", {}),
+            "worker_errors": status.get("worker_errors", {}).get("recent", []),  # the newest 20
+            "worker_errors_total": int(status.get("worker_errors", {}).get("total", 0)),
             "stalls": status.get("stalls", 0),
             "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},

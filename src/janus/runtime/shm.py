@@ -17,6 +17,7 @@ which holds on x86-64 (TSO); other architectures would need explicit fences.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import re
@@ -26,6 +27,8 @@ from multiprocessing import shared_memory
 from typing import Callable, Mapping
 
 import numpy as np
+
+from janus.errors import JanusError
 
 ALIGN = 64  # bytes: fields and slots start on cache-line boundaries
 HEADER = 64  # bytes reserved for counters at the start of a segment
@@ -98,6 +101,54 @@ def new_segment_name(prefix: str) -> str:
         name = f"janus-{prefix}-{owner}-{next(_serial):x}"
         if not os.path.exists(os.path.join(SHM_DIR, name)):  # a dead process of this PID left it
             return name
+
+
+class SharedMemoryFull(JanusError, OSError):
+    """``/dev/shm`` has no room for a segment the process backend needs (a container's default
+    is 64 MiB)."""
+
+
+def free_bytes(shm_dir: str = SHM_DIR) -> int | None:
+    """Bytes free for this user in ``shm_dir`` (``None`` where it cannot be read)."""
+    try:
+        st = os.statvfs(shm_dir)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def create_segment(name: str, size: int, what: str) -> shared_memory.SharedMemory:
+    """A new segment of ``size`` bytes whose pages are reserved now.
+
+    ``/dev/shm`` is a tmpfs: a segment larger than its free space is created without complaint,
+    and the process that later touches a page past the limit dies of SIGBUS. So the space is
+    checked first and reserved with ``posix_fallocate``; either failing is a
+    :class:`SharedMemoryFull` that says how much ``what`` needs and what to do."""
+    free = free_bytes()
+    if free is not None and size > free:
+        raise _full(size, what, free)
+    shm = shared_memory.SharedMemory(name=name, create=True, size=size)
+    path = os.path.join(SHM_DIR, shm.name.lstrip("/"))
+    if hasattr(os, "posix_fallocate") and os.path.exists(path):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+                return shm  # the filesystem cannot reserve (EOPNOTSUPP): keep the unreserved segment
+            shm.close()
+            shm.unlink()
+            raise _full(size, what, free_bytes()) from None
+        finally:
+            os.close(fd)
+    return shm
+
+
+def _full(size: int, what: str, free: int | None) -> SharedMemoryFull:
+    have = f"{free / 2**20:.1f} MiB are free" if free is not None else "it has no room"
+    return SharedMemoryFull(
+        f"the process backend needs {size / 2**20:.1f} MiB of shared memory in {SHM_DIR} for {what}, and "
+        f"{have}: make it larger (docker run --shm-size=2g; a container's default is 64 MiB) or use --backend local")
 
 
 def remove_orphaned_segments(shm_dir: str = SHM_DIR) -> list[tuple[str, int]]:
@@ -181,7 +232,7 @@ class SlotRing(_Segment):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         size = HEADER + slots * _aligned(layout.nbytes)
-        shm = shared_memory.SharedMemory(name=name or new_segment_name("ring"), create=True, size=size)
+        shm = create_segment(name or new_segment_name("ring"), size, f"a worker's {slots} rollout slots")
         ring = cls(shm, layout, slots)
         ring._counters[:] = 0
         return ring
@@ -247,7 +298,7 @@ class ParamStore(_Segment):
     @classmethod
     def create(cls, arrays: Mapping[str, np.ndarray]) -> "ParamStore":
         layout = Layout.of(arrays)
-        shm = shared_memory.SharedMemory(name=new_segment_name("params"), create=True, size=HEADER + layout.nbytes)
+        shm = create_segment(new_segment_name("params"), HEADER + layout.nbytes, "the published parameters")
         store = cls(shm, layout)
         store._header[:] = (0, -1)
         return store

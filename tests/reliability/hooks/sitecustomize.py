@@ -5,6 +5,7 @@ so the same hooks act on the local backend (one process) and on Ray (the Trainer
 
 * ``JANUS_TEST_FAIL_AFTER=N``: the learner raises after N updates in this process (a failure
   injected after a resume).
+* ``JANUS_TEST_SHM_FREE=BYTES``: ``/dev/shm`` reports this much free space (a small container's).
 * ``JANUS_TEST_CAPTURE=DIR``: each component saves, right after it restored its checkpoint, what
   it restored (``DIR/<component>.pt``), so a test can compare a resume field by field with the
   last committed checkpoint.
@@ -85,7 +86,14 @@ def _patch_orchestrator(module: Any) -> None:
     module.Orchestrator.__init__ = orchestrator
 
 
+def _patch_shm(module: Any) -> None:
+    free = int(os.environ["JANUS_TEST_SHM_FREE"])
+    module.free_bytes = lambda shm_dir=module.SHM_DIR: free
+
+
 PATCHES = {}
+if os.environ.get("JANUS_TEST_SHM_FREE"):
+    PATCHES["janus.runtime.shm"] = _patch_shm
 if os.environ.get("JANUS_TEST_FAIL_AFTER"):
     PATCHES["janus.algorithms.gym_algorithm"] = _patch_learner
 if os.environ.get("JANUS_TEST_CAPTURE"):

@@ -29,8 +29,9 @@ class Backend(Protocol):
     def deliver(self, dest: str, msg: Any) -> None:
         """Send ``msg`` to component ``dest`` from outside (the driver)."""
 
-    def restart(self, name: str) -> None:
-        """Replace worker ``name`` by a fresh instance (the Orchestrator calls this)."""
+    def restart(self, name: str) -> str | None:
+        """Replace worker ``name`` by a fresh instance (the Orchestrator calls this); return the
+        replaced instance's error traceback, or None if it was killed or hung without one."""
 
     def kill(self, name: str) -> None:
         """Make component ``name`` die as if its process crashed (fault tests)."""

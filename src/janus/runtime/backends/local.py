@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from janus.runtime.component import Component, Host
+from janus.runtime.component import Component, Host, error_text
 from janus.runtime.stats import MessageStats
 
 
@@ -54,6 +54,7 @@ class LocalBackend:
         self.nodes: dict[str, str] = {}
         self.hosts: dict[str, Host] = {}
         self.retired: list[Host] = []
+        self._killed: list[Host] = []  # hosts kill() crashed on purpose: their error is no fault
         self.stats = MessageStats()
         self.fatal: tuple[str, str] | None = None
         self._lock = threading.Lock()
@@ -105,9 +106,7 @@ class LocalBackend:
                         c.close()
                         host.done.set()
                 except BaseException as exc:  # noqa: BLE001 - a worker is restarted, others fail the run
-                    import traceback
-
-                    host.error, host.error_text = exc, "".join(traceback.format_exception(exc))
+                    host.error, host.error_text = exc, error_text(exc)
                     host.done.set()
                     self._on_exit(host)
             if not progressed:
@@ -125,19 +124,23 @@ class LocalBackend:
             return
         host.post(msg)
 
-    def restart(self, name: str) -> None:
-        """Replace a (dead or stuck) worker with a fresh instance."""
+    def restart(self, name: str) -> str | None:
+        """Replace a (dead or stuck) worker with a fresh instance; returns the old instance's
+        error traceback (None if it hung, or was killed by :meth:`kill`)."""
         with self._lock:
             old = self.hosts[name]
+            error = old.error_text if old.done.is_set() and old.error is not None and old not in self._killed else None
             old.component.stopped = True
             self.retired.append(old)
             host = self._host(name)
             self.hosts[name] = host
         if not self.serial:
             host.start_thread(on_exit=self._on_exit)
+        return error
 
     def kill(self, name: str) -> None:
         """Make a component's host exit as if its process had died (for fault tests)."""
+        self._killed.append(self.hosts[name])
         self.hosts[name].post(_Crash())
 
     def _on_exit(self, host: Host) -> None:

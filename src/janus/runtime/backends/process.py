@@ -38,14 +38,13 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import weakref
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
-from janus.runtime.component import Component, Host
+from janus.runtime.component import Component, Host, error_text
 from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg
 from janus.runtime.shm import (SHM_DIR, Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name,
                                remove_orphaned_segments, unlink_segment)
@@ -175,7 +174,7 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
         component = factory()
         component.bind(outbox)
     except BaseException as exc:  # noqa: BLE001 - reported to the learner
-        conn.send(("failed", name, "".join(traceback.format_exception(exc))))
+        conn.send(("failed", name, error_text(exc)))
         return
     host = Host(component)
     try:
@@ -360,7 +359,7 @@ class ProcessBackend(LocalBackend):
                     wp.closed = True
                     wp.done.set()
                 except BaseException as exc:  # noqa: BLE001 - a bad piece fails the run, visibly
-                    self.fatal = self.fatal or ("process-receive", "".join(traceback.format_exception(exc)))
+                    self.fatal = self.fatal or ("process-receive", error_text(exc))
 
     def _handle(self, wp: WorkerProcess, item: tuple) -> None:
         kind = item[0]
@@ -383,12 +382,13 @@ class ProcessBackend(LocalBackend):
             wp.error = item[2]
 
     # -- faults and restarts --
-    def restart(self, name: str) -> None:
+    def restart(self, name: str) -> str | None:
         """Kill worker ``name`` (if still alive) and spawn a fresh one in its place (not once
-        shutdown has begun: stopped workers miss pings, and must not come back)."""
+        shutdown has begun: stopped workers miss pings, and must not come back). Returns the old
+        process's error traceback (None if it was killed or hung without one)."""
         with self._wlock:  # shutdown sets _closing under this lock: no spawn slips past it
             if self._closing.is_set():
-                return
+                return None
             old = self.workers.get(name)
             if old is not None:
                 self.retired_workers.append(old)
@@ -396,6 +396,7 @@ class ProcessBackend(LocalBackend):
                     old.process.kill()
                 old.process.join(5.0)
             self._spawn(name)
+        return (old.error or None) if old is not None else None
 
     def kill(self, name: str) -> None:
         """SIGKILL a worker's process, or crash a learner-process component (fault tests)."""

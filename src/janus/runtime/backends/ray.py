@@ -341,16 +341,24 @@ class Restarter:
                     raise
                 time.sleep(0.05)
 
-    def __call__(self, name: str) -> None:
-        """Kill ``name`` (if alive), start a fresh one, make every sender look it up again."""
+    def __call__(self, name: str) -> str | None:
+        """Kill ``name`` (if alive), start a fresh one, make every sender look it up again.
+        Returns the old actor's error traceback (None if it died or hung without one)."""
         old = _lookup(name, self.namespace)
+        error = None
         if old is not None:
+            try:  # an actor whose component raised is alive and says why; a dead one cannot
+                done, text = ray.get(old.wait_done.remote(0), timeout=2.0)
+                error = (text or None) if done else None
+            except Exception:  # noqa: BLE001 - dead, or too busy to answer: no error to report
+                error = None
             ray.kill(old, no_restart=True)
         self.spawn(name)
         if _OUTBOX is not None:
             _OUTBOX.forget(name)
         refs = [h.forget.remote(name) for n in self.specs if n != name and (h := _lookup(n, self.namespace))]
         _wait_all(refs, 5.0)
+        return error
 
 
 class RayBackend:

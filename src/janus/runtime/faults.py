@@ -1,0 +1,65 @@
+"""What the Orchestrator knows of worker failures: the errors they raised, and when a worker's
+errors amount to a crash loop that restarting cannot cure.
+
+A worker that raises (a bug in an environment, a full ``/dev/shm``) stops answering pings and is
+restarted like one that was killed or hung. Restarts cure transient faults; an error that comes
+back every time would otherwise turn a run into a loop of restarts that trains on whatever the
+short-lived instances produced, and ends "successfully" with no word of the error. So every error
+is reported (:attr:`WorkerFaults.errors`, printed by the driver, kept in results.json), and a
+worker whose instances raise ``limit`` times in a row, each within ``window_s`` of its start,
+fails the run with the error (like systemd's start limit). An instance that ran longer before its
+error starts a new count; one killed or hung without an error resets it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ERRORS_KEPT = 20  # the newest errors the summary carries (it is polled, also over Ray)
+
+
+def last_line(text: str) -> str:
+    """The exception line of a traceback (or the whole one-line message)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "an error without a message"
+
+
+@dataclass
+class WorkerFaults:
+    """Worker errors and crash-loop detection (see the module docstring).
+
+    Args:
+        limit: errors in a row that fail the run (0: restart forever).
+        window_s: an instance that raised within this many seconds of its start counts towards
+            ``limit``; a later error counts as the first of a new series.
+    """
+
+    limit: int = 3
+    window_s: float = 60.0
+    errors: list[dict[str, Any]] = field(default_factory=list)  # the newest MAX_ERRORS_KEPT
+    total: int = 0
+    first_traceback: str | None = None
+    in_a_row: dict[str, int] = field(default_factory=dict)
+
+    def record(self, worker: str, error: str | None, lived_s: float, at_s: float) -> str | None:
+        """A worker instance was replaced; ``error`` is its traceback (None: killed or hung).
+
+        Returns the run's failure message once the worker is in a crash loop, else None."""
+        if error is None:
+            self.in_a_row[worker] = 0
+            return None
+        self.total += 1
+        self.first_traceback = self.first_traceback or error
+        n = self.in_a_row.get(worker, 0) + 1 if lived_s <= self.window_s else 1
+        self.in_a_row[worker] = n
+        self.errors.append({"worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
+                            "error": last_line(error), "in_a_row": n})
+        del self.errors[:-MAX_ERRORS_KEPT]
+        if self.limit and n >= self.limit:
+            return (f"worker {worker!r} raised an error {n} times in a row, each within {self.window_s:g}s of "
+                    f"its (re)start, so restarting it does not help; its last error:\n{error.rstrip()}")
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        return {"total": self.total, "recent": list(self.errors), "first_traceback": self.first_traceback}

@@ -1,0 +1,139 @@
+"""Worker errors: reported as they happen, restarted, and a crash loop fails the run with the error.
+
+Before, a worker whose environment raised every time was restarted every few seconds for the
+whole run, which then ended "successfully" with no word of the error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.runtime import run as runmod
+from janus.runtime.faults import WorkerFaults, last_line
+from janus.runtime.run import RunFailed, run_runtime
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "env.py", line 3, in step\nValueError: broken env on purpose\n'
+
+
+# ---- the crash-loop rule ---------------------------------------------------------------------------
+def test_three_quick_errors_in_a_row_are_a_crash_loop() -> None:
+    faults = WorkerFaults(limit=3, window_s=60.0)
+    assert faults.record("w0", TRACEBACK, lived_s=1.0, at_s=1.0) is None
+    assert faults.record("w1", TRACEBACK, lived_s=1.0, at_s=2.0) is None  # another worker: its own count
+    assert faults.record("w0", TRACEBACK, lived_s=2.0, at_s=3.0) is None
+    verdict = faults.record("w0", TRACEBACK, lived_s=3.0, at_s=6.0)
+    assert verdict is not None and "'w0' raised an error 3 times in a row" in verdict
+    assert verdict.endswith("ValueError: broken env on purpose")
+    assert faults.total == 4 and [e["in_a_row"] for e in faults.errors] == [1, 1, 2, 3]
+    assert faults.errors[0] == {"worker": "w0", "at_s": 1.0, "lived_s": 1.0, "error": "ValueError: broken env on purpose",
+                                "in_a_row": 1}
+
+
+def test_a_long_healthy_run_or_a_kill_starts_the_count_again() -> None:
+    faults = WorkerFaults(limit=3, window_s=60.0)
+    for lived in (1.0, 1.0, 61.0, 1.0):  # the error after 61 s of work is the first of a new series
+        assert faults.record("w0", TRACEBACK, lived, 0.0) is None
+    assert faults.in_a_row["w0"] == 2
+    assert faults.record("w0", None, 1.0, 0.0) is None  # killed or hung: no error, the series ends
+    assert faults.record("w0", TRACEBACK, 1.0, 0.0) is None and faults.in_a_row["w0"] == 1
+    assert faults.total == 5  # a kill is no error
+
+
+def test_limit_zero_restarts_forever_and_the_summary_keeps_the_newest() -> None:
+    faults = WorkerFaults(limit=0)
+    for i in range(50):
+        assert faults.record("w0", f"RuntimeError: attempt {i}", 0.5, float(i)) is None
+    summary = faults.summary()
+    assert summary["total"] == 50 and len(summary["recent"]) == 20
+    assert summary["recent"][-1]["error"] == "RuntimeError: attempt 49"
+    assert summary["first_traceback"] == "RuntimeError: attempt 0"
+    assert last_line("") == "an error without a message"
+
+
+# ---- through each backend ----------------------------------------------------------------------------
+class RaisingWorker:
+    """Wraps a worker factory: the worker raises on its third step, every instance (picklable)."""
+
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+
+    def __call__(self) -> Any:
+        worker = self.factory()
+        step, calls = worker.step, [0]
+
+        def failing() -> bool:
+            calls[0] += 1
+            if calls[0] == 3:
+                raise ValueError("broken env on purpose")
+            return step()
+
+        worker.step = failing
+        return worker
+
+
+def tiny(backend: str) -> RunConfig:
+    return resolve(RunConfig(
+        janus=JanusConfig(overlap_collect=1, overlap_select=1, g_collect=2, g_select=2, batch_size=64,
+                          buffer_capacity=5000),
+        workload=WorkloadConfig(num_actors=1, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
+                                iterations=1000, updates_per_iteration=1, env_step_ms=0.2),
+        runtime=RuntimeConfig(backend=backend, ping_interval_s=0.1, pong_timeout_s=1.0, samples_per_insert=2.0,
+                              min_inserts=128),  # the learner waits for inserts: it cannot finish alone
+    ))
+
+
+@pytest.mark.parametrize("backend_name", ["local", "process", pytest.param("ray", marks=pytest.mark.slow)])
+def test_a_worker_that_always_raises_fails_the_run_with_its_error(backend_name: str, capsys: pytest.CaptureFixture[str],
+                                                                  request: pytest.FixtureRequest) -> None:
+    if backend_name == "ray":
+        ray = pytest.importorskip("ray")
+        request.getfixturevalue("ray_session")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray actors cannot import tests/
+    cfg = tiny(backend_name)
+    backend = runmod.make_backend(cfg)
+    add = backend.add
+    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, role, RaisingWorker(factory) if role == "worker" else factory, node)
+    with pytest.raises(RunFailed) as failed:
+        run_runtime(cfg, backend=backend, timeout_s=120)
+    message = str(failed.value)
+    assert "worker 'worker-0' raised an error 3 times in a row" in message, message
+    assert "ValueError: broken env on purpose" in message and "Traceback" in message
+    err = capsys.readouterr().err
+    assert "janus: a worker raised an error; it is restarted" in err and "Traceback" in err
+    assert err.count("janus: worker 'worker-0' raised ValueError: broken env on purpose") >= 2, err[-3000:]
+
+
+def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One error, then a healthy instance: the run ends well, and results.json says what happened."""
+
+    class OnceRaising(RaisingWorker):
+        def __init__(self, factory: Any) -> None:
+            super().__init__(factory)
+            self.instances = 0
+
+        def __call__(self) -> Any:
+            self.instances += 1
+            return super().__call__() if self.instances == 1 else self.factory()
+
+    cfg = tiny("local")
+    cfg = resolve(RunConfig(janus=cfg.janus, workload=WorkloadConfig(**{**cfg.workload.__dict__, "iterations": 12}),
+                            runtime=cfg.runtime))
+    backend = runmod.make_backend(cfg)
+    add = backend.add
+    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, role, OnceRaising(factory) if role == "worker" else factory, node)
+    result = run_runtime(cfg, backend=backend, timeout_s=120)
+    errors = result["runtime"]["worker_errors"]
+    assert [(e["worker"], e["error"], e["in_a_row"]) for e in errors] == [
+        ("worker-0", "ValueError: broken env on purpose", 1)]
+    assert result["runtime"]["worker_restarts"] == {"worker-0": 1} and result["runtime"]["worker_errors_total"] == 1
+    from janus.harness.commands import runtime_summary
+
+    assert "worker errors: 1 (the last: ValueError: broken env on purpose)" in runtime_summary(result["runtime"])
+    assert "janus: worker 'worker-0' raised ValueError: broken env on purpose" in capsys.readouterr().err
