@@ -356,3 +356,24 @@ def test_the_yaml_name_names_the_run_and_a_refused_run_leaves_its_folder_usable(
     assert ran.returncode == 0, ran.stderr
     assert "name: cartpole-dqn" in (out / "config.yaml").read_text()
     assert json.loads((out / "results.json").read_text())["runs"][0]["name"] == "cartpole-dqn"
+
+
+# ---- a diverging learner is an error, not a finished run on NaN parameters ---------------------------
+def test_a_learner_whose_loss_becomes_nan_stops_the_run_naming_the_cause(tmp_path: Path) -> None:
+    """Before, --lr 1e30 trained to its budget on NaN parameters, wrote results and exited 0."""
+    proc = janus("train", "--algo", "dqn", "--lr", "1e30", "--total_env_steps", "3000", "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert re.search(r"TrainingDiverged: training diverged: the learner's loss is (nan|inf) at update \d", proc.stderr), \
+        proc.stderr[-2000:]
+    assert "--lr" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_only_non_finite_losses_count_as_divergence() -> None:
+    from janus.errors import TrainingDiverged
+    from janus.runtime.components import check_finite_losses
+
+    check_finite_losses({"loss": 1e30, "q_mean": float("nan"), "explained_variance": float("nan")}, 1)  # not losses
+    for name in ("loss", "q_loss", "value_loss"):
+        with pytest.raises(TrainingDiverged, match=f"{name} is inf at update 7"):
+            check_finite_losses({name: float("inf")}, 7)

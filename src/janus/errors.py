@@ -72,5 +72,9 @@ def one_of(values: Iterable[Any]) -> str:
     return "one of " + ", ".join(repr(v) for v in values)
 
 
+class TrainingDiverged(JanusError, FloatingPointError):
+    """A learner's loss became NaN or infinite: its parameters are no longer usable."""
+
+
 class RunFailed(JanusError, RuntimeError):
     """A Trainer, TrajectoryManager or Orchestrator failed (or a backend could not start); the run was stopped."""

@@ -6,6 +6,7 @@ Trainer -> WorkerProxy (one fetch per node per version) -> Workers.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any, Callable, Protocol
@@ -15,7 +16,7 @@ import torch
 
 from janus.algorithms.base import ActorSide, LearnerSide
 from janus.buffer.staging import StagingTimeout
-from janus.errors import PipelineClosedError
+from janus.errors import PipelineClosedError, TrainingDiverged
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (
@@ -360,6 +361,19 @@ class TrajectoryManager(Component):
             self.serve_thread.join(timeout=10)
 
 
+def check_finite_losses(metrics: dict[str, Any], update: int) -> None:
+    """Raise :class:`TrainingDiverged` if a loss the learner reported (``loss``, ``q_loss``, ...)
+    is NaN or infinite: its parameters are then no longer finite, and a run that went on would
+    end "successfully" on a broken policy."""
+    for name, value in metrics.items():
+        if name.endswith("loss") and not math.isfinite(float(value)):
+            shown = ", ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
+            raise TrainingDiverged(
+                f"training diverged: the learner's {name} is {float(value)} at update {update:,} ({shown}); "
+                "its parameters are no longer finite. Start again with a lower learning rate (--lr), tighter "
+                "gradient clipping (--max_grad_norm) or rewards of a smaller scale")
+
+
 class Trainer(Component):
     """Updates from batches, sets priorities, publishes immutable versioned snapshots.
 
@@ -498,6 +512,7 @@ class Trainer(Component):
         self.trained += 1
         self.count("batches_trained")  # by this invocation (``trained`` continues a resumed run's)
         self.metrics = dict(getattr(result, "metrics", {}) or {})
+        check_finite_losses(self.metrics, self.trained)  # before NaN parameters reach the actors
         if self.metrics:
             self.metric_updates += 1
             for key, value in self.metrics.items():
