@@ -165,12 +165,22 @@ def test_non_mapping_yaml(write_yaml):
 
 def test_invalid_yaml_syntax(write_yaml):
     err = error_of("batch_size: [1, 2\n", write_yaml)
-    assert "not valid YAML" in str(err)
+    assert "not valid YAML: line 2, column 1: while parsing a flow sequence" in str(err)
+    assert "\\n" not in str(err), "the parser's message, not its repr"
+
+
+def test_a_key_given_twice_is_an_error_naming_both_lines(write_yaml):
+    """PyYAML keeps the last value silently; the first was probably meant (or both edited)."""
+    err = error_of("workload:\n  total_env_steps: 5\n  total_env_steps: 6\n", write_yaml)
+    assert "key 'total_env_steps' is given twice in one mapping (lines 2 and 3)" in str(err)
+    assert "key 'algorithm' is given twice" in str(error_of("algorithm:\n  lr: 0.1\nalgorithm:\n  lr: 0.2\n", write_yaml))
 
 
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         config.load_yaml(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="is a directory; give the YAML file in it"):
+        config.load_yaml(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -294,6 +294,19 @@ class _NoAliasLoader(yaml.SafeLoader):
                               f"(line {event.start_mark.line + 1}): write the value out")
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A key given twice is an error (YAML forbids it; PyYAML would keep the last value silently)."""
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"key {key!r} is given twice in one mapping (lines {seen[key]} and {line}): "
+                                  "keep one")
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
 
 _NoAliasLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
@@ -303,6 +316,8 @@ _NoAliasLoader.add_implicit_resolver(
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """The mapping in a YAML config file; clear errors for a missing or malformed file."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {str(path)!r} is a directory; give the YAML file in it")
     if not path.is_file():
         raise ConfigError(f"config file not found: {str(path)!r}")
     size = path.stat().st_size
@@ -310,6 +325,13 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {str(path)!r} is {size:,} bytes; a janus config is at most {MAX_CONFIG_BYTES:,}")
     try:
         data = yaml.load(path.read_text(), Loader=_NoAliasLoader) or {}
+    except ConfigError as exc:  # an alias or a key given twice
+        raise ConfigError(f"config file {str(path)!r}: {exc}") from None
+    except yaml.MarkedYAMLError as exc:  # where, then what: "line 3, column 2: expected <block end>, ..."
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {where}{what[:300]}") from None
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {shown(str(exc), 400)}") from None
     if not isinstance(data, Mapping):
