@@ -145,3 +145,16 @@ def test_a_checkpoint_whose_declared_flag_is_not_a_bool_is_refused(declared):
     with pytest.raises(CheckpointError, match="'declared' is"):
         dst.load_state_dict(state)
     assert len(dst) == 1 and dst.gather([0])["obs"].tolist() == [[5, 6]]  # left as it was
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (1, 3), (1, 3, 1)])
+def test_update_priority_takes_a_column_or_a_row_of_priorities(shape):
+    """A network's TD errors often come as (n, 1); a row of n is the same n values. (2, 3) is refused."""
+    from janus.errors import BufferInputError
+
+    buf = ExperienceBuffer(8, sampler="prioritized", fields={"obs": ((2,), "float32")}, output="numpy")
+    buf.extend({"obs": np.zeros((4, 2), np.float32)})
+    assert buf.update_priority(np.array([0, 1, 2]).reshape(shape), np.array([1.0, 2.0, 3.0]).reshape(shape)) == 3
+    assert float(np.asarray(buf.sampler.max_priority).reshape(-1)[0]) == pytest.approx(3.0, abs=1e-5)
+    with pytest.raises(BufferInputError, match=r"priority shape.*\(2, 3\)"):
+        buf.update_priority(np.arange(6), np.ones((2, 3)))

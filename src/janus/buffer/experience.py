@@ -353,8 +353,9 @@ class ExperienceBuffer:
         """Set priorities of the items with keys ``index``; returns how many (key, priority) pairs
         were applied.
 
-        Keys of items overwritten since they were sampled are dropped (and not counted). With
-        duplicate keys the last occurrence wins; each occurrence counts.
+        ``index`` and ``priority`` are 1-D, or a column ``(n, 1)`` or row ``(1, n)`` of n values
+        (a network's TD errors). Keys of items overwritten since they were sampled are dropped
+        (and not counted). With duplicate keys the last occurrence wins; each occurrence counts.
         """
         with self._lock:
             s = self._sampler

@@ -244,8 +244,8 @@ def _vector(name: str, value: Any, dtype: torch.dtype) -> torch.Tensor:
         t = value.detach() if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
     except (TypeError, ValueError, RuntimeError):
         raise BufferTypeError(f"{name}: got {type(value).__name__}; accepted: a 1-D tensor, array or list") from None
-    if t.dim() > 1:
-        t = t.reshape(-1) if t.numel() == t.shape[0] else t
+    if t.dim() > 1 and sum(d > 1 for d in t.shape) <= 1:  # (n, 1), (1, n): a column or a row of n values
+        t = t.reshape(-1)
     if t.dim() != 1:
         raise invalid(f"{name} shape", tuple(t.shape), "a 1-D sequence", BufferInputError)
     # An empty list has numpy's default dtype (float64): nothing to reject then.
