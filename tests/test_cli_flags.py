@@ -107,6 +107,8 @@ def test_compare_takes_one_granularity_for_both_ends(capsys: pytest.CaptureFixtu
         assert (runs["janus"].g_collect, runs["janus"].g_select) == (2, 2)
         assert (runs["granularity"].g_collect, runs["granularity"].g_select) == (2, 2)
         assert (runs["baseline"].g_collect, runs["baseline"].g_select) == (1, 1)
+    on_policy = {c.name: c.janus for c in resolve_all_of("compare", "--algo", "ppo", "--g_collect", "1/4", "--g_select", "0.25")}
+    assert on_policy["janus"].g_collect == on_policy["janus"].g_select == 0.25  # the same fraction, written two ways
     assert cli.main(["compare", "--g_collect", "2", "--g_select", "4", "--out", str(tmp_path / "run")]) == 2
     assert "--g_collect 2 and --g_select 4: janus compare" in capsys.readouterr().err
 

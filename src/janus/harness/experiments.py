@@ -11,7 +11,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
-from janus.config import PLACEMENTS, RunConfig, available_placements, resolve
+from janus.config import PLACEMENTS, RunConfig, available_placements, parse_granularity, resolve
 from janus.errors import ConfigError, JanusError, invalid, one_of
 
 SWEEPS = ("placement", "granularity", "overlap")
@@ -70,8 +70,9 @@ def compare_granularity(command: str, typed: dict[str, Any]) -> dict[str, Any]:
     if command != "compare" or not {"g_collect", "g_select"} & set(typed):
         return typed
     g = typed.get("g_select", typed.get("g_collect"))
-    if typed.get("g_collect", g) != g:
-        raise ConfigError(f"--g_collect {typed['g_collect']} and --g_select {g}: janus compare runs its "
+    other = typed.get("g_collect", g)
+    if parse_granularity("g_collect", other) != parse_granularity("g_select", g):  # "1/4" is 0.25
+        raise ConfigError(f"--g_collect {other} and --g_select {g}: janus compare runs its "
                           f"granularity and janus configurations with one granularity at both ends; give one "
                           f"value (or use janus train to set them apart)")
     return {**typed, "g_collect": g, "g_select": g}
