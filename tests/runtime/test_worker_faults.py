@@ -137,3 +137,44 @@ def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, c
 
     assert "worker errors: 1 (the last: ValueError: broken env on purpose)" in runtime_summary(result["runtime"])
     assert "janus: worker 'worker-0' raised ValueError: broken env on purpose" in capsys.readouterr().err
+
+
+def test_a_worker_process_that_dies_without_an_error_is_reported_by_how_it_died() -> None:
+    """A segfault in native code or the OOM killer leaves no traceback; the exit code says what happened."""
+    from janus.runtime.backends.process import died
+
+    assert died(None) is None and died(0) is None  # still running, or a clean exit: no error
+    assert died(-11) == "WorkerDied: its process died of SIGSEGV (exit code -11) without reporting an error"
+    assert died(-9).startswith("WorkerDied: its process died of SIGKILL")
+    assert died(3) == "WorkerDied: its process exited (exit code 3) without reporting an error"
+
+
+class SegfaultingWorker(RaisingWorker):
+    """The worker's process dies of SIGSEGV on its third step (as a crash in native code would)."""
+
+    def __call__(self) -> Any:
+        import os
+        import signal
+
+        worker = self.factory()
+        step, calls = worker.step, [0]
+
+        def crashing() -> bool:
+            calls[0] += 1
+            if calls[0] == 3:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return step()
+
+        worker.step = crashing
+        return worker
+
+
+def test_a_worker_process_that_keeps_crashing_fails_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tiny("process")
+    backend = runmod.make_backend(cfg)
+    add = backend.add
+    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, role, SegfaultingWorker(factory) if role == "worker" else factory, node)
+    with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*died of SIGSEGV \(exit code -11\)"):
+        run_runtime(cfg, backend=backend, timeout_s=120)
+    assert "janus: worker 'worker-0' raised WorkerDied: its process died of SIGSEGV" in capsys.readouterr().err

@@ -194,6 +194,21 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
             segment.close()
 
 
+def died(exitcode: int | None) -> str | None:
+    """A worker process that ended without reporting an error: how it ended (a crash of native
+    code, the OOM killer), or None if it exited cleanly or still ran."""
+    if not exitcode:
+        return None
+    if exitcode < 0:
+        try:
+            how = f"died of {signal.Signals(-exitcode).name}"
+        except ValueError:
+            how = f"died of signal {-exitcode}"
+    else:
+        how = "exited"
+    return f"WorkerDied: its process {how} (exit code {exitcode}) without reporting an error"
+
+
 # ---- the learner process's side -----------------------------------------------------------------
 @dataclass
 class WorkerProcess:
@@ -390,13 +405,17 @@ class ProcessBackend(LocalBackend):
             if self._closing.is_set():
                 return None
             old = self.workers.get(name)
+            exitcode = None
             if old is not None:
                 self.retired_workers.append(old)
+                exitcode = old.process.exitcode  # before the kill below: None while it runs (hung)
                 if old.process.is_alive():
                     old.process.kill()
                 old.process.join(5.0)
             self._spawn(name)
-        return (old.error or None) if old is not None else None
+        if old is None:
+            return None
+        return old.error or died(exitcode)
 
     def kill(self, name: str) -> None:
         """SIGKILL a worker's process, or crash a learner-process component (fault tests)."""

@@ -350,7 +350,9 @@ class Restarter:
             try:  # an actor whose component raised is alive and says why; a dead one cannot
                 done, text = ray.get(old.wait_done.remote(0), timeout=2.0)
                 error = (text or None) if done else None
-            except Exception:  # noqa: BLE001 - dead, or too busy to answer: no error to report
+            except ray.exceptions.RayActorError as exc:  # its process died: a native crash, the OOM killer
+                error = f"WorkerDied: its actor process died without reporting an error ({type(exc).__name__})"
+            except Exception:  # noqa: BLE001 - too busy to answer (hung): no error to report
                 error = None
             ray.kill(old, no_restart=True)
         self.spawn(name)
