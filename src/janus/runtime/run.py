@@ -212,15 +212,22 @@ def pieces_in_all(cfg: RunConfig) -> int:
 
 
 def pieces_per_worker(cfg: RunConfig) -> int:
-    """Pieces each Worker sends in this invocation (0: until stopped). Under an env-step budget a
-    resumed run sends only the rounds its committed ``env_steps`` have not covered (at least one)."""
+    """Pieces each Worker sends in this invocation (0: until stopped). A resumed run under an
+    env-step budget, or on-policy, sends only the rounds its commit has not covered (at least one rollout): off-policy
+    by the committed ``env_steps``, on-policy by the rollouts trained (a resumed PPO worker allowed
+    the whole budget's pieces acted a rollout or two past the budget before the stop reached it)."""
     p = algo_of(cfg).pacing(cfg)
-    budget = algo_of(cfg).budget(cfg)
-    if not p.max_pieces or not budget.env_steps or p.lockstep:
+    state = load_run_state(cfg) if p.max_pieces else {}
+    if not state:
         return p.max_pieces
-    round_steps = p.piece_steps * cfg.workload.envs_per_actor * cfg.workload.num_actors
-    done_rounds = int(load_run_state(cfg).get("env_steps", 0)) // round_steps
-    return max(1, p.max_pieces - done_rounds * p.pieces_per_rollout)
+    if p.lockstep:  # the rollouts trained on: one acted but not yet trained at the commit is lost, and acted again
+        done_rounds = int(state.get("trained", 0)) // cfg.updates_per_iteration  # a round: every worker's rollout
+    elif algo_of(cfg).budget(cfg).env_steps:
+        round_steps = p.piece_steps * cfg.workload.envs_per_actor * cfg.workload.num_actors
+        done_rounds = int(state.get("env_steps", 0)) // round_steps
+    else:
+        return p.max_pieces
+    return max(p.pieces_per_rollout, p.max_pieces - done_rounds * p.pieces_per_rollout)
 
 
 def layout(cfg: RunConfig) -> dict[str, tuple[str, str]]:
