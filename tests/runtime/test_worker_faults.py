@@ -69,11 +69,14 @@ class RaisingWorker:
         def failing() -> bool:
             calls[0] += 1
             if calls[0] == 3:
-                raise ValueError("broken env on purpose")
+                self.fail()
             return step()
 
         worker.step = failing
         return worker
+
+    def fail(self) -> None:
+        raise ValueError("broken env on purpose")
 
 
 def tiny(backend: str) -> RunConfig:
@@ -152,21 +155,11 @@ def test_a_worker_process_that_dies_without_an_error_is_reported_by_how_it_died(
 class SegfaultingWorker(RaisingWorker):
     """The worker's process dies of SIGSEGV on its third step (as a crash in native code would)."""
 
-    def __call__(self) -> Any:
+    def fail(self) -> None:
         import os
         import signal
 
-        worker = self.factory()
-        step, calls = worker.step, [0]
-
-        def crashing() -> bool:
-            calls[0] += 1
-            if calls[0] == 3:
-                os.kill(os.getpid(), signal.SIGSEGV)
-            return step()
-
-        worker.step = crashing
-        return worker
+        os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def test_a_worker_process_that_keeps_crashing_fails_the_run(capsys: pytest.CaptureFixture[str]) -> None:
