@@ -299,12 +299,13 @@ class _NoAliasLoader(yaml.SafeLoader):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # not hashable (a list as a key): PyYAML says so itself
             line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if key in seen:
                 raise ConfigError(f"key {key!r} is given twice in one mapping (lines {seen[key]} and {line}): "
                                   "keep one")
-            if isinstance(key, (str, int, float, bool)):
-                seen[key] = line
+            seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
 

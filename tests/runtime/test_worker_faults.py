@@ -39,7 +39,7 @@ def test_a_long_healthy_run_or_a_kill_starts_the_count_again() -> None:
     for lived in (1.0, 1.0, 61.0, 1.0):  # the error after 61 s of work is the first of a new series
         assert faults.record("w0", TRACEBACK, lived, 0.0) is None
     assert faults.in_a_row["w0"] == 2
-    assert faults.record("w0", None, 1.0, 0.0) is None  # killed or hung: no error, the series ends
+    assert faults.record("w0", None, 1.0, 0.0) is None  # hung, or crashed on purpose by the local kill(): no error, the series ends
     assert faults.record("w0", TRACEBACK, 1.0, 0.0) is None and faults.in_a_row["w0"] == 1
     assert faults.total == 5  # a kill is no error
 

@@ -8,7 +8,7 @@ short-lived instances produced, and ends "successfully" with no word of the erro
 is reported (:attr:`WorkerFaults.errors`, printed by the driver, kept in results.json), and a
 worker whose instances raise ``limit`` times in a row, each within ``window_s`` of its start,
 fails the run with the error (like systemd's start limit). An instance that ran longer before its
-error starts a new count; one killed or hung without an error resets it.
+error starts a new count; one that hung (no error) resets it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class WorkerFaults:
     in_a_row: dict[str, int] = field(default_factory=dict)
 
     def record(self, worker: str, error: str | None, lived_s: float, at_s: float) -> str | None:
-        """A worker instance was replaced; ``error`` is its traceback (None: killed or hung).
+        """A worker instance was replaced; ``error`` is its traceback or how it died (None: it hung).
 
         Returns the run's failure message once the worker is in a crash loop, else None."""
         if error is None:

@@ -37,7 +37,7 @@ class Orchestrator(Component):
             to the Workers when it limits inserts).
         total_updates: stop once the Trainer has trained this many batches.
         restart: callback asking the backend to restart a worker (by name); it returns the
-            replaced instance's error traceback (None if it was killed or hung without one).
+            replaced instance's error (None if it hung; see :meth:`Backend.restart`).
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
@@ -325,7 +325,8 @@ class Orchestrator(Component):
                     self.starting[name] = (now, self.seq)
                     self.retired_steps += self.worker_steps.pop(name, 0)  # the new instance counts from 0
                     error = self.restart(name)
-                    lived, self.instance_started[name] = now - self.instance_started.get(name, now), now
+                    lived = now - self.instance_started.get(name, now)  # the replaced instance's time
+                    self.instance_started[name] = now
                     self._forget_credit(name)
                     crash_loop = self.faults.record(name, error, lived, self.elapsed_s)
                     if crash_loop is not None:

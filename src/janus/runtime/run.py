@@ -422,6 +422,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     curve = learning_curve(status.get("curve", []))
     metrics = metric_columns(status.get("train_metrics", []))
     env_steps = int(sum(c.get("env_steps", 0) for c in workers.values())) + int(status.get("retired_env_steps", 0))
+    faults = status.get("worker_errors", {})
     return RunResult(
         name=cfg.name,
         config=reported_config(cfg.to_dict()),
@@ -465,8 +466,8 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "param_versions_published": int(trainer.get("versions_published", 0)),
             "param_fetches_per_node": {n: int(c.get("param_fetches", 0)) for n, c in proxies.items()},
             "worker_restarts": status.get("restarts", {}),
-            "worker_errors": status.get("worker_errors", {}).get("recent", []),  # the newest 20
-            "worker_errors_total": int(status.get("worker_errors", {}).get("total", 0)),
+            "worker_errors": faults.get("recent", []),  # the newest 20
+            "worker_errors_total": int(faults.get("total", 0)),
             "stalls": status.get("stalls", 0),
             "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},

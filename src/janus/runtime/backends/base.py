@@ -31,7 +31,9 @@ class Backend(Protocol):
 
     def restart(self, name: str) -> str | None:
         """Replace worker ``name`` by a fresh instance (the Orchestrator calls this); return the
-        replaced instance's error traceback, or None if it was killed or hung without one."""
+        replaced instance's error: its traceback, or how its process died (``WorkerDied: ...``)
+        where the worker has a process of its own; None if it hung, or was crashed on purpose
+        by the local backend's :meth:`kill`."""
 
     def kill(self, name: str) -> None:
         """Make component ``name`` die as if its process crashed (fault tests)."""

@@ -400,7 +400,8 @@ class ProcessBackend(LocalBackend):
     def restart(self, name: str) -> str | None:
         """Kill worker ``name`` (if still alive) and spawn a fresh one in its place (not once
         shutdown has begun: stopped workers miss pings, and must not come back). Returns the old
-        process's error traceback (None if it was killed or hung without one)."""
+        process's error traceback, else how it died (:func:`died`: also a SIGKILL by :meth:`kill`),
+        else None (it hung: killed here)."""
         with self._wlock:  # shutdown sets _closing under this lock: no spawn slips past it
             if self._closing.is_set():
                 return None

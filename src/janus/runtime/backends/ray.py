@@ -343,7 +343,8 @@ class Restarter:
 
     def __call__(self, name: str) -> str | None:
         """Kill ``name`` (if alive), start a fresh one, make every sender look it up again.
-        Returns the old actor's error traceback (None if it died or hung without one)."""
+        Returns the old actor's error traceback, ``WorkerDied`` if its process died, or None if it
+        hung."""
         old = _lookup(name, self.namespace)
         error = None
         if old is not None:
