@@ -80,12 +80,15 @@ class RaisingWorker:
 
 
 def tiny(backend: str) -> RunConfig:
+    """Pings time out after 30 s, longer than these tests' runs may take: a worker's error must be
+    acted on when the backend reports it, not when its pings time out."""
+    pong_timeout_s = 30.0
     return resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, g_collect=2, g_select=2, batch_size=64,
                           buffer_capacity=5000),
         workload=WorkloadConfig(num_actors=1, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
                                 iterations=1000, updates_per_iteration=1, env_step_ms=0.2),
-        runtime=RuntimeConfig(backend=backend, ping_interval_s=0.1, pong_timeout_s=1.0, samples_per_insert=2.0,
+        runtime=RuntimeConfig(backend=backend, ping_interval_s=0.1, pong_timeout_s=pong_timeout_s, samples_per_insert=2.0,
                               min_inserts=128),  # the learner waits for inserts: it cannot finish alone
     ))
 
@@ -103,7 +106,7 @@ def test_a_worker_that_always_raises_fails_the_run_with_its_error(backend_name: 
     backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
         name, role, RaisingWorker(factory) if role == "worker" else factory, node)
     with pytest.raises(RunFailed) as failed:
-        run_runtime(cfg, backend=backend, timeout_s=120)
+        run_runtime(cfg, backend=backend, timeout_s=25 if backend_name != "ray" else 60)
     message = str(failed.value)
     assert "worker 'worker-0' raised an error 3 times in a row" in message, message
     assert "ValueError: broken env on purpose" in message and "Traceback" in message
@@ -169,5 +172,83 @@ def test_a_worker_process_that_keeps_crashing_fails_the_run(capsys: pytest.Captu
     backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
         name, role, SegfaultingWorker(factory) if role == "worker" else factory, node)
     with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*died of SIGSEGV \(exit code -11\)"):
-        run_runtime(cfg, backend=backend, timeout_s=120)
+        run_runtime(cfg, backend=backend, timeout_s=25)  # each death is seen at once, not 30 s of pings later
     assert "janus: worker 'worker-0' raised WorkerDied: its process died of SIGSEGV" in capsys.readouterr().err
+
+
+class RebuildFailingWorker(RaisingWorker):
+    """The first instance raises on its third step; every later one cannot even be built (say, the
+    port its environment server needs is still taken). Counted in a file: process workers are built
+    in processes of their own."""
+
+    def __init__(self, factory: Any, marker: Path) -> None:
+        super().__init__(factory)
+        self.marker = marker
+
+    def __call__(self) -> Any:
+        if self.marker.exists():
+            raise OSError("the environment server's port is taken")
+        self.marker.touch()
+        return super().__call__()
+
+
+@pytest.mark.parametrize("backend_name", ["local", "process", pytest.param("ray", marks=pytest.mark.slow)])
+def test_a_worker_that_cannot_be_rebuilt_is_a_crash_loop_with_its_error(backend_name: str, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str],
+                                                                        request: pytest.FixtureRequest) -> None:
+    """Before, a failing rebuild crashed the Orchestrator on the local backend; on the process
+    and Ray backends it went unseen until the start timeout (120 s), so the run died of the stall
+    timeout with a message blaming the sampling threshold."""
+    if backend_name == "ray":
+        ray = pytest.importorskip("ray")
+        request.getfixturevalue("ray_session")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cfg = tiny(backend_name)
+    backend = runmod.make_backend(cfg)
+    add = backend.add
+    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, role, RebuildFailingWorker(factory, tmp_path / "built") if role == "worker" else factory, node)
+    with pytest.raises(RunFailed) as failed:
+        run_runtime(cfg, backend=backend, timeout_s=25 if backend_name != "ray" else 60)
+    message = str(failed.value)
+    assert "worker 'worker-0' raised an error 3 times in a row" in message, message
+    assert message.rstrip().endswith("OSError: the environment server's port is taken"), message
+    err = capsys.readouterr().err
+    assert "raised ValueError: broken env on purpose (1 in a row)" in err, err[-3000:]
+    assert "raised OSError: the environment server's port is taken (2 in a row)" in err, err[-3000:]
+
+
+def test_a_failed_worker_is_replaced_at_once_and_a_late_notice_changes_nothing() -> None:
+    """The backend's WorkerDownMsg names the instance that failed: one about an instance already
+    replaced (its pings timed out first, say), or one that comes once the run is stopping, is ignored."""
+    from janus.runtime.messages import StartMsg, WorkerDownMsg
+    from janus.runtime.orchestrator import Orchestrator
+    from janus.runtime.run import make_limiter
+
+    sent: list[tuple[str, Any]] = []
+
+    class Outbox:
+        def send(self, dest: str, msg: Any) -> None:
+            sent.append((dest, msg))
+
+    replaced: list[str] = []
+
+    def restart(name: str) -> str:
+        replaced.append(name)
+        return TRACEBACK
+
+    roles = {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker", "worker-1": "worker"}
+    orch = Orchestrator("orchestrator", roles, make_limiter(tiny("local")), total_updates=100, restart=restart,
+                        pong_timeout_s=3600.0)
+    orch.bind(Outbox())  # type: ignore[arg-type]
+    orch.receive(WorkerDownMsg("worker-0", 0))
+    assert replaced == ["worker-0"] and orch.restarts == {"worker-0": 1}
+    assert ("worker-0", StartMsg()) in sent and orch.faults.total == 1
+    orch.receive(WorkerDownMsg("worker-0", 0))  # the replaced instance again: nothing happens
+    orch.receive(WorkerDownMsg("trainer", 0))  # not a worker: the backend reports those as fatal
+    assert replaced == ["worker-0"]
+    orch.receive(WorkerDownMsg("worker-0", 1))  # the new instance failed too
+    assert replaced == ["worker-0", "worker-0"] and orch.faults.in_a_row["worker-0"] == 2
+    orch.stop_all("goal reached")
+    orch.receive(WorkerDownMsg("worker-1", 0))  # a worker failing while the run stops stays stopped
+    assert replaced == ["worker-0", "worker-0"] and orch.failure is None

@@ -89,7 +89,17 @@ class Host:
         self.error: BaseException | None = None
         self.error_text = ""
         self.done = threading.Event()
+        self.instance = 0  # which instance of its component: 0 the first, +1 per restart
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def of_failed_build(cls, name: str, exc: BaseException) -> "Host":
+        """A host that ended before it began: the factory of its component ``name`` raised ``exc``
+        (a worker rebuilt on a restart; reported like a worker that crashed)."""
+        host = cls(Component(name))
+        host.error, host.error_text = exc, error_text(exc)
+        host.done.set()
+        return host
 
     def post(self, msg: Any) -> None:
         self.inbox.put(msg)

@@ -153,8 +153,19 @@ class EvaluateMsg:
     env_steps: int
 
 
+@dataclass(frozen=True)
+class WorkerDownMsg:
+    """Backend -> Orchestrator: instance ``instance`` of worker ``worker`` (0 the first, +1 per
+    restart) ended with an error, could not be built, or its process died. The Orchestrator
+    replaces it at once instead of waiting for its pings to time out (a hung worker still is found
+    by them); a notice about an instance already replaced is ignored."""
+
+    worker: str
+    instance: int
+
+
 MESSAGE_TYPES = (
     InsertTransitionMsg, SampleBatchMsg, InsertCreditMsg, FlushMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
     LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
-    EvaluateMsg,
+    EvaluateMsg, WorkerDownMsg,
 )

@@ -18,6 +18,7 @@ from janus.runtime.faults import WorkerFaults
 from janus.runtime.pacing import SampleToInsertRatio
 from janus.runtime.messages import (
     CheckpointMsg, CountsMsg, EvaluateMsg, FlushMsg, InsertCreditMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg,
+    WorkerDownMsg,
 )
 
 
@@ -81,7 +82,7 @@ class Orchestrator(Component):
         self.last_ping = 0.0
         self.last_pong: dict[str, float] = {}
         self.component_counters: dict[str, dict[str, float]] = {}
-        self.restarts: dict[str, int] = {}
+        self.restarts: dict[str, int] = {}  # by this process; so also which instance of a worker runs now
         self.faults = WorkerFaults()  # errors workers raised; a crash loop fails the run
         self.instance_started: dict[str, float] = {}  # when each worker's current instance started
         self.failure: str | None = None
@@ -321,25 +322,39 @@ class Orchestrator(Component):
                 silent, limit = now - self.last_pong.get(name, now), self.pong_timeout_s
             if silent > limit:
                 if role == "worker" and self.restart is not None:
-                    self.restarts[name] = self.restarts.get(name, 0) + 1
-                    self.starting[name] = (now, self.seq)
-                    self.retired_steps += self.worker_steps.pop(name, 0)  # the new instance counts from 0
-                    error = self.restart(name)
-                    lived = now - self.instance_started.get(name, now)  # the replaced instance's time
-                    self.instance_started[name] = now
-                    self._forget_credit(name)
-                    crash_loop = self.faults.record(name, error, lived, self.elapsed_s)
-                    if crash_loop is not None:
-                        self.failure = crash_loop
-                        self.stop_all(crash_loop)
+                    if not self._replace(name, now):
                         return
-                    self.send(name, StartMsg())
                 else:
                     self.failure = f"{role} {name!r} did not answer a ping within {limit:g}s"
                     self.stop_all(self.failure)
                     return
             self.seq += 1
             self.send(name, PingMsg(self.seq, now, self.name))
+
+    def _replace(self, worker: str, now: float) -> bool:
+        """Have the backend replace ``worker`` by a fresh instance and start it; False if its
+        errors amount to a crash loop (the run is then stopped)."""
+        self.restarts[worker] = self.restarts.get(worker, 0) + 1
+        self.starting[worker] = (now, self.seq)
+        self.retired_steps += self.worker_steps.pop(worker, 0)  # the new instance counts from 0
+        error = self.restart(worker)  # type: ignore[misc]
+        lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
+        self.instance_started[worker] = now
+        self._forget_credit(worker)
+        crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
+        if crash_loop is not None:
+            self.failure = crash_loop
+            self.stop_all(crash_loop)
+            return False
+        self.send(worker, StartMsg())
+        return True
+
+    def on_WorkerDownMsg(self, msg: WorkerDownMsg) -> None:
+        """A worker instance failed (the backend saw it): replace it now, not a pong timeout later."""
+        if (self.finished or self.restart is None or self.roles.get(msg.worker) != "worker"
+                or msg.instance != self.restarts.get(msg.worker, 0)):
+            return  # stopping, not a worker, or an instance already replaced
+        self._replace(msg.worker, time.monotonic())
 
     def stall_diagnosis(self, idle_s: float) -> str:
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""

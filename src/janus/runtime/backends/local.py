@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from janus.runtime.component import Component, Host, error_text
+from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.stats import MessageStats
 
 
@@ -126,15 +127,23 @@ class LocalBackend:
 
     def restart(self, name: str) -> str | None:
         """Replace a (dead or stuck) worker with a fresh instance; returns the old instance's
-        error traceback (None if it hung, or was killed by :meth:`kill`)."""
+        error traceback (None if it hung, or was killed by :meth:`kill`). A new instance whose
+        factory raises is a failed instance (its error reported like a crash), not an error of the
+        caller's."""
         with self._lock:
             old = self.hosts[name]
             error = old.error_text if old.done.is_set() and old.error is not None and old not in self._killed else None
             old.component.stopped = True
             self.retired.append(old)
-            host = self._host(name)
+            try:
+                host = self._host(name)
+            except Exception as exc:  # noqa: BLE001 - the Orchestrator counts it and tries again
+                host = Host.of_failed_build(name, exc)
+            host.instance = old.instance + 1
             self.hosts[name] = host
-        if not self.serial:
+        if host.done.is_set():
+            self._on_exit(host)
+        elif not self.serial:
             host.start_thread(on_exit=self._on_exit)
         return error
 
@@ -144,8 +153,15 @@ class LocalBackend:
         self.hosts[name].post(_Crash())
 
     def _on_exit(self, host: Host) -> None:
-        if host.error is not None and self.roles.get(host.component.name) != "worker" and self.fatal is None:
-            self.fatal = (host.component.name, host.error_text)
+        """A host ended: a non-worker's error fails the run; a worker's is reported to the
+        Orchestrator, which replaces the worker at once."""
+        if host.error is None:
+            return
+        name = host.component.name
+        if self.roles.get(name) == "worker":
+            self.deliver("orchestrator", WorkerDownMsg(name, host.instance))
+        elif self.fatal is None:
+            self.fatal = (name, host.error_text)
 
     def shutdown(self, timeout: float = 10.0) -> list[str]:
         """Stop every component in data-flow order, joining each role before the next.

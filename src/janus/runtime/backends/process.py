@@ -45,7 +45,8 @@ from typing import Any, Callable
 
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
-from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg
+from janus.runtime.messages import (FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg,
+                                   WorkerDownMsg)
 from janus.runtime.shm import (SHM_DIR, Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name,
                                remove_orphaned_segments, unlink_segment)
 
@@ -224,6 +225,8 @@ class WorkerProcess:
     ring_name: str = ""  # named by the learner at spawn, created by the worker at its first piece
     ring: SlotRing | None = None  # the learner's mapping of it, once announced
     error: str = ""
+    instance: int = 0  # 0 the first process of this worker, +1 per restart
+    down_reported: bool = False  # the Orchestrator was told this instance failed
 
 
 class ProcessOutbox(LocalOutbox):
@@ -278,7 +281,7 @@ class ProcessBackend(LocalBackend):
             return
         self.factories[name], self.roles[name], self.nodes[name] = factory, role, node
 
-    def _spawn(self, name: str) -> WorkerProcess:
+    def _spawn(self, name: str, instance: int = 0) -> WorkerProcess:
         mine, theirs = self.ctx.Pipe(duplex=True)
         ring_name = new_segment_name("ring")
         saved = {k: os.environ.get(k) for k in WORKER_ENV}
@@ -295,7 +298,7 @@ class ProcessBackend(LocalBackend):
                 else:
                     os.environ[k] = v
         theirs.close()
-        wp = WorkerProcess(name, proc, mine, ring_name=ring_name)
+        wp = WorkerProcess(name, proc, mine, ring_name=ring_name, instance=instance)
         with self._wlock:
             self.workers[name] = wp
         if self.store is not None:
@@ -372,9 +375,20 @@ class ProcessBackend(LocalBackend):
                         self._handle(wp, conn.recv())
                 except (EOFError, OSError):
                     wp.closed = True
-                    wp.done.set()
+                    if not wp.done.is_set():  # it ended without reporting: it died, or failed to build
+                        wp.done.set()
+                        self._report_down(wp)
                 except BaseException as exc:  # noqa: BLE001 - a bad piece fails the run, visibly
                     self.fatal = self.fatal or ("process-receive", error_text(exc))
+
+    def _report_down(self, wp: WorkerProcess) -> None:
+        """Tell the Orchestrator that a running worker's process failed (once per instance; not for
+        a retired instance, nor once shutdown has begun), so it is replaced at once."""
+        with self._wlock:
+            if wp.down_reported or self._closing.is_set() or self.workers.get(wp.name) is not wp:
+                return
+            wp.down_reported = True
+        self.deliver("orchestrator", WorkerDownMsg(wp.name, wp.instance))
 
     def _handle(self, wp: WorkerProcess, item: tuple) -> None:
         kind = item[0]
@@ -393,6 +407,8 @@ class ProcessBackend(LocalBackend):
             wp.error = error
             self.worker_counters[wp.name] = {**counters, **{f"ipc.{k}": v for k, v in stats.items()}}
             wp.done.set()
+            if error:
+                self._report_down(wp)
         elif kind == "failed":
             wp.error = item[2]
 
@@ -413,7 +429,7 @@ class ProcessBackend(LocalBackend):
                 if old.process.is_alive():
                     old.process.kill()
                 old.process.join(5.0)
-            self._spawn(name)
+            self._spawn(name, old.instance + 1 if old is not None else 0)
         if old is None:
             return None
         return old.error or died(exitcode)

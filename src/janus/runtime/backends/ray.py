@@ -40,6 +40,7 @@ except ModuleNotFoundError as _exc:  # Ray itself missing; a broken install's ow
     raise ConfigError(RAY_MISSING) from None
 from janus.runtime.backends.local import SHUTDOWN_ORDER
 from janus.runtime.component import Component, Host
+from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.stats import MessageStats, payload_bytes
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -252,7 +253,8 @@ def to_wire(msg: Any) -> Any:
 class ComponentActor:
     """One component in its own process: the Host loop in a thread, remote methods beside it."""
 
-    def __init__(self, name: str, namespace: str, factory: Callable[[], Component], max_calls_in_flight: int) -> None:
+    def __init__(self, name: str, namespace: str, factory: Callable[[], Component], max_calls_in_flight: int,
+                 role: str = "", instance: int = 0) -> None:
         global _OUTBOX
         import torch
 
@@ -260,13 +262,29 @@ class ComponentActor:
         # Payloads arrive as read-only numpy views of Ray's object store; consumers only read them.
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         self.outbox = _OUTBOX = RayOutbox(namespace, name, max_calls_in_flight)
-        component = factory()
-        component.bind(self.outbox)
-        self.host = Host(component)
         self._next: dict[str, int] = {}
         self._held: dict[str, dict[int, Any]] = {}
         self._lock = threading.Lock()
-        self.host.start_thread()
+        on_exit = self._report_failure if role == "worker" else None
+        try:
+            component = factory()
+            component.bind(self.outbox)
+        except Exception as exc:
+            if on_exit is None or instance == 0:  # a component that cannot start: the run cannot either
+                raise
+            self.host = Host.of_failed_build(name, exc)  # a restarted worker: counted like a crash
+            self.host.instance = instance
+            on_exit(self.host)
+            return
+        self.host = Host(component)
+        self.host.instance = instance
+        self.host.start_thread(on_exit=on_exit)
+
+    def _report_failure(self, host: Host) -> None:
+        """A worker's component raised: tell the Orchestrator, which replaces it at once (a worker
+        whose process died cannot say so: its pings time out)."""
+        if host.error is not None:
+            self.outbox.send("orchestrator", WorkerDownMsg(host.component.name, host.instance))
 
     def post(self, stream: str, seq: int, msg: Any) -> None:
         """Queue ``msg``; messages of one stream reach the inbox in the order they were sent."""
@@ -322,6 +340,7 @@ class Restarter:
     max_calls_in_flight: int
     specs: dict[str, tuple[str, Callable[[], Component]]] = field(default_factory=dict)  # name -> (role, factory)
     node_ids: dict[str, str] = field(default_factory=dict)
+    instances: dict[str, int] = field(default_factory=dict)  # restarts so far (counted where they run)
 
     def spawn(self, name: str, retry_s: float = 10.0) -> Any:
         """Create the actor ``name`` on its node (retrying while a killed namesake still holds the name)."""
@@ -333,7 +352,8 @@ class Restarter:
         deadline = time.monotonic() + retry_s
         while True:
             try:
-                handle = _RemoteActor.options(**opts).remote(name, self.namespace, factory, self.max_calls_in_flight)
+                handle = _RemoteActor.options(**opts).remote(name, self.namespace, factory, self.max_calls_in_flight,
+                                                             role, self.instances.get(name, 0))
                 _SPAWNED[(self.namespace, name)] = handle  # Ray collects an actor once its creator drops it
                 return handle
             except ValueError:  # name still taken
@@ -356,6 +376,7 @@ class Restarter:
             except Exception:  # noqa: BLE001 - too busy to answer (hung): no error to report
                 error = None
             ray.kill(old, no_restart=True)
+        self.instances[name] = self.instances.get(name, 0) + 1
         self.spawn(name)
         if _OUTBOX is not None:
             _OUTBOX.forget(name)
