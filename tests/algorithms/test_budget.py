@@ -3,6 +3,8 @@ rounds of one piece from every worker (``num_actors x envs_per_actor x rollout_l
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from janus.algorithms.base import algorithm
@@ -82,3 +84,31 @@ def test_a_resumed_on_policy_worker_acts_only_the_rollouts_left_to_train(monkeyp
     assert runmod.pieces_per_worker(cfg) == (rounds - 3) * pacing.pieces_per_rollout
     monkeypatch.setattr(runmod, "load_run_state", lambda c: {"trained": 10**9, "env_steps": 10**9})
     assert runmod.pieces_per_worker(cfg) == pacing.pieces_per_rollout  # at least one whole rollout
+
+
+def test_a_resumed_on_policy_run_counts_only_the_env_steps_of_the_rollouts_trained(monkeypatch: pytest.MonkeyPatch,
+                                                                                 tmp_path: Path) -> None:
+    """A commit inside a rollout's minibatches (or after a rollout was acted and before it was
+    trained) holds that rollout's env steps and episodes, but the rollout is acted again after the
+    resume: counted twice, a resumed PPO run ended one rollout past its env-step budget."""
+    from janus.runtime import run as runmod
+
+    cfg = resolve(from_dict({"workload": {"algo": "ppo", "total_env_steps": 8192, "env": "CartPole-v1", "num_actors": 2},
+                             "runtime": {"checkpoint_dir": str(tmp_path), "resume": True}},
+                            base=from_dict(algorithm("ppo").preset)))
+    rollout = cfg.workload.rollout_length * cfg.workload.envs_per_actor * cfg.workload.num_actors
+    upi = cfg.updates_per_iteration
+    curve = [[1.0, rollout, 20.0], [2.0, 3 * rollout, 30.0], [3.0, 3 * rollout + 5, 40.0], [4.0, 4 * rollout, 50.0]]
+    committed = {"trained": 3 * upi + upi // 2, "env_steps": 4 * rollout, "curve": curve, "inserted": 7}
+    monkeypatch.setattr(runmod.checkpoints, "read_run_state", lambda folder: dict(committed))
+    state = runmod.load_run_state(cfg)
+    assert state["env_steps"] == 3 * rollout and state["curve"] == curve[:2]  # the 4th rollout is acted again
+    assert state["trained"] == committed["trained"] and state["inserted"] == 7
+    assert runmod.pieces_per_worker(cfg) == (algorithm("ppo").budget(cfg).iterations - 3) * algorithm("ppo").pacing(cfg).pieces_per_rollout
+    committed.update(trained=4 * upi, env_steps=4 * rollout)  # a commit between rollouts: nothing to drop
+    assert runmod.load_run_state(cfg) == committed
+    dqn = resolve(from_dict({"workload": {"total_env_steps": 8192, "env": "CartPole-v1"},
+                             "runtime": {"checkpoint_dir": str(tmp_path), "resume": True}},
+                            base=from_dict(algorithm("dqn").preset)))
+    committed.update(trained=5, env_steps=999)  # off-policy: every step acted is in the replay buffer
+    assert runmod.load_run_state(dqn) == committed

@@ -73,6 +73,25 @@ def test_a_restarted_worker_loses_its_unused_credit_and_gets_credit_again() -> N
     assert sum(out.credits().values()) == 5, "the freed piece is granted again"
 
 
+def test_no_batch_is_requested_past_the_update_budget() -> None:
+    """Also a run whose goal is updates alone (PPO, the synthetic workload): a batch requested past
+    the budget was trained before the stop reached the learner (a resumed PPO run from a commit
+    inside a rollout trained 1-2 batches past its budget)."""
+    orch, out = orchestrator(initial={"trained": 997, "inserted": 10**6})
+
+    def requested() -> int:
+        return sum(isinstance(m, SampleBatchMsg) for _, m in out.sent)
+
+    for trained in (997, 998, 999):
+        orch.receive(CountsMsg("trajectory_manager", {"inserted": 10**6, "pieces": 0}))
+        orch.receive(CountsMsg("trainer", {"trained": trained}))
+        orch.step()
+    assert requested() == 3 and orch.requested == 1000  # the ratio alone allows far more
+    orch.receive(CountsMsg("trainer", {"trained": 1000}))
+    orch.step()
+    assert requested() == 3 and orch.finished
+
+
 def test_once_every_piece_is_in_the_learner_gets_the_rest_of_its_budget() -> None:
     """A resumed run counts its pieces from its committed env steps. Its killed predecessor may have
     lost staged pieces, so the inserts can end short of what the ratio needs for the last batches.

@@ -75,13 +75,15 @@ def run_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_resume_point(folder: str) -> None:
-    """Say which checkpoint a resumed run starts from (run_state.json names the committed one)."""
+def _print_resume_point(cfg: RunConfig) -> None:
+    """Say which checkpoint a resumed run starts from (run_state.json names the committed one),
+    with the counts it continues from (on-policy, a rollout not wholly trained is acted again)."""
     from janus.runtime import checkpoints
+    from janus.runtime.run import load_run_state
 
-    state = checkpoints.read_run_state(folder)
+    state = load_run_state(cfg)
     if not state:
-        print(f"resuming: no committed checkpoint in {folder}; starting from scratch", flush=True)
+        print(f"resuming: no committed checkpoint in {cfg.runtime.checkpoint_dir}; starting from scratch", flush=True)
         return
     which = "the end of the last run" if state.get("tag") == checkpoints.FINAL else f"periodic checkpoint {state.get('tag')}"
     replay = f", {state['inserted']:,} transitions in replay" if "inserted" in state else ""
@@ -134,7 +136,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> None:
     run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, budget_flag)
     if algo.has_policy:
         run_folder.check_checkpoint_kept(out_dir, str(cfg.runtime.checkpoint_dir), state)
-        _print_resume_point(str(cfg.runtime.checkpoint_dir))
+        _print_resume_point(cfg)
 
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:

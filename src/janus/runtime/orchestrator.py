@@ -234,8 +234,10 @@ class Orchestrator(Component):
         # pieces has fewer inserts than the ratio needs for its last batches, and none can come.
         inserts_done = self.all_pieces and self.flushed
         credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained, inserts_done=inserts_done)
-        if self.all_pieces:  # the workers finish their pieces; the learner stops at its budget
-            credits = min(credits, max(0, self.total_updates - self.requested))
+        # never a batch past the budget: the goal stops the run at ``total_updates`` trained, and a
+        # batch requested beyond it would be trained before the stop reaches the learner (a resumed
+        # PPO run from a commit inside a rollout's minibatches trained 1-2 past its budget)
+        credits = min(credits, max(0, self.total_updates - self.requested))
         if inserts_done and credits:  # counted: what the ratio alone would not have granted
             self.beyond_ratio += max(0, credits - self.limiter.sample_credits(self.inserted, self.requested, self.trained))
         for _ in range(credits):

@@ -135,10 +135,24 @@ def checkpointer(cfg: RunConfig, name: str) -> Checkpointer | None:
 
 
 def load_run_state(cfg: RunConfig) -> dict[str, Any]:
-    """Counters and learning curve of the run being resumed ({} when not resuming)."""
+    """Counters and learning curve of the run being resumed ({} when not resuming).
+
+    On-policy (lockstep) a rollout acted but not wholly trained at the commit is lost with the
+    resume and acted again (:func:`pieces_per_worker`), so the run continues from the env steps of
+    the rollouts trained: the steps and episodes of the lost one are not counted twice, and the
+    run ends at its env-step budget, as one that was never stopped does."""
     if not cfg.runtime.resume or not cfg.runtime.checkpoint_dir:
         return {}
-    return checkpoints.read_run_state(cfg.runtime.checkpoint_dir)
+    state = checkpoints.read_run_state(cfg.runtime.checkpoint_dir)
+    p = algo_of(cfg).pacing(cfg)
+    if not p.lockstep or not state:
+        return state
+    w = cfg.workload
+    rounds = int(state.get("trained", 0)) // cfg.updates_per_iteration  # a round: every worker's rollout
+    steps = rounds * p.pieces_per_rollout * p.piece_steps * w.envs_per_actor * w.num_actors
+    if int(state.get("env_steps", 0)) <= steps:
+        return state
+    return {**state, "env_steps": steps, "curve": [c for c in state.get("curve", []) if c[1] <= steps]}
 
 
 def serial(cfg: RunConfig) -> bool:
