@@ -320,3 +320,25 @@ def test_large_held_samples_keep_their_values_while_later_samples_reuse_memory(s
         del out, want
     assert held["obs"].data_ptr() not in addresses and len(addresses) <= 2
     assert_batches_equal(held, snapshot)
+
+
+@pytest.mark.parametrize("helper", ["_next_u64", "_unit", "_fix_up", "_leaf_of"])
+def test_the_helpers_copied_from_the_replay_kernels_are_the_same_code(helper: str) -> None:
+    """The frame kernels carry copies of the replay kernels' random-number and tree helpers
+    (Numba's cache is keyed by source file, see the module doc of ``_frame_kernels``); a fix made
+    to one copy only would draw other items. Compared as syntax trees, without docstrings and
+    comments. (``_memcpy`` is not a copy: the frame kernels' copies arrays only.)"""
+    import ast
+    from pathlib import Path
+
+    import janus.buffer._frame_kernels as frame_kernels
+    import janus.buffer._kernels as kernels
+
+    def code(module: Any) -> str:
+        tree = ast.parse(Path(module.__file__).read_text())
+        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == helper)
+        body = node.body[1:] if (node.body and isinstance(node.body[0], ast.Expr)
+                                 and isinstance(node.body[0].value, ast.Constant)) else node.body
+        return ast.dump(ast.Module(body=[*node.decorator_list, node.args, *body], type_ignores=[]))
+
+    assert code(kernels) == code(frame_kernels)

@@ -4,10 +4,11 @@ Imported lazily, like :mod:`janus.buffer._kernels`, whose conventions these foll
 flat output buffers, SplitMix64 random state, binary sum/min trees). The kernels here are
 self-contained on purpose: Numba's on-disk cache is keyed by the source file of the function it
 compiled, so a kernel calling into another module would keep stale machine code after that module
-changed. The five small helpers copied from ``_kernels`` (``_next_u64``, ``_unit``, ``_memcpy``, the
-tree fix-up and the one-draw descent ``_leaf_of``) must stay identical to theirs;
-``tests/buffer/test_frame_replay.py`` checks that a seed draws the same items as an
-:class:`~janus.buffer.experience.ExperienceBuffer`.
+changed. The four small helpers copied from ``_kernels`` (``_next_u64``, ``_unit``, the tree fix-up
+and the one-draw descent ``_leaf_of``) must stay identical to theirs, which
+``tests/buffer/test_frame_replay.py`` checks (their syntax trees, and that a seed draws the same
+items as an :class:`~janus.buffer.experience.ExperienceBuffer`). ``_memcpy`` here is the
+array-to-array form of ``_kernels``' (which also copies from a tensor's address).
 
 Frame storage (``F`` frames of ``fb`` bytes, a ring written in order; ``g`` is a frame's *global
 index*, the number of frames written before it, and it lives at slot ``g % F``):
