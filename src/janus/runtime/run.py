@@ -10,8 +10,8 @@ algorithm (:mod:`janus.algorithms.base`); this module names none. Returns a :cla
 from __future__ import annotations
 
 import math
-import time
 import sys
+import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -148,11 +148,15 @@ def load_run_state(cfg: RunConfig) -> dict[str, Any]:
     if not p.lockstep or not state:
         return state
     w = cfg.workload
-    rounds = int(state.get("trained", 0)) // cfg.updates_per_iteration  # a round: every worker's rollout
-    steps = rounds * p.pieces_per_rollout * p.piece_steps * w.envs_per_actor * w.num_actors
+    steps = rounds_trained(cfg, state) * p.pieces_per_rollout * p.piece_steps * w.envs_per_actor * w.num_actors
     if int(state.get("env_steps", 0)) <= steps:
         return state
     return {**state, "env_steps": steps, "curve": [c for c in state.get("curve", []) if c[1] <= steps]}
+
+
+def rounds_trained(cfg: RunConfig, state: dict[str, Any]) -> int:
+    """On-policy: the rounds (every worker's rollout) wholly trained at the commit ``state``."""
+    return int(state.get("trained", 0)) // cfg.updates_per_iteration
 
 
 def serial(cfg: RunConfig) -> bool:
@@ -235,7 +239,7 @@ def pieces_per_worker(cfg: RunConfig) -> int:
     if not state:
         return p.max_pieces
     if p.lockstep:  # the rollouts trained on: one acted but not yet trained at the commit is lost, and acted again
-        done_rounds = int(state.get("trained", 0)) // cfg.updates_per_iteration  # a round: every worker's rollout
+        done_rounds = rounds_trained(cfg, state)
     elif algo_of(cfg).budget(cfg).env_steps:
         round_steps = p.piece_steps * cfg.workload.envs_per_actor * cfg.workload.num_actors
         done_rounds = int(state.get("env_steps", 0)) // round_steps

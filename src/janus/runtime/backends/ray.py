@@ -269,16 +269,16 @@ class ComponentActor:
         try:
             component = factory()
             component.bind(self.outbox)
+            self.host = Host(component)
         except Exception as exc:
             if on_exit is None or instance == 0:  # a component that cannot start: the run cannot either
                 raise
             self.host = Host.of_failed_build(name, exc)  # a restarted worker: counted like a crash
-            self.host.instance = instance
-            on_exit(self.host)
-            return
-        self.host = Host(component)
         self.host.instance = instance
-        self.host.start_thread(on_exit=on_exit)
+        if self.host.done.is_set():
+            self._report_failure(self.host)
+        else:
+            self.host.start_thread(on_exit=on_exit)
 
     def _report_failure(self, host: Host) -> None:
         """A worker's component raised: tell the Orchestrator, which replaces it at once (a worker
