@@ -346,21 +346,27 @@ def load_yaml(path: str | Path) -> RunConfig:
 
 
 def parse_granularity(name: str, value: Any) -> float:
-    """Parse a granularity given as a number or a ``"k/M"`` string."""
+    """Parse a granularity given as a number or a ``"k/M"`` string: a whole number comes back as
+    an ``int`` (so config.yaml and messages say ``4``, not ``4.0``), a fraction as a ``float``."""
     if isinstance(value, bool):
         raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
     if isinstance(value, str):
         # k/M by hand: Fraction("1e999999999") would compute 10**999999999 (minutes of CPU).
         ratio = re.fullmatch(r"\s*([+-]?\d{1,18})\s*/\s*(\d{1,18})\s*", value)
         try:
-            return int(ratio[1]) / int(ratio[2]) if ratio else float(value.strip())
+            return _whole(int(ratio[1]) / int(ratio[2]) if ratio else float(value.strip()))
         except (ValueError, ZeroDivisionError):
             raise invalid(name, value, "a number, or a fraction written k/M such as 1/4") from None
     if _is_number(value):
-        return float(value)
+        return _whole(float(value))
     if isinstance(value, (int, float)):  # NaN, inf, an int beyond float range
         raise invalid(name, value, "a finite number")
     raise invalid(name, value, "a number >= 1 (off-policy) or a fraction k/M (on-policy)")
+
+
+def _whole(value: float) -> float:
+    """``value`` as an ``int`` when it is a whole number a float holds exactly (NaN and inf stay)."""
+    return int(value) if math.isfinite(value) and value == int(value) and abs(value) <= 2**53 else value
 
 
 def _int(name: str, value: Any, low: int = 1, high: int = MAX_INT) -> int:
