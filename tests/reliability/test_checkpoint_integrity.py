@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -92,6 +93,7 @@ def test_a_flipped_byte_in_trainer_pt_fails_resume_and_rollout(run: Path) -> Non
     assert resume.returncode == 2, resume.stderr[-2000:]
     assert "trainer.pt does not match run_state.json (sha256 differs)" in resume.stderr
     assert "start a new run with --out" in resume.stderr
+    assert "resuming from" not in resume.stdout  # refused before it says where it would resume from
     assert rollout.returncode == 2 and "fails its checksum" in rollout.stderr, rollout.stderr[-2000:]
 
 
@@ -148,6 +150,33 @@ def test_an_inconsistent_run_folder_is_a_clear_error(run: Path, case: str, capsy
     assert "starting from scratch" not in err.out
     if "resealed" not in case:  # refused by the driver before any component starts, not by a failing component
         assert "failed; the run was stopped" not in err.err and "Traceback" not in err.err
+        assert "resuming from" not in err.out
+
+
+def test_a_checkpoint_is_hashed_once_per_resume_but_a_change_is_still_caught(
+        run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume checks every file before it starts, when it recovers and when it loads: each file
+    is read once while it is unchanged, and a write after the first check is still found."""
+    monkeypatch.setattr(checkpoints, "RACY_S", 0.05)
+    time.sleep(0.1)  # the copied files are now "settled"
+    read: list[str] = []
+    real = checkpoints.file_digest
+    monkeypatch.setattr(checkpoints, "file_digest", lambda p, *a: read.append(Path(p).name) or real(p, *a))
+    ckpt = run / "checkpoint"
+    assert checkpoints.verify_committed(ckpt) and sorted(read) == ["trainer.pt", "trajectory_manager.pt"]
+    checkpoints.recover(ckpt)
+    assert sorted(read) == ["trainer.pt", "trajectory_manager.pt"]  # remembered, not read again
+    time.sleep(0.1)
+    with open(ckpt / "trainer.pt", "r+b") as f:  # same size, same inode, one byte different
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 0x01]))
+    with pytest.raises(CheckpointError, match="trainer.pt does not match run_state.json"):
+        checkpoints.verify_committed(ckpt)
+    assert read.count("trainer.pt") == 2
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--total_env_steps", "4500"]) == 2
+    assert "resuming from" not in capsys.readouterr().out
 
 
 # ---- 7. writes never follow symlinks --------------------------------------------------------------

@@ -136,6 +136,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> None:
     run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, budget_flag)
     if algo.has_policy:
         run_folder.check_checkpoint_kept(out_dir, str(cfg.runtime.checkpoint_dir), state)
+        checkpoints.verify_committed(str(cfg.runtime.checkpoint_dir))  # a corrupt file is refused before "resuming from"
         _print_resume_point(cfg)
 
 

@@ -247,11 +247,58 @@ def _entry(folder: str | Path, record: dict[str, Any], file: str) -> dict[str, A
     return entry
 
 
+_DIGESTS: dict[tuple[int, ...], tuple[int, str]] = {}
+_DIGESTS_KEPT = 64
+RACY_S = 2.0  # a file changed this recently is never remembered (timestamps are as coarse as a clock tick)
+
+
+def _digest(path: str | Path) -> tuple[int, str]:
+    """:func:`~janus.fileio.file_digest`, remembered while the file is unchanged: same device,
+    inode, size, mtime and ctime. A resume checks every file before it prints where it resumes
+    from, again when it recovers and again when each component loads its part, and a replay
+    checkpoint can be gigabytes: it is read once. Only a file last changed ``RACY_S`` before it
+    was read is remembered (as git treats "racily clean" files): a later write or rename then
+    moves its ctime past the remembered one even on a file system whose clock is coarse."""
+    try:
+        before = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return file_digest(path)  # the error file_digest gives for it
+    key = (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+    if stat.S_ISREG(before.st_mode) and key in _DIGESTS:
+        return _DIGESTS[key]
+    started = time.time_ns()
+    digest = file_digest(path)
+    after = os.stat(path, follow_symlinks=False)
+    settled = max(before.st_mtime_ns, before.st_ctime_ns) < started - int(RACY_S * 1e9)
+    if settled and stat.S_ISREG(after.st_mode) and key == (after.st_dev, after.st_ino, after.st_size,
+                                                             after.st_mtime_ns, after.st_ctime_ns):
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            _DIGESTS.clear()
+        _DIGESTS[key] = digest
+    return digest
+
+
+def verify_committed(folder: str | Path) -> dict[str, Any]:
+    """The commit record of ``folder`` ({} when nothing was committed), with every file it lists
+    checked — the file itself, or the pending file of the committed run and tag that
+    :func:`recover` would promote — without changing anything: a resume refuses a corrupt
+    checkpoint before it says where it resumes from."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    record = read_run_state(folder)
+    for file, entry in record.get("files", {}).items():
+        pending = _pending(folder, file[:-3], record["run_id"], record["tag"])
+        if not (os.path.isfile(pending) and not os.path.islink(pending) and _matches(pending, entry)):
+            _verify(folder / file, entry)
+    return record
+
+
 def _verify(path: str | Path, entry: dict[str, Any]) -> None:
     """``path`` is exactly the committed file: same size, same SHA-256."""
     if not os.path.lexists(path):
         raise CheckpointError(f"checkpoint {path} is missing but {RUN_STATE} records it: {ADVICE}")
-    size, sha = file_digest(path)
+    size, sha = _digest(path)
     if size != entry["size"]:
         raise CheckpointError(f"checkpoint {path} does not match {RUN_STATE} (size {size:,} bytes, recorded "
                               f"{entry['size']:,}): {ADVICE}")
