@@ -8,7 +8,7 @@ import pytest
 
 from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
-from janus.runtime.messages import CountsMsg, InsertCreditMsg, PongMsg, SampleBatchMsg, StartMsg
+from janus.runtime.messages import CountsMsg, InsertCreditMsg, PongMsg, SampleBatchMsg, StartMsg, WorkerDownMsg
 from janus.runtime.orchestrator import Orchestrator
 from janus.runtime.pacing import SampleToInsertRatio
 from janus.runtime.run import run_runtime
@@ -54,23 +54,64 @@ def test_insert_credits_are_granted_ahead_round_robin_and_count_pieces_in_flight
     assert sum(out.credits().values()) == 4 + 1, "two batches requested: one more piece"
 
 
+def _replace(orch: Orchestrator, worker: str) -> None:
+    """Have ``orch`` replace ``worker``'s current instance, as when the backend reports it down."""
+    orch.receive(WorkerDownMsg(worker, orch.restarts.get(worker, 0)))
+
+
 def test_a_restarted_worker_loses_its_unused_credit_and_gets_credit_again() -> None:
     orch, out = orchestrator()
     restarted: list[str] = []
     orch.restart = restarted.append
     orch.step()
-    orch.receive(PongMsg(1, "worker-1", 0.0, {"rollouts": 1}))  # used 1 of its 2 pieces, then died
-    orch.pong_timeout_s = 0.0
-    orch.last_pong = {n: 0.0 for n in orch.roles}
-    orch.last_pong["worker-1"] = -1e9
-    for name in orch.roles:
-        if name != "worker-1":
-            orch.last_pong[name] = float("inf")
-    orch._health(1.0)
+    # worker-1 used 1 of its 2 pieces (it arrived), then died
+    orch.receive(CountsMsg("trajectory_manager", {"inserted": 32, "pieces": 1, "pieces_from": {"worker-1": 1}}))
+    assert orch.pieces_in_flight == 3
+    _replace(orch, "worker-1")
     assert restarted == ["worker-1"]
-    assert orch.granted["worker-1"] == 0 and orch.pieces_in_flight == 3, "its unused piece is forgotten"
+    assert orch.granted["worker-1"] == 0 and orch.pieces_in_flight == 2, "its unused piece is forgotten"
     orch.step()
     assert sum(out.credits().values()) == 5, "the freed piece is granted again"
+
+
+def test_a_piece_lost_with_a_dead_worker_is_not_waited_for() -> None:
+    """A piece the worker sent but that died with its process (a Ray call not yet delivered) never
+    arrives: counted in flight, it would hold the ratio back for good and stall a paced run."""
+    orch, out = orchestrator()
+    orch.restart = lambda name: None
+    orch.step()
+    orch.receive(PongMsg(1, "worker-1", 0.0, {"rollouts": 2}))  # it sent both its pieces; neither arrived
+    _replace(orch, "worker-1")
+    assert orch.pieces_in_flight == 2, "only worker-0's two pieces are still to come"
+    orch.receive(CountsMsg("trajectory_manager", {"inserted": 96, "pieces": 3,
+                                                  "pieces_from": {"worker-0": 2, "worker-1": 1}}))
+    assert orch.pieces_in_flight == 0, "one arrived after all: counted then, the ratio errs towards granting"
+    _replace(orch, "worker-1")  # the replacement dies too, having sent nothing: its count starts from its own start
+    assert orch.pieces_in_flight == 0 and orch.granted_total == 3
+
+
+def test_no_worker_is_granted_past_its_quota() -> None:
+    """Credit a worker cannot use (it has sent all its pieces) would count as in flight forever.
+    After a restart the quotas are out of step: the credit goes to the worker that has room."""
+    roles = {"trainer": "trainer", "trajectory_manager": "trajectory_manager", "worker-0": "worker", "worker-1": "worker"}
+    limiter = SampleToInsertRatio(2.0, 64, 128.0, insert_piece=32, sample_batch=32, max_in_flight=2)
+    orch = Orchestrator("orchestrator", roles, limiter, total_updates=1000, restart=lambda name: None,
+                        total_pieces=6, worker_quota=3)
+    out = Outbox()
+    orch.bind(out)  # type: ignore[arg-type]
+    orch.receive(StartMsg())
+    orch.step()
+    assert out.credits() == {"worker-0": 2, "worker-1": 2}
+    orch.receive(CountsMsg("trajectory_manager", {"inserted": 128, "pieces": 4, "pieces_from": {"worker-0": 2, "worker-1": 2}}))
+    _replace(orch, "worker-1")  # its new instance may send 3 pieces again
+    for _ in range(8):
+        orch.step()
+        inserted = orch.pieces_inserted + orch.pieces_in_flight  # every grant arrives
+        orch.receive(CountsMsg("trainer", {"trained": orch.requested}))
+        orch.receive(CountsMsg("trajectory_manager", {"inserted": 32 * inserted, "pieces": inserted}))
+    credits = out.credits()
+    assert credits["worker-0"] == 3 and credits["worker-1"] == 2 + 3, credits
+    assert orch.granted == {"worker-0": 3, "worker-1": 3}
 
 
 def test_no_batch_is_requested_past_the_update_budget() -> None:

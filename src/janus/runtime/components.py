@@ -170,10 +170,16 @@ class WorkerProxy(Component):
             merged = {k: np.concatenate([m.transitions[k] for m in msgs], axis=0) if _same_tail(msgs, k) else None for k in first}
             if any(v is None for v in merged.values()):  # pieces of different env counts: send separately
                 for m in msgs:
-                    self.send(self.tm, InsertTransitionMsg(self.name, m.transitions, m.count, m.params_version))
+                    self.send(self.tm, InsertTransitionMsg(self.name, m.transitions, m.count, m.params_version, m.pieces,
+                                                           m.by_worker()))
                 return
         count = sum(m.count for m in msgs)
-        self.send(self.tm, InsertTransitionMsg(self.name, merged, count, min(m.params_version for m in msgs), len(msgs)))
+        origins: dict[str, int] = {}
+        for m in msgs:
+            for worker, pieces in m.by_worker():
+                origins[worker] = origins.get(worker, 0) + pieces
+        self.send(self.tm, InsertTransitionMsg(self.name, merged, count, min(m.params_version for m in msgs),
+                                               sum(m.pieces for m in msgs), tuple(origins.items())))
         self.count("inserts_forwarded")
 
     def on_StopMsg(self, msg: StopMsg) -> None:
@@ -250,6 +256,7 @@ class TrajectoryManager(Component):
         self.serve_error: BaseException | None = None
         self.inserted = 0
         self.pieces = 0  # worker pieces inserted by this process (the Orchestrator's insert credits)
+        self.pieces_from: dict[str, int] = {}  # the same, by worker (credit a dead instance never used)
         self.reported = 0  # `inserted` as last told to the Orchestrator
 
     def on_StartMsg(self, msg: StartMsg) -> None:
@@ -282,6 +289,8 @@ class TrajectoryManager(Component):
         self.count("insert_s", time.perf_counter() - t0)
         self.inserted += msg.count
         self.pieces += msg.pieces
+        for worker, pieces in msg.by_worker():
+            self.pieces_from[worker] = self.pieces_from.get(worker, 0) + pieces
         self.count("transitions_inserted", msg.count)
 
     def on_FlushMsg(self, msg: FlushMsg) -> None:
@@ -328,7 +337,8 @@ class TrajectoryManager(Component):
         """One count for every insert drained since the last step, not one per insert."""
         if self.inserted != self.reported:
             self.reported = self.inserted
-            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces}))
+            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces,
+                                                               "pieces_from": dict(self.pieces_from)}))
 
     def _send_batch(self, request_id: int, batch: dict) -> None:
         # Tensors as the LearnerBuffer holds them (on the learner device): a Trainer in this process

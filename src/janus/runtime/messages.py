@@ -43,6 +43,11 @@ class InsertTransitionMsg:
     count: int
     params_version: int = 0
     pieces: int = 1
+    origins: tuple[tuple[str, int], ...] = ()  # (worker, pieces) merged into this message; () means (source, pieces)
+
+    def by_worker(self) -> tuple[tuple[str, int], ...]:
+        """The pieces of each worker this message carries (a proxy merges several workers')."""
+        return self.origins or ((self.source, self.pieces),)
 
 
 @dataclass(frozen=True)

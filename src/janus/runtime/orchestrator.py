@@ -60,7 +60,7 @@ class Orchestrator(Component):
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
         all_pieces: bool = False, eval_interval_steps: int = 0,
-        metrics_interval_s: float = 2.0, sample_credits_to: str | None = None,
+        metrics_interval_s: float = 2.0, sample_credits_to: str | None = None, worker_quota: int = 0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -98,6 +98,9 @@ class Orchestrator(Component):
         # insert credits (pieces; counted from 0 by this process and its TrajectoryManager)
         self.granted: dict[str, int] = {n: 0 for n in self.workers}  # to each live worker instance
         self.granted_total = 0  # to every instance, minus what dead instances left unused
+        self.worker_quota = worker_quota  # pieces one worker instance sends at most (0: no limit)
+        self.pieces_from: dict[str, int] = {}  # pieces inserted, by worker (the TrajectoryManager's report)
+        self.pieces_from_before: dict[str, int] = {}  # of them, those of the worker's replaced instances
         self.pieces_inserted = 0
         self.next_worker = 0
         self.total_pieces = total_pieces
@@ -145,6 +148,7 @@ class Orchestrator(Component):
         elif msg.sender == self.tm:
             self.inserted = int(msg.counters.get("inserted", self.inserted))
             self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
+            self.pieces_from.update(msg.counters.get("pieces_from", {}))
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
             self._add_metrics(msg.counters)
@@ -283,22 +287,39 @@ class Orchestrator(Component):
         issued = self.inserted + self.pieces_in_flight * self.limiter.insert_piece
         pieces = self.limiter.insert_credits(issued, self.requested) or 0
         grants: dict[str, int] = {}
-        for _ in range(pieces):
+        # never past an instance's quota: a worker that has sent all its pieces cannot use credit,
+        # and credit parked there would count as in flight forever (after a restart the workers'
+        # quotas are no longer in step, so plain round-robin would stall the run)
+        room = {w: (self.worker_quota - self.granted[w] if self.worker_quota else pieces) for w in self.workers}
+        granted = 0
+        for _ in range(len(self.workers) * pieces):
+            if granted == pieces or not any(r > 0 for r in room.values()):
+                break
             worker = self.workers[self.next_worker % len(self.workers)]
             self.next_worker += 1
-            grants[worker] = grants.get(worker, 0) + 1
+            if room[worker] > 0:
+                room[worker] -= 1
+                grants[worker] = grants.get(worker, 0) + 1
+                granted += 1
         for worker, n in grants.items():
             self.send(worker, InsertCreditMsg(n))
             self.granted[worker] += n
-        self.granted_total += pieces
-        return pieces
+        self.granted_total += granted
+        return granted
 
     def _forget_credit(self, worker: str) -> None:
-        """A restarted worker starts without credit: drop what its dead instance had not used
-        (by its last reported piece count; a piece it sent after that report counts as inserted
-        when it arrives, so the ratio errs by at most those pieces)."""
-        produced = int(self.component_counters.get(worker, {}).get("rollouts", 0))
-        self.granted_total -= max(self.granted[worker] - produced, 0)
+        """A restarted worker starts without credit: drop every piece granted to its dead instance
+        that has not reached the TrajectoryManager (by the TrajectoryManager's last report).
+
+        Unused credit and pieces lost with the process (a Ray call not yet delivered) alike: were a
+        lost piece still counted in flight, the ratio would wait for it forever and a paced run
+        would stall. A piece that does arrive later counts as inserted then, so the ratio errs by
+        at most those pieces, towards granting, never towards a stall; and since it counts among
+        the next instance's arrivals, the next replacement takes it back (no clamp here: the
+        count telescopes)."""
+        arrived = self.pieces_from.get(worker, 0) - self.pieces_from_before.get(worker, 0)
+        self.granted_total -= self.granted[worker] - arrived
+        self.pieces_from_before[worker] = self.pieces_from.get(worker, 0)
         self.granted[worker] = 0
         self.component_counters.pop(worker, None)
 

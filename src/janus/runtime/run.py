@@ -195,7 +195,8 @@ def new_orchestrator(cfg: RunConfig, roles: dict[str, str], restart: Callable[[s
                         initial=load_run_state(cfg), checkpoints=schedule, total_pieces=pieces_in_all(cfg),
                         stall_timeout_s=r.stall_timeout_s, all_pieces=budget.env_steps > 0,
                         eval_interval_steps=r.eval_interval_steps if evaluates(cfg) else 0,
-                        sample_credits_to="trainer" if trainer_takes_batches(cfg) else None)
+                        sample_credits_to="trainer" if trainer_takes_batches(cfg) else None,
+                        worker_quota=pieces_per_worker(cfg) if pieces_in_all(cfg) else 0)
 
 
 def check_progress_possible(cfg: RunConfig) -> None:
