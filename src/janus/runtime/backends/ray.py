@@ -9,7 +9,8 @@ carry a small :class:`RayParams` handle, resolved (and cached) once per process.
 
 Actors are named, in a namespace of their own per run, and placed on Ray nodes by the layout's node
 labels (``node-0`` on the head). The Orchestrator restarts a dead worker through a picklable
-:class:`Restarter` (``backend.restart``): it runs inside the Orchestrator's actor.
+:class:`Restarter` (``backend.restart``): it runs inside the Orchestrator's actor. A worker whose
+component raises reports it; one whose process dies is reported by a :class:`DeathWatch`.
 """
 
 from __future__ import annotations
@@ -282,7 +283,7 @@ class ComponentActor:
 
     def _report_failure(self, host: Host) -> None:
         """A worker's component raised: tell the Orchestrator, which replaces it at once (a worker
-        whose process died cannot say so: its pings time out)."""
+        whose process died cannot say so: the :class:`DeathWatch` does)."""
         if host.error is not None:
             self.outbox.send("orchestrator", WorkerDownMsg(host.component.name, host.instance))
 
@@ -332,6 +333,74 @@ class ComponentActor:
 _RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)
 
 
+class DeathWatch:
+    """Tells the Orchestrator at once when a worker's actor process dies (SIGKILL, the OOM killer,
+    a native crash), which the component cannot report itself.
+
+    Each watched actor has one ``wait_done`` call outstanding; Ray fails it with a
+    ``RayActorError`` as soon as it sees the process gone, and a thread here then sends
+    ``WorkerDownMsg(name, instance)``. An actor that ends normally (or whose component raised, and
+    said so itself) answers the call and is dropped. One per process that starts workers: the
+    driver (instance 0) and the Orchestrator's actor (restarts). A hung worker is still found by
+    its pings."""
+
+    def __init__(self) -> None:
+        self._refs: dict[Any, tuple[str, str, int]] = {}  # wait_done ref -> (namespace, name, instance)
+        self._outboxes: dict[str, RayOutbox] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, handle: Any, namespace: str, name: str, instance: int) -> None:
+        with self._lock:
+            self._refs[handle.wait_done.remote()] = (namespace, name, instance)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="janus-ray-death-watch", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def forget(self, namespace: str) -> None:
+        """Stop watching the actors of run ``namespace`` (it is shutting down: its kills are no news)."""
+        with self._lock:
+            self._refs = {ref: w for ref, w in self._refs.items() if w[0] != namespace}
+            self._outboxes.pop(namespace, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                refs = list(self._refs)
+            if not refs:
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            try:
+                ready, _ = ray.wait(refs, num_returns=1, timeout=0.5)
+                for ref in ready:
+                    self._settle(ref)
+            except Exception:  # noqa: BLE001 - Ray shutting down under us: the pings remain
+                time.sleep(0.5)
+
+    def _settle(self, ref: Any) -> None:
+        with self._lock:
+            watched = self._refs.pop(ref, None)
+        if watched is None:
+            return
+        try:
+            ray.get(ref, timeout=0)
+            return  # the host loop ended; a component error was reported by the actor itself
+        except ray.exceptions.RayActorError:
+            pass
+        namespace, name, instance = watched
+        with self._lock:
+            outbox = self._outboxes.get(namespace)
+            if outbox is None:
+                outbox = self._outboxes[namespace] = RayOutbox(namespace, "death-watch", 1)
+        outbox.send("orchestrator", WorkerDownMsg(name, instance))
+
+
+_DEATHS = DeathWatch()
+
+
 @dataclass
 class Restarter:
     """Picklable restart callback (runs in the driver or in the Orchestrator's actor)."""
@@ -377,7 +446,9 @@ class Restarter:
                 error = None
             ray.kill(old, no_restart=True)
         self.instances[name] = self.instances.get(name, 0) + 1
-        self.spawn(name)
+        handle = self.spawn(name)
+        if self.specs[name][0] == "worker":
+            _DEATHS.watch(handle, self.namespace, name, self.instances[name])
         if _OUTBOX is not None:
             _OUTBOX.forget(name)
         refs = [h.forget.remote(name) for n in self.specs if n != name and (h := _lookup(n, self.namespace))]
@@ -433,6 +504,9 @@ class RayBackend:
                     self._watch[handle.wait_done.remote()] = name
             # every process up and every component constructed before the run starts
             ray.get([h.pid.remote() for h in self.handles.values()], timeout=start_timeout)
+            for name, handle in self.handles.items():  # up: from now on a dead process is reported at once
+                if self.roles[name] == "worker":
+                    _DEATHS.watch(handle, self.namespace, name, 0)
         except BaseException as exc:  # Ctrl-C included: leave no actor behind
             self.shutdown()
             if isinstance(exc, (ray.exceptions.RayError, TimeoutError)):
@@ -516,6 +590,7 @@ class RayBackend:
         if self.outbox is None or self._final is not None or not ray.is_initialized():
             return []  # never started, or already shut down
         deadline = time.monotonic() + timeout
+        _DEATHS.forget(self.namespace)
         handles = {n: h for n in self.roles if (h := _lookup(n, self.namespace)) is not None}
         for role in SHUTDOWN_ORDER:
             group = [n for n in handles if self.roles[n] == role]
