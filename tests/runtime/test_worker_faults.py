@@ -176,6 +176,31 @@ def test_a_worker_process_that_keeps_crashing_fails_the_run(capsys: pytest.Captu
     assert "janus: worker 'worker-0' raised WorkerDied: its process died of SIGSEGV" in capsys.readouterr().err
 
 
+class SlowlyDyingWorker(RaisingWorker):
+    """Its pipes close a moment before its process ends (a process tearing down: the learner sees
+    EOF before there is an exit code to read). The worker's own side then finds its pipe gone and
+    exits with code 3."""
+
+    def fail(self) -> None:
+        import os
+        import time
+
+        os.closerange(3, 65536)  # every pipe to the learner: EOF there now
+        time.sleep(0.5)
+
+
+def test_a_worker_whose_pipe_closes_before_it_dies_still_counts_how_it_died(capsys: pytest.CaptureFixture[str]) -> None:
+    """Read at once, its exit code was not there yet: the death counted as a hang (no error), so a
+    worker crashing in native code every time was restarted for the whole run."""
+    cfg = tiny("process")
+    backend = runmod.make_backend(cfg)
+    add = backend.add
+    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, role, SlowlyDyingWorker(factory) if role == "worker" else factory, node)
+    with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*WorkerDied: its process exited \(exit code 3\)"):
+        run_runtime(cfg, backend=backend, timeout_s=25)
+
+
 class RebuildFailingWorker(RaisingWorker):
     """The first instance raises on its third step; every later one cannot even be built (say, the
     port its environment server needs is still taken). Counted in a file: process workers are built

@@ -51,6 +51,7 @@ from janus.runtime.shm import (SHM_DIR, Layout, ParamStore, RingClosed, ShmParam
                                remove_orphaned_segments, unlink_segment)
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
+EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -425,6 +426,8 @@ class ProcessBackend(LocalBackend):
             exitcode = None
             if old is not None:
                 self.retired_workers.append(old)
+                if old.down_reported:  # its pipe closed: the process is exiting, its exit code comes in a moment
+                    old.process.join(EXIT_WAIT_S)
                 exitcode = old.process.exitcode  # before the kill below: None while it runs (hung)
                 if old.process.is_alive():
                     old.process.kill()
