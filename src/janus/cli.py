@@ -265,7 +265,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         rgroup.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(), **extra,
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     parser.add_argument("--seed", type=int, default=None, help=_help("Random seed.", defaults["seed"]))
-    hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section; dqn, ppo)")
+    hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section; dqn, ppo, sac)")
     docs = _hyperparameter_docs()
     for name, by_algo in hyperparameters().items():
         example = next(iter(by_algo.values()))
