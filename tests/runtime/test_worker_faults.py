@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -79,6 +79,15 @@ class RaisingWorker:
         raise ValueError("broken env on purpose")
 
 
+def backend_wrapping_workers(cfg: RunConfig, wrap: Callable[[Any], Any]) -> Any:
+    """``cfg``'s backend, with every worker's factory wrapped by ``wrap`` (to make it fail)."""
+    backend = runmod.make_backend(cfg)
+    add = backend.add
+    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, role, wrap(factory) if role == "worker" else factory, node)
+    return backend
+
+
 def tiny(backend: str) -> RunConfig:
     """Pings time out after 30 s, longer than these tests' runs may take: a worker's error must be
     acted on when the backend reports it, not when its pings time out."""
@@ -101,10 +110,7 @@ def test_a_worker_that_always_raises_fails_the_run_with_its_error(backend_name: 
         request.getfixturevalue("ray_session")
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray actors cannot import tests/
     cfg = tiny(backend_name)
-    backend = runmod.make_backend(cfg)
-    add = backend.add
-    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, role, RaisingWorker(factory) if role == "worker" else factory, node)
+    backend = backend_wrapping_workers(cfg, RaisingWorker)
     with pytest.raises(RunFailed) as failed:
         run_runtime(cfg, backend=backend, timeout_s=25 if backend_name != "ray" else 60)
     message = str(failed.value)
@@ -130,10 +136,7 @@ def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, c
     cfg = tiny("local")
     cfg = resolve(RunConfig(janus=cfg.janus, workload=WorkloadConfig(**{**cfg.workload.__dict__, "iterations": 12}),
                             runtime=cfg.runtime))
-    backend = runmod.make_backend(cfg)
-    add = backend.add
-    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, role, OnceRaising(factory) if role == "worker" else factory, node)
+    backend = backend_wrapping_workers(cfg, OnceRaising)
     result = run_runtime(cfg, backend=backend, timeout_s=120)
     errors = result["runtime"]["worker_errors"]
     assert [(e["worker"], e["error"], e["in_a_row"]) for e in errors] == [
@@ -167,10 +170,7 @@ class SegfaultingWorker(RaisingWorker):
 
 def test_a_worker_process_that_keeps_crashing_fails_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tiny("process")
-    backend = runmod.make_backend(cfg)
-    add = backend.add
-    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, role, SegfaultingWorker(factory) if role == "worker" else factory, node)
+    backend = backend_wrapping_workers(cfg, SegfaultingWorker)
     with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*died of SIGSEGV \(exit code -11\)"):
         run_runtime(cfg, backend=backend, timeout_s=25)  # each death is seen at once, not 30 s of pings later
     assert "janus: worker 'worker-0' raised WorkerDied: its process died of SIGSEGV" in capsys.readouterr().err
@@ -193,10 +193,7 @@ def test_a_worker_whose_pipe_closes_before_it_dies_still_counts_how_it_died(caps
     """Read at once, its exit code was not there yet: the death counted as a hang (no error), so a
     worker crashing in native code every time was restarted for the whole run."""
     cfg = tiny("process")
-    backend = runmod.make_backend(cfg)
-    add = backend.add
-    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, role, SlowlyDyingWorker(factory) if role == "worker" else factory, node)
+    backend = backend_wrapping_workers(cfg, SlowlyDyingWorker)
     with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*WorkerDied: its process exited \(exit code 3\)"):
         run_runtime(cfg, backend=backend, timeout_s=25)
 
@@ -229,10 +226,7 @@ def test_a_worker_that_cannot_be_rebuilt_is_a_crash_loop_with_its_error(backend_
         request.getfixturevalue("ray_session")
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cfg = tiny(backend_name)
-    backend = runmod.make_backend(cfg)
-    add = backend.add
-    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, role, RebuildFailingWorker(factory, tmp_path / "built") if role == "worker" else factory, node)
+    backend = backend_wrapping_workers(cfg, lambda factory: RebuildFailingWorker(factory, tmp_path / "built"))
     with pytest.raises(RunFailed) as failed:
         run_runtime(cfg, backend=backend, timeout_s=25 if backend_name != "ray" else 60)
     message = str(failed.value)
