@@ -163,7 +163,9 @@ def test_a_checkpoint_is_hashed_once_per_resume_but_a_change_is_still_caught(
     real = checkpoints.file_digest
     monkeypatch.setattr(checkpoints, "file_digest", lambda p, *a: read.append(Path(p).name) or real(p, *a))
     ckpt = run / "checkpoint"
-    assert checkpoints.verify_committed(ckpt) and sorted(read) == ["trainer.pt", "trajectory_manager.pt"]
+    record = checkpoints.read_run_state(ckpt)
+    checkpoints.verify_committed(ckpt, record)
+    assert record and sorted(read) == ["trainer.pt", "trajectory_manager.pt"]
     checkpoints.recover(ckpt)
     assert sorted(read) == ["trainer.pt", "trajectory_manager.pt"]  # remembered, not read again
     time.sleep(0.1)
@@ -172,7 +174,7 @@ def test_a_checkpoint_is_hashed_once_per_resume_but_a_change_is_still_caught(
         f.seek(0)
         f.write(bytes([first[0] ^ 0x01]))
     with pytest.raises(CheckpointError, match="trainer.pt does not match run_state.json"):
-        checkpoints.verify_committed(ckpt)
+        checkpoints.verify_committed(ckpt, record)
     assert read.count("trainer.pt") == 2
     capsys.readouterr()
     assert main(["train", "--resume", str(run), "--total_env_steps", "4500"]) == 2

@@ -75,13 +75,14 @@ def run_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_resume_point(cfg: RunConfig) -> None:
-    """Say which checkpoint a resumed run starts from (run_state.json names the committed one),
-    with the counts it continues from (on-policy, a rollout not wholly trained is acted again)."""
+def _print_resume_point(cfg: RunConfig, record: dict[str, Any]) -> None:
+    """Say which checkpoint a resumed run starts from (``record``, its run_state.json, names the
+    committed one), with the counts it continues from (on-policy, a rollout not wholly trained is
+    acted again)."""
     from janus.runtime import checkpoints
-    from janus.runtime.run import load_run_state
+    from janus.runtime.run import resumed_counts
 
-    state = load_run_state(cfg)
+    state = resumed_counts(cfg, record) if record else {}
     if not state:
         print(f"resuming: no committed checkpoint in {cfg.runtime.checkpoint_dir}; starting from scratch", flush=True)
         return
@@ -136,8 +137,8 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> None:
     run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, budget_flag)
     if algo.has_policy:
         run_folder.check_checkpoint_kept(out_dir, str(cfg.runtime.checkpoint_dir), state)
-        checkpoints.verify_committed(str(cfg.runtime.checkpoint_dir))  # a corrupt file is refused before "resuming from"
-        _print_resume_point(cfg)
+        checkpoints.verify_committed(str(cfg.runtime.checkpoint_dir), state)  # a corrupt file is refused first
+        _print_resume_point(cfg, state)
 
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:

@@ -278,20 +278,23 @@ def _digest(path: str | Path) -> tuple[int, str]:
     return digest
 
 
-def verify_committed(folder: str | Path) -> dict[str, Any]:
-    """The commit record of ``folder`` ({} when nothing was committed), with every file it lists
-    checked — the file itself, or the pending file of the committed run and tag that
-    :func:`recover` would promote — without changing anything: a resume refuses a corrupt
+def verify_committed(folder: str | Path, record: dict[str, Any]) -> None:
+    """Check every file the commit ``record`` of ``folder`` lists (:func:`read_run_state`), where
+    :func:`recover` would take it from, without changing anything: a resume refuses a corrupt
     checkpoint before it says where it resumes from."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return {}
-    record = read_run_state(folder)
-    for file, entry in record.get("files", {}).items():
-        pending = _pending(folder, file[:-3], record["run_id"], record["tag"])
-        if not (os.path.isfile(pending) and not os.path.islink(pending) and _matches(pending, entry)):
-            _verify(folder / file, entry)
-    return record
+    for file in record.get("files", {}):
+        _committed_copy(Path(folder), record, file)
+
+
+def _committed_copy(folder: Path, record: dict[str, Any], file: str) -> Path:
+    """Where the committed bytes of ``file`` are, checked against ``record``: the pending file of
+    the committed run and tag when it matches (a commit a crash cut short), else the file itself."""
+    entry = record["files"][file]
+    pending = Path(_pending(folder, file[:-3], record["run_id"], record["tag"]))
+    if pending.is_file() and not pending.is_symlink() and _matches(pending, entry):
+        return pending
+    _verify(folder / file, entry)
+    return folder / file
 
 
 def _verify(path: str | Path, entry: dict[str, Any]) -> None:
@@ -352,12 +355,10 @@ def recover(folder: str | Path) -> None:
     if not folder.is_dir():
         return
     record = read_run_state(folder)
-    if record:
-        for file, entry in record["files"].items():
-            pending = _pending(folder, file[:-3], record["run_id"], record["tag"])
-            if os.path.isfile(pending) and not os.path.islink(pending) and _matches(pending, entry):
-                os.replace(pending, folder / file)
-            _verify(folder / file, entry)
+    for file in record.get("files", {}):
+        committed = _committed_copy(folder, record, file)
+        if committed != folder / file:
+            os.replace(committed, folder / file)
     for item in list(os.scandir(folder)):
         if _PENDING.match(item.name) or _TEMP.match(item.name):
             if item.is_dir(follow_symlinks=False):

@@ -135,15 +135,20 @@ def checkpointer(cfg: RunConfig, name: str) -> Checkpointer | None:
 
 
 def load_run_state(cfg: RunConfig) -> dict[str, Any]:
-    """Counters and learning curve of the run being resumed ({} when not resuming).
+    """Counters and learning curve of the run being resumed ({} when not resuming), as
+    :func:`resumed_counts` continues them."""
+    if not cfg.runtime.resume or not cfg.runtime.checkpoint_dir:
+        return {}
+    return resumed_counts(cfg, checkpoints.read_run_state(cfg.runtime.checkpoint_dir))
+
+
+def resumed_counts(cfg: RunConfig, state: dict[str, Any]) -> dict[str, Any]:
+    """The commit record ``state`` with the counts a resumed run continues from.
 
     On-policy (lockstep) a rollout acted but not wholly trained at the commit is lost with the
     resume and acted again (:func:`pieces_per_worker`), so the run continues from the env steps of
     the rollouts trained: the steps and episodes of the lost one are not counted twice, and the
     run ends at its env-step budget, as one that was never stopped does."""
-    if not cfg.runtime.resume or not cfg.runtime.checkpoint_dir:
-        return {}
-    state = checkpoints.read_run_state(cfg.runtime.checkpoint_dir)
     p = algo_of(cfg).pacing(cfg)
     if not p.lockstep or not state:
         return state
