@@ -292,9 +292,7 @@ class Orchestrator(Component):
         # quotas are no longer in step, so plain round-robin would stall the run)
         room = {w: (self.worker_quota - self.granted[w] if self.worker_quota else pieces) for w in self.workers}
         granted = 0
-        for _ in range(len(self.workers) * pieces):
-            if granted == pieces or not any(r > 0 for r in room.values()):
-                break
+        while granted < pieces and any(r > 0 for r in room.values()):
             worker = self.workers[self.next_worker % len(self.workers)]
             self.next_worker += 1
             if room[worker] > 0:
