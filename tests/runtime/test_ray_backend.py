@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -61,8 +62,10 @@ def running(pid: int) -> bool:
 
 
 def assert_clean(backend: RayBackend) -> None:
-    """No actor of the run left, and no process of its components still running."""
+    """No actor of the run left, no process of its components still running, and no thread of the
+    run left in this process (the death watch ends with the last run it watched)."""
     assert actors_of(backend) == []
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("janus-")], "a run's thread outlived it"
     pids = [f["pid"] for f in (backend._final or {}).values()]
     deadline = time.monotonic() + 10
     while any(running(p) for p in pids) and time.monotonic() < deadline:

@@ -348,7 +348,6 @@ class DeathWatch:
         self._refs: dict[Any, tuple[str, str, int]] = {}  # wait_done ref -> (namespace, name, instance)
         self._outboxes: dict[str, RayOutbox] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def watch(self, handle: Any, namespace: str, name: str, instance: int) -> None:
@@ -357,22 +356,25 @@ class DeathWatch:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="janus-ray-death-watch", daemon=True)
                 self._thread.start()
-        self._wake.set()
 
     def forget(self, namespace: str) -> None:
         """Stop watching the actors of run ``namespace`` (it is shutting down: its kills are no news)."""
         with self._lock:
             self._refs = {ref: w for ref, w in self._refs.items() if w[0] != namespace}
             self._outboxes.pop(namespace, None)
+            last = self._thread if not self._refs else None
+        if last is not None and last is not threading.current_thread():
+            last.join(timeout=2.0)  # it sees no actor left within one wait (0.5 s) and ends
 
     def _loop(self) -> None:
+        """Runs while there is an actor to watch: the thread ends with the last run's watch (the
+        next :meth:`watch` starts another), so no thread outlives the runs of this process."""
         while True:
             with self._lock:
                 refs = list(self._refs)
-            if not refs:
-                self._wake.wait(1.0)
-                self._wake.clear()
-                continue
+                if not refs:
+                    self._thread = None
+                    return
             try:
                 ready, _ = ray.wait(refs, num_returns=1, timeout=0.5)
                 for ref in ready:
