@@ -323,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Also write TensorBoard scalars to OUT/tensorboard as the run goes (every 2 s).")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                        help="Continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay).")
-    train.epilog = "every command runs through the actor-model runtime (--backend local|process|ray; local by default)."
+    train.epilog = ("every command runs through the actor-model runtime (--backend local|process|ray|auto; "
+                    "--algo dqn's default is auto: process where a spare CPU lets acting overlap the update, "
+                    "local for the serial --seed recipe; the others' default is local).")
     ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return",
                         allow_abbrev=False)
     ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
@@ -395,7 +397,8 @@ def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> No
             raise ConfigError(f"--{flag} does not apply to --algo {algo}{where}: it is read by "
                               f"--algo {' and '.join(readers)} only{hint}")
         if flag in RAY_ONLY and cfg.runtime.backend != "ray":
-            raise ConfigError(f"--{flag} applies to --backend ray only (this run uses --backend {cfg.runtime.backend})")
+            picks = " (local or process, never ray)" if cfg.runtime.backend == "auto" else ""
+            raise ConfigError(f"--{flag} applies to --backend ray only (this run uses --backend {cfg.runtime.backend}{picks})")
 
 
 def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None:

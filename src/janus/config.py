@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -126,7 +127,15 @@ class WorkloadConfig:
     """On-policy epochs over each rollout."""
 
 
-BACKENDS = ("local", "process", "ray")
+BACKENDS = ("local", "process", "ray", "auto")
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 @dataclass
@@ -137,8 +146,9 @@ class RuntimeConfig:
     """
 
     backend: str = "local"
-    """``local`` (threads in this process), ``process`` (worker OS processes over shared memory)
-    or ``ray`` (one process per component)."""
+    """``local`` (threads in this process), ``process`` (worker OS processes over shared memory),
+    ``ray`` (one process per component) or ``auto`` (resolved by :func:`resolve_backend`: ``process``
+    where it can overlap, else ``local``)."""
     workers_per_node: int = 0
     """Workers per node, one WorkerProxy each (0: all workers on one node). Local: simulated nodes."""
     address: str | None = None
@@ -556,10 +566,22 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
     )
 
 
+def resolve_backend(cfg: RunConfig) -> str:
+    """``runtime.backend`` for this machine: ``auto`` becomes ``local`` when both overlaps are off
+    (the serial scheduler, the ``--seed``-reproducible path, runs on ``local`` only) or when this
+    process may use a single CPU (worker processes would only take turns with the learner), else
+    ``process``; any other value is kept."""
+    if cfg.runtime.backend != "auto":
+        return cfg.runtime.backend
+    serial = not cfg.janus.overlap_collect and not cfg.janus.overlap_select
+    return "local" if serial or usable_cpus() < 2 else "process"
+
+
 def resolve(cfg: RunConfig) -> RunConfig:
-    """Validate a run, then resolve ``auto`` placements for this machine (see :func:`resolve_janus`)."""
+    """Validate a run, then resolve ``auto`` placements (see :func:`resolve_janus`) and the ``auto``
+    backend (see :func:`resolve_backend`) for this machine."""
     cfg = validate(cfg)
-    return replace(cfg, janus=resolve_janus(cfg.janus))
+    return replace(cfg, janus=resolve_janus(cfg.janus), runtime=replace(cfg.runtime, backend=resolve_backend(cfg)))
 
 
 def available_placements() -> dict[str, str | None]:

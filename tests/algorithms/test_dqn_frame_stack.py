@@ -103,7 +103,9 @@ def test_train_checkpoints_the_frame_replay_and_resume_restores_it(tmp_path: Any
     from janus.cli import main
 
     run = tmp_path / "run"
-    argv = ["--batch_size", "32", "--buffer_capacity", "2000", "--learning_starts", "128", "--num_actors", "2", "--envs_per_actor", "2", "--rollout_length", "8"]
+    # local: ENV_ID is registered in this process only, which spawned worker processes would not have
+    argv = ["--backend", "local", "--batch_size", "32", "--buffer_capacity", "2000", "--learning_starts", "128",
+            "--num_actors", "2", "--envs_per_actor", "2", "--rollout_length", "8"]
     assert main(["train", "--algo", "dqn", "--env", ENV_ID, "--total_env_steps", "800", "--out", str(run), *argv]) == 0
     saved = load_state(run / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")["buffer"]
     assert saved["kind"] == "frame_stack_replay" and saved["stack"]["shape"] == [4, 8, 8]

@@ -144,7 +144,7 @@ def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, 
     run = tmp_path / "run"
     # periodic commits every second: the first one with updates in it says the run is training (it
     # replaces a fixed 6 s wait); the signal must still end it with a commit of its own, the final one
-    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "10000000",
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local", "--total_env_steps", "10000000",
            "--checkpoint_interval_s", "1", "--out", str(run)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -175,7 +175,7 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> 
     import time
 
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "10000000",
+    cmd = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local", "--total_env_steps", "10000000",
            "--checkpoint_interval_s", "1", "--out", str(run)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup does

@@ -84,7 +84,7 @@ def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:
 # DQN learning through the local runtime is also the CNN test's path (test_images.py): slow-only here
 @pytest.mark.parametrize("algo,steps,algorithm", [pytest.param("dqn", 10_000, {}, marks=pytest.mark.slow), ("ppo", 20_000, {"lr": 1e-3})])
 def test_local_runtime_learns_cartpole(algo: str, steps: int, algorithm: dict) -> None:
-    cfg = rl_cfg(algo, steps, algorithm=algorithm)
+    cfg = rl_cfg(algo, steps, algorithm=algorithm, runtime={"backend": "local"})  # DQN's default is auto
     run = run_runtime(cfg, timeout_s=300)
     assert run["runtime"]["backend"] == "local"
     assert_curve(run, cfg)

@@ -345,12 +345,15 @@ class DQN(ReplayGymAlgorithm):
     # Selection in bundles of 4 batches, 16 batches in flight: the learner's process wakes its other
     # threads about 4x less often per update, and every wake-up costs the update GIL hand-offs
     # (1.3x env-steps/s on CartPole; "DQN after the hand-written backward" in docs/benchmarks.md).
+    # Backend "auto": worker processes where a spare CPU lets acting overlap the update (1.25x
+    # env-steps/s on CartPole here), local threads for the serial --seed recipe or on one CPU
+    # (docs/benchmarks.md, "The engine: local vs process backend").
     preset = {
         "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 4, "prefetch": 4,
         "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,
                      "hidden_size": 128, "num_layers": 2},  # the network (DQNConfig.hidden), as config.yaml records it
-        "runtime": {"max_in_flight": 16},
+        "runtime": {"max_in_flight": 16, "backend": "auto"},
     }
 
     def validate(self, cfg: Any) -> None:

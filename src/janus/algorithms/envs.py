@@ -28,7 +28,6 @@ import functools
 import importlib
 import importlib.util
 import multiprocessing
-import os
 from typing import Any, Mapping, NamedTuple
 
 import gymnasium as gym
@@ -38,7 +37,7 @@ from gymnasium import spaces
 from torch import nn
 
 from janus.algorithms import atari
-from janus.config import VECTOR_ENVS
+from janus.config import VECTOR_ENVS, usable_cpus
 import janus.algorithms.image_envs  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
 from janus.algorithms.networks import flat_size, mlp  # noqa: F401 - re-exported (their old home)
 from janus.errors import ConfigError, invalid, one_of
@@ -74,8 +73,13 @@ def registered_env_id(env_id: str) -> str:
         examples = [e for e in EXAMPLE_ENVS if e in gym.registry]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         where = f" (module {env_id.partition(':')[0]!r} did not register {name!r})" if name != env_id else ""
+        spawned = ""
+        if multiprocessing.parent_process() is not None:  # a spawned worker has only what it imported
+            spawned = ("; this is a worker process of --backend process, which imports janus, the script "
+                       "(without its __main__ block) and a module:EnvId's module: register the environment "
+                       "there, or use --backend local")
         raise invalid("--env", env_id, f"a registered Gymnasium environment id, e.g. {', '.join(examples)}, "
-                                       f"or module:EnvId{where}{hint}")
+                                       f"or module:EnvId{where}{hint}{spawned}")
     return name
 
 
@@ -85,13 +89,6 @@ ASYNC_CONTEXT = "forkserver"
 imported this module (torch, gymnasium) and ale-py; ``spawn`` would start each from scratch
 (see docs/design.md, "Vectorised environments")."""
 
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def vector_env_kind(env_id: str, num_envs: int, vector_env: str = "auto") -> str:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
-from janus.config import RunConfig
+from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
 from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
@@ -337,6 +337,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C.
 
     ``observer`` (see :data:`Observer`) sees the run as it goes: live logs, periodic results."""
+    cfg = replace(cfg, runtime=replace(cfg.runtime, backend=resolve_backend(cfg)))  # "auto" given here too
     check_progress_possible(cfg)
     if checkpointed(cfg):  # resuming: finish a commit a crash cut short, verify every file; then a new run id
         checkpoints.start_run(str(cfg.runtime.checkpoint_dir), cfg.runtime.resume)
