@@ -16,6 +16,7 @@ from janus.algorithms.base import algorithm
 from janus.cli import config_from_args, main, parse_args
 from janus.config import from_dict, resolve, resolve_backend
 from janus.errors import ConfigError
+from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
 from janus.runtime.run import RunFailed, run_runtime
 
 
@@ -79,3 +80,20 @@ def test_an_env_registered_only_where_the_run_started_is_a_clear_error_of_its_wo
     message = str(failed.value)
     assert f"invalid --env: got '{env_id}'" in message, message
     assert "this is a worker process of --backend process" in message and "--backend local" in message, message
+
+
+@pytest.mark.parametrize("sweep", [None, "overlap", "granularity", "placement"])
+def test_every_configuration_of_an_experiment_runs_on_one_backend(sweep: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto would put the configurations with both overlaps off on local and the rest on process:
+    compare and eval would then compare backends, not the knob. They run on local, or on the
+    backend asked for."""
+    monkeypatch.setattr(config_module, "usable_cpus", lambda: 2)
+    for flags, expected in (((), "local"), (("--backend", "process"), "process")):
+        if sweep is None:
+            cfg = config_from_args(parse_args(["compare", "--algo", "dqn", *flags]))
+            configs = compare_configs(cfg)
+        else:
+            cfg = config_from_args(parse_args(["eval", "--sweep", sweep, "--algo", "dqn", *flags]))
+            configs = sweep_configs(cfg, sweep)[0]
+        assert len(configs) >= (1 if sweep == "placement" else 4)  # placement: cpu_pageable only without CUDA
+        assert {c.runtime.backend for c in resolve_all(configs)} == {expected}, (sweep, flags)

@@ -82,6 +82,17 @@ def _knobs(cfg: RunConfig, name: str, **knobs: Any) -> RunConfig:
     return replace(cfg, name=name, janus=replace(cfg.janus, **knobs))
 
 
+def one_backend(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``auto`` as ``local``: every configuration of an experiment runs on one backend,
+    so what differs between them is the knob compared. ``auto`` would put the configurations with
+    both overlaps off on ``local`` (the serial scheduler) and the others on ``process``; ``local``
+    is where overlap on and off mean what the Janus design compares. ``--backend process`` runs
+    them all there."""
+    if cfg.runtime.backend != "auto":
+        return cfg
+    return replace(cfg, runtime=replace(cfg.runtime, backend="local"))
+
+
 def _granular(cfg: RunConfig) -> float:
     """The granularity the ``granularity``/``janus`` presets use: the config's, if it is not 1."""
     j = cfg.janus
@@ -92,8 +103,8 @@ def _granular(cfg: RunConfig) -> float:
 
 
 def compare_configs(cfg: RunConfig) -> list[RunConfig]:
-    """The four predefined configurations on the workload of ``cfg``."""
-    g = _granular(cfg)
+    """The four predefined configurations on the workload of ``cfg``, on one backend."""
+    cfg, g = one_backend(cfg), _granular(cfg)
     return [
         _knobs(cfg, "baseline", placement="cpu_pageable", overlap_collect=0, overlap_select=0, g_collect=1, g_select=1),
         _knobs(cfg, "overlap", placement="cpu_pageable", overlap_collect=1, overlap_select=1, g_collect=1, g_select=1),
@@ -103,9 +114,10 @@ def compare_configs(cfg: RunConfig) -> list[RunConfig]:
 
 
 def sweep_configs(cfg: RunConfig, sweep: str) -> tuple[list[RunConfig], list[dict[str, str]]]:
-    """Configurations of one sweep and those skipped here (with the reason)."""
+    """Configurations of one sweep, on one backend, and those skipped here (with the reason)."""
     if sweep not in SWEEPS:
         raise invalid("--sweep", sweep, one_of(SWEEPS))
+    cfg = one_backend(cfg)
     skipped: list[dict[str, str]] = []
     if sweep == "placement":
         runs = []
