@@ -147,8 +147,8 @@ class RuntimeConfig:
 
     backend: str = "local"
     """``local`` (threads in this process), ``process`` (worker OS processes over shared memory),
-    ``ray`` (one process per component) or ``auto`` (resolved by :func:`resolve_backend`: ``process``
-    where it can overlap, else ``local``)."""
+    ``ray`` (one process per component) or ``auto`` (``process`` when an overlap is on and two CPUs
+    or more are usable, else ``local``)."""
     workers_per_node: int = 0
     """Workers per node, one WorkerProxy each (0: all workers on one node). Local: simulated nodes."""
     address: str | None = None
