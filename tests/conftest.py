@@ -32,8 +32,11 @@ def finished_dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
     env.pop("JANUS_TEST_FAIL_AFTER", None)
     env.pop("JANUS_TEST_CAPTURE", None)
-    proc = subprocess.run([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps",
-                           str(FINISHED_DQN_STEPS), "--seed", "1", "--out", str(run)],
+    # --backend local (recorded in its config.yaml, so every resume of it too): these tests are about
+    # the run folder and its checkpoints; resumes on process are tested in test_resume.py and
+    # test_kill_resume_loop.py, and each process run costs the workers' start-up (~3 s here)
+    proc = subprocess.run([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local",
+                           "--total_env_steps", str(FINISHED_DQN_STEPS), "--seed", "1", "--out", str(run)],
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run

@@ -207,9 +207,9 @@ CATCH_GREEDY = random_return() + 1.25  # 0.5 over 20 greedy episodes: 15 catches
 def test_cnn_dqn_learns_image_catch_through_the_runtime(tmp_path: Path) -> None:
     from janus.buffer.checkpoint import load_state
 
-    cfg = image_cfg("dqn", CATCH_STEPS, **CATCH_DQN,
-                    runtime={"eval_interval_steps": CATCH_STEPS // 2, "eval_episodes": 20, "best_dir": str(tmp_path / "best"),
-                             "checkpoint_dir": str(tmp_path / "checkpoint")})
+    cfg = image_cfg("dqn", CATCH_STEPS, **CATCH_DQN,  # local: the CNN on process is test_cnn_ppo_trains_through_the_process_backend
+                    runtime={"backend": "local", "eval_interval_steps": CATCH_STEPS // 2, "eval_episodes": 20,
+                             "best_dir": str(tmp_path / "best"), "checkpoint_dir": str(tmp_path / "checkpoint")})
     run = run_runtime(cfg, timeout_s=240)
     replay = load_state(tmp_path / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")["buffer"]["data"]
     assert replay["obs"].dtype == replay["next_obs"].dtype == torch.uint8, "the replay holds the env's uint8 images"
