@@ -40,11 +40,14 @@ def test_dqn_defaults_to_auto_which_picks_process_where_two_cpus_let_acting_over
     assert cli_config("--algo", "dqn", "--backend", "process").runtime.backend == "process"
 
 
-def test_auto_resolves_from_any_config_and_only_auto_changes() -> None:
+def test_auto_resolves_from_any_config_and_only_auto_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config_module, "usable_cpus", lambda: 4)
     dqn = from_dict(algorithm("dqn").preset)
     assert resolve_backend(replace(dqn, runtime=replace(dqn.runtime, backend="ray"))) == "ray"
-    synthetic = from_dict({"runtime": {"backend": "auto"}, "overlap_collect": 1})
-    assert resolve_backend(synthetic) == ("process" if config_module.usable_cpus() >= 2 else "local")
+    synthetic = from_dict({"runtime": {"backend": "auto"}, "overlap_collect": 1, "overlap_select": 0})
+    assert resolve_backend(synthetic) == "process" and resolve(synthetic).runtime.backend == "process"
+    serial = from_dict({"overlap_collect": 0, "overlap_select": 0}, base=synthetic)
+    assert resolve_backend(serial) == "local"
     with pytest.raises(ConfigError, match=r"backend.*'local', 'process', 'ray', 'auto'"):
         resolve(from_dict({"runtime": {"backend": "threads"}}))
 

@@ -90,7 +90,6 @@ imported this module (torch, gymnasium) and ale-py; ``spawn`` would start each f
 (see docs/design.md, "Vectorised environments")."""
 
 
-
 def vector_env_kind(env_id: str, num_envs: int, vector_env: str = "auto") -> str:
     """``sync`` or ``async``: ``vector_env`` itself, or what ``auto`` picks for ``env_id``.
 
