@@ -28,6 +28,7 @@ import functools
 import importlib
 import importlib.util
 import multiprocessing
+import os
 from typing import Any, Mapping, NamedTuple
 
 import gymnasium as gym
@@ -74,7 +75,7 @@ def registered_env_id(env_id: str) -> str:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         where = f" (module {env_id.partition(':')[0]!r} did not register {name!r})" if name != env_id else ""
         spawned = ""
-        if multiprocessing.parent_process() is not None:  # a spawned worker has only what it imported
+        if os.environ.get("JANUS_WORKER_PROCESS"):  # runtime/backends/process.py: it has only what it imported
             spawned = ("; this is a worker process of --backend process, which imports janus, the script "
                        "(without its __main__ block) and a module:EnvId's module: register the environment "
                        "there, or use --backend local")

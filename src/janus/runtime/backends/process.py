@@ -53,6 +53,7 @@ from janus.runtime.shm import (SHM_DIR, Layout, ParamStore, RingClosed, ShmParam
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+WORKER_PROCESS_VAR = "JANUS_WORKER_PROCESS"  # set in a worker process (read by janus.algorithms.envs)
 
 
 class WorkerStartError(RuntimeError):
@@ -168,6 +169,7 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
     # whose learner is gone exits by itself (_receive).
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    os.environ[WORKER_PROCESS_VAR] = "1"  # errors raised here can say where they were raised
     import torch
 
     torch.set_num_threads(1)
