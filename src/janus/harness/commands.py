@@ -82,7 +82,7 @@ def _print_resume_point(cfg: RunConfig, record: dict[str, Any]) -> None:
     from janus.runtime import checkpoints
     from janus.runtime.run import resumed_counts
 
-    state = resumed_counts(cfg, record) if record else {}
+    state = resumed_counts(cfg, record)  # {} for no commit
     if not state:
         print(f"resuming: no committed checkpoint in {cfg.runtime.checkpoint_dir}; starting from scratch", flush=True)
         return
