@@ -83,8 +83,20 @@ def test_numpy_priority_updates_drop_stale_keys_and_check_their_input() -> None:
     every_other = np.repeat(fresh, 2)[::2]
     assert buf.update_priority(every_other, np.array([5.0, 0, 6.0, 0, 7.0, 0, 8.0, 0])[::2]) == 4
     np.testing.assert_allclose(buf.sampler.priorities(fresh % 10).numpy(), (np.arange(5.0, 9.0) + 1e-6) ** 0.6)
+    # Read-only, big-endian, half-precision and column priorities: the same leaves.
+    for prio in (np.arange(1.0, 5.0), np.arange(1.0, 5.0).astype(">f8"), np.arange(1.0, 5.0).astype(np.float16),
+                 np.arange(1.0, 5.0).reshape(4, 1)):
+        buf.update_priority(fresh, np.zeros(4))
+        prio.setflags(write=False)
+        keys = fresh.copy()
+        keys.setflags(write=False)
+        assert buf.update_priority(keys, prio) == 4, prio.dtype
+        np.testing.assert_allclose(buf.sampler.priorities(fresh % 10).numpy(), (np.arange(1.0, 5.0) + 1e-6) ** 0.6)
     with pytest.raises(BufferInputError, match="lengths differ"):
         buf.update_priority(fresh, np.ones(3))
+    with pytest.raises(BufferInputError, match="lengths differ"):
+        buf.update_priority(fresh[:3], np.ones(4, np.float32))
+    assert buf.update_priority(fresh[:0], np.ones(0)) == 0
     with pytest.raises(BufferInputError, match="priority"):
         buf.update_priority(fresh, np.array([1.0, np.nan, 1.0, 1.0]))
     with pytest.raises(BufferInputError, match="index dtype"):

@@ -114,16 +114,21 @@ def check_priority_scale(priority_max: float, alpha: float, eps: float, capacity
             f"overflow the sum tree (float64); scale priorities down (e.g. |td| clipped) or lower alpha")
 
 
+def _torch_readable(value: np.ndarray) -> np.ndarray:
+    """``value``, or a copy that torch can take: native byte order (big-endian data from a file
+    or a network keeps its values) and writable (torch tensors cannot be read-only)."""
+    if not value.dtype.isnative:
+        return value.astype(value.dtype.newbyteorder("="))
+    return value if value.flags.writeable else value.copy()
+
+
 def _as_tensor(name: str, value: Any) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value.detach()
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise BufferTypeError(f"field {name!r}: numpy arrays of dtype object cannot be stored")
-        if not value.dtype.isnative:  # big-endian data (from a file, a network): the same values, native order
-            value = value.astype(value.dtype.newbyteorder("="))
-        elif not value.flags.writeable:  # torch tensors cannot be read-only: copy
-            value = value.copy()
+        value = _torch_readable(value)
         try:
             return torch.from_numpy(np.ascontiguousarray(value))
         except TypeError:  # str, bytes, datetime, structured... dtypes torch has no equivalent for
@@ -241,7 +246,7 @@ def check_batch(
 
 def _vector(name: str, value: Any, dtype: torch.dtype) -> torch.Tensor:
     try:
-        t = value.detach() if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+        t = value.detach() if isinstance(value, torch.Tensor) else torch.as_tensor(_torch_readable(np.asarray(value)))
     except (TypeError, ValueError, RuntimeError):
         raise BufferTypeError(f"{name}: got {type(value).__name__}; accepted: a 1-D tensor, array or list") from None
     if t.dim() > 1 and sum(d > 1 for d in t.shape) <= 1:  # (n, 1), (1, n): a column or a row of n values
