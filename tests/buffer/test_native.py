@@ -356,6 +356,40 @@ def test_seeds_and_checkpoints_replay_the_same_sequence(tmp_path):
         assert torch.equal(x["index"], y["index"]) and torch.equal(x["weight"], y["weight"])
 
 
+@pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
+def test_a_buffer_that_sampled_then_loads_a_checkpoint_samples_from_the_loaded_state(sampler):
+    """A sample calls the kernel's compiled code found for the buffer's sampler and storage
+    (``native.compiled``); a loaded checkpoint replaces both, and the next sample reads them."""
+    def make(seed, rows):
+        b = ExperienceBuffer(40, sampler=sampler, seed=seed, fields={"x": ((), "int64"), "y": ((3,), "float32")})
+        b.extend({"x": np.arange(rows), "y": np.ones((rows, 3))})
+        return b
+
+    src, dst = make(1, 40), make(2, 7)
+    dst.sample(4)  # dst's own storage and sampler, used once
+    dst.load_state_dict(src.state_dict())
+    for n in (1, 5):
+        a, b = src.sample(n), dst.sample(n)
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+    assert len(set(dst.sample(64)["x"].tolist())) > 7  # rows the old storage never held
+
+
+def test_every_sample_output_buffer_has_the_type_the_compiled_sample_takes():
+    """The compiled sample trusts its output buffer's type: small results' ``np.empty`` and
+    large results' reused memory must type alike (a uint8, 1-D, contiguous, writable array)."""
+    from numba import typeof
+
+    from janus.buffer.memory import ResultMemory
+
+    memory = ResultMemory()
+    large = memory.take(1 << 23)
+    assert typeof(large) == typeof(np.empty(64, np.uint8))
+    del large
+    assert typeof(memory.take(1 << 23)) == typeof(np.empty(64, np.uint8))  # and once used again
+
+
 def test_loaded_and_copied_priority_settings_are_the_ones_the_kernels_use():
     """alpha, eps and the max priority live in the array the kernels read (``sampler.params``):
     a checkpoint's values replace the constructor's, and a copy of a sampler keeps its trees

@@ -326,6 +326,9 @@ def sample_prioritized(state, trees, beta, n, written, store, fields, out, out_a
     _put_rows(keys, written, store, columns, row_bytes, out, out_at, keys)
 
 
+LENGTHS_DIFFER = -(1 << 62)  # update_priority: as many keys as priorities are needed
+
+
 @njit(**_JIT)
 def update_priority(trees, params, keys, priority, written, capacity):
     """Set the priority of the items with ``keys``: leaf ``(p + eps) ** alpha``, in order (the
@@ -334,11 +337,13 @@ def update_priority(trees, params, keys, priority, written, capacity):
 
     Returns the number applied, or ``-1 - i`` for the first invalid pair ``i`` (a key outside
     ``[0, written)``, or a priority that is not a finite number in ``[0, limit]``, the largest
-    that cannot overflow the sum tree): nothing is written then.
+    that cannot overflow the sum tree), or :data:`LENGTHS_DIFFER`: nothing is written then.
     """
+    n = keys.shape[0]
+    if priority.shape[0] != n:
+        return LENGTHS_DIFFER
     sum_t, min_t = trees[0], trees[1]
     alpha, eps, limit = params[1], params[2], params[3]
-    n = keys.shape[0]
     for i in range(n):
         k, p = keys[i], np.float64(priority[i])
         if k < 0 or k >= written or not (p >= 0.0 and p < np.inf and p <= limit):

@@ -42,6 +42,20 @@ def kernels() -> Any:
     return _KERNELS
 
 
+def compiled(kernel: Any, *args: Any) -> Any:
+    """``kernel``'s compiled code for the types of ``args``, to call without Numba's dispatcher,
+    which types every argument of every call (~0.25 us of a sample of one item).
+
+    The compiled code takes its arguments' types on trust (an array of another dtype, layout or
+    number of dimensions would be misread), so it is only for arguments whose types the buffer
+    fixes itself: its storage, its sampler's state and the output it allocates, never user input.
+    """
+    from numba import typeof
+    from numba.core.typing.typeof import Purpose
+
+    return kernel.compile(tuple(typeof(a, Purpose.argument) for a in args))
+
+
 def _splitmix(x: int) -> int:
     x = (x + 0x9E3779B97F4A7C15) & _MASK64
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64

@@ -73,6 +73,7 @@ _NUMPY_DTYPES = {
 
 
 _from_numpy = torch.from_numpy
+_INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
 
 
 class OutLayout(NamedTuple):
@@ -84,6 +85,8 @@ class OutLayout(NamedTuple):
     keys_at: int  # byte offset of the int64 keys
     weights_at: int  # byte offset of the float32 weights
     numpy_only: bool  # every field has a numpy dtype (the fast unpack)
+    indexed: tuple[tuple[str, Any, tuple[int, ...], int, torch.dtype], ...]  # views, then "index" (the keys)
+    weighted: tuple[tuple[str, Any, tuple[int, ...], int, torch.dtype], ...]  # views, "weight", "index"
 
 
 def _align8(nbytes: int) -> int:
@@ -167,8 +170,10 @@ class RingStorage:
                 views.append((name, spec.numpy_dtype, (n, *spec.shape), at, spec.dtype))
                 at += _align8(nbytes)
             offsets += [at, at + 8 * n]  # int64 keys, float32 weights
+            keys = ("index", _INT64, (n,), at, torch.int64)
+            weights = ("weight", _FLOAT32, (n,), at + 8 * n, torch.float32)
             layout = OutLayout(np.array(offsets, np.int64), at + _align8(12 * n), tuple(views), at, at + 8 * n,
-                               all(v[1] is not None for v in views))
+                               all(v[1] is not None for v in views), (*views, keys), (*views, weights, keys))
             if len(self._layouts) < 64:
                 self._layouts[n] = layout
         return layout
@@ -181,22 +186,26 @@ class RingStorage:
         return self.result_memory.take(nbytes)
 
     @staticmethod
-    def unpack(flat: np.ndarray, layout: "OutLayout", as_numpy: bool = False) -> dict[str, Any]:
+    def unpack(flat: np.ndarray, layout: "OutLayout", as_numpy: bool = False,
+               views: tuple[tuple[str, Any, tuple[int, ...], int, torch.dtype], ...] | None = None) -> dict[str, Any]:
         """Tensors (numpy arrays with ``as_numpy``; every field then has a numpy dtype, as
         ``ExperienceBuffer(output="numpy")`` checks) sharing ``flat``'s memory: the field blocks of
-        a kernel's output."""
+        a kernel's output (``views``: ``layout.views``, or ``layout.indexed`` / ``layout.weighted``
+        to include the keys as ``"index"`` and the weights as ``"weight"``)."""
         # One np.ndarray (~0.27 us) + torch.from_numpy (~0.65 us) per field; slicing a torch byte
         # tensor and viewing it costs ~3.5x more. A plain loop: a comprehension is one more call on 3.11.
         out = {}
+        if views is None:
+            views = layout.views
         if as_numpy:
-            for name, dt, shape, at, _ in layout.views:
+            for name, dt, shape, at, _ in views:
                 out[name] = np.ndarray(shape, dt, flat, at)
             return out
         if layout.numpy_only:
-            for name, dt, shape, at, _ in layout.views:
+            for name, dt, shape, at, _ in views:
                 out[name] = _from_numpy(np.ndarray(shape, dt, flat, at))
             return out
-        for name, dt, shape, at, dtype in layout.views:
+        for name, dt, shape, at, dtype in views:
             if dt is None:  # torch-only dtypes (bfloat16 ...)
                 out[name] = torch.from_numpy(flat[at : at + math.prod(shape) * dtype.itemsize]).view(dtype).view(shape)
             else:

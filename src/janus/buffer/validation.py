@@ -571,19 +571,6 @@ def priority_addresses(index: Any, priority: Any) -> tuple[int, int, int, np.nda
     return None
 
 
-_INT64 = np.dtype(np.int64)
-
-
-def usual_priority_arrays(index: Any, priority: Any) -> bool:
-    """Whether the ``update_priority`` inputs are the usual numpy ones, which the kernel takes as
-    they are: a batch's ``"index"`` (``output="numpy"``: 1-D contiguous int64) and as many
-    contiguous float32 or float64 priorities. The numpy twin of :func:`priority_addresses`; the
-    kernel checks the values. Anything else goes to :func:`priority_arrays`."""
-    return (type(index) is np.ndarray and type(priority) is np.ndarray and index.dtype is _INT64
-            and index.ndim == 1 and priority.ndim == 1 and index.shape[0] == priority.shape[0]
-            and priority.dtype in _KERNEL_FLOATS and index.flags.c_contiguous and priority.flags.c_contiguous)
-
-
 def priority_arrays(index: Any, priority: Any) -> tuple[np.ndarray, np.ndarray]:
     """``update_priority`` arguments as contiguous 1-D int64 keys and float32 or float64
     priorities (numpy, for the kernel, which checks their values); shapes, lengths and dtypes are
