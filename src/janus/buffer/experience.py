@@ -281,8 +281,7 @@ class ExperienceBuffer:
     def _sample_native(self, n: int, written: int, beta: float | None) -> dict[str, Any]:
         # The hot path of small batches: every line here costs ~0.05-1 us of a 4-7 us call.
         s, st = self._sampler, self._storage
-        layout = st.out_layout(n)
-        flat = st.empty_flat(layout.nbytes, n)
+        layout, flat = st.new_output(n)
         if s.prioritized:
             args = (s.rng, s.trees, s.beta if beta is None else float(beta), n, written, st.packed, st.field_bytes,
                     flat, layout.offsets)
@@ -306,8 +305,7 @@ class ExperienceBuffer:
             if self._native:
                 idx = validation.slot_array(slots, len(self))
                 st, n = self._storage, idx.shape[0]
-                layout = st.out_layout(n)
-                flat = st.empty_flat(layout.nbytes, n)
+                layout, flat = st.new_output(n)
                 kernels().gather(idx, self._written, st.packed, st.field_bytes, flat, layout.offsets)
                 return st.unpack(flat, layout, self._numpy_out, layout.indexed)
             out = self._storage.gather(slots)

@@ -274,9 +274,8 @@ class FrameStackReplay:
                 raise BufferEmptyError("cannot sample from an empty FrameStackReplay: call extend() first")
             s, st, f = self._sampler, self._storage, self._f
             assert f is not None
-            layout = st.out_layout(n)
+            layout, flat = st.new_output(n)
             offsets = layout.offsets
-            flat = st.empty_flat(layout.nbytes, n)
             keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
             stacks = self._empty_stacks(n)
             fk = frame_kernels()
@@ -302,9 +301,8 @@ class FrameStackReplay:
                               "frame ring and were evicted)", BufferInputError)
             st, f = self._storage, self._f
             assert f is not None
-            layout = st.out_layout(n)
+            layout, flat = st.new_output(n)
             offsets = layout.offsets
-            flat = st.empty_flat(layout.nbytes, n)
             keys = np.ndarray((n,), np.int64, flat, layout.keys_at)
             stacks = self._empty_stacks(n)
             ok = frame_kernels().gather(idx, w, st.packed, f.store64, st.columns, st.row_bytes, flat, offsets, keys,

@@ -159,31 +159,32 @@ class RingStorage:
         self.field_bytes = np.array([columns, sizes], np.int64)
         self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
 
-    def out_layout(self, n: int) -> "OutLayout":
-        """Where a kernel writes ``n`` gathered rows in one flat byte buffer (cached per ``n``)."""
+    def new_output(self, n: int) -> tuple["OutLayout", np.ndarray]:
+        """Where a kernel writes ``n`` gathered rows (the layout, cached per ``n``) and a flat byte
+        buffer for them that no live result shares (when large, in huge pages and used again once
+        its last result is garbage: :class:`ResultMemory`)."""
         layout = self._layouts.get(n)
         if layout is None:
-            offsets, views, at = [], [], 0
-            for name, spec in self.specs.items():
-                nbytes = n * spec.row_bytes
-                offsets.append(at)
-                views.append((name, spec.numpy_dtype, (n, *spec.shape), at, spec.dtype))
-                at += _align8(nbytes)
-            offsets += [at, at + 8 * n]  # int64 keys, float32 weights
-            keys = ("index", _INT64, (n,), at, torch.int64)
-            weights = ("weight", _FLOAT32, (n,), at + 8 * n, torch.float32)
-            layout = OutLayout(np.array(offsets, np.int64), at + _align8(12 * n), tuple(views), at, at + 8 * n,
-                               all(v[1] is not None for v in views), (*views, keys), (*views, weights, keys))
-            if len(self._layouts) < 64:
-                self._layouts[n] = layout
-        return layout
-
-    def empty_flat(self, nbytes: int, n: int) -> np.ndarray:
-        """A flat byte buffer for ``n`` gathered rows that no live result shares (when large, in
-        huge pages and used again once its last result is garbage: :class:`ResultMemory`)."""
+            layout = self._out_layout(n)
         if n < self._large_gather:
-            return np.empty(nbytes, np.uint8)
-        return self.result_memory.take(nbytes)
+            return layout, np.empty(layout.nbytes, np.uint8)
+        return layout, self.result_memory.take(layout.nbytes)
+
+    def _out_layout(self, n: int) -> "OutLayout":
+        offsets, views, at = [], [], 0
+        for name, spec in self.specs.items():
+            nbytes = n * spec.row_bytes
+            offsets.append(at)
+            views.append((name, spec.numpy_dtype, (n, *spec.shape), at, spec.dtype))
+            at += _align8(nbytes)
+        offsets += [at, at + 8 * n]  # int64 keys, float32 weights
+        keys = ("index", _INT64, (n,), at, torch.int64)
+        weights = ("weight", _FLOAT32, (n,), at + 8 * n, torch.float32)
+        layout = OutLayout(np.array(offsets, np.int64), at + _align8(12 * n), tuple(views), at, at + 8 * n,
+                           all(v[1] is not None for v in views), (*views, keys), (*views, weights, keys))
+        if len(self._layouts) < 64:
+            self._layouts[n] = layout
+        return layout
 
     @staticmethod
     def unpack(flat: np.ndarray, layout: "OutLayout", as_numpy: bool = False,
