@@ -31,7 +31,7 @@ def test_three_quick_errors_in_a_row_are_a_crash_loop() -> None:
     assert verdict.endswith("ValueError: broken env on purpose")
     assert faults.total == 4 and [e["in_a_row"] for e in faults.errors] == [1, 1, 2, 3]
     assert faults.errors[0] == {"worker": "w0", "at_s": 1.0, "lived_s": 1.0, "error": "ValueError: broken env on purpose",
-                                "in_a_row": 1}
+                                "in_a_row": 1, "stopped_run": False}
 
 
 def test_a_long_healthy_run_or_a_kill_starts_the_count_again() -> None:
@@ -42,6 +42,19 @@ def test_a_long_healthy_run_or_a_kill_starts_the_count_again() -> None:
     assert faults.record("w0", None, 1.0, 0.0) is None  # hung, or crashed on purpose by the local kill(): no error, the series ends
     assert faults.record("w0", TRACEBACK, 1.0, 0.0) is None and faults.in_a_row["w0"] == 1
     assert faults.total == 5  # a kill is no error
+
+
+def test_a_bad_setting_stops_the_run_at_its_first_error() -> None:
+    """A ConfigError (reported by its message, as error_text writes it) comes back on every restart."""
+    faults = WorkerFaults(limit=3, window_s=60.0)
+    assert faults.record("w0", TRACEBACK, lived_s=1.0, at_s=1.0) is None
+    verdict = faults.record("w0", "PlacementUnavailableError: placement='cuda' needs CUDA", lived_s=0.1, at_s=2.0)
+    assert verdict is not None and "'w0' stopped on a setting, which restarting it cannot fix" in verdict
+    assert verdict.endswith("PlacementUnavailableError: placement='cuda' needs CUDA")
+    assert [e["stopped_run"] for e in faults.errors] == [False, True]
+    # Only the message form counts: a traceback that mentions ConfigError is an ordinary error.
+    assert WorkerFaults().record("w0", "Traceback (most recent call last):\nConfigError: x", 1.0, 1.0) is None
+    assert WorkerFaults(limit=0).record("w0", "ConfigError: invalid --env", 0.1, 0.1) is None
 
 
 def test_limit_zero_restarts_forever_and_the_summary_keeps_the_newest() -> None:
@@ -196,6 +209,34 @@ def test_a_worker_whose_pipe_closes_before_it_dies_still_counts_how_it_died(caps
     backend = backend_wrapping_workers(cfg, SlowlyDyingWorker)
     with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*WorkerDied: its process exited \(exit code 3\)"):
         run_runtime(cfg, backend=backend, timeout_s=25)
+
+
+class MisconfiguredWorker(RaisingWorker):
+    """Every instance finds a bad setting on its third step (say, an environment option it rejects)."""
+
+    def fail(self) -> None:
+        from janus.errors import ConfigError
+
+        raise ConfigError("invalid env option 'frameskip': got -1; accepted: a positive integer")
+
+
+@pytest.mark.parametrize("backend_name", ["local", "process", pytest.param("ray", marks=pytest.mark.slow)])
+def test_a_worker_that_stops_on_a_bad_setting_fails_the_run_at_once(backend_name: str, capsys: pytest.CaptureFixture[str],
+                                                                    request: pytest.FixtureRequest) -> None:
+    """Before, a bad setting was restarted like a transient fault, three times (6-7 s on the process
+    backend) and reported three times before the run stopped."""
+    if backend_name == "ray":
+        ray = pytest.importorskip("ray")
+        request.getfixturevalue("ray_session")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cfg = tiny(backend_name)
+    with pytest.raises(RunFailed) as failed:
+        run_runtime(cfg, backend=backend_wrapping_workers(cfg, MisconfiguredWorker), timeout_s=25 if backend_name != "ray" else 60)
+    message = str(failed.value)
+    assert "worker 'worker-0' stopped on a setting, which restarting it cannot fix" in message, message
+    assert message.rstrip().endswith("ConfigError: invalid env option 'frameskip': got -1; accepted: a positive integer")
+    err = capsys.readouterr().err
+    assert "it is restarted" not in err and "restarted it" not in err, err[-3000:]
 
 
 class RebuildFailingWorker(RaisingWorker):

@@ -8,7 +8,9 @@ short-lived instances produced, and ends "successfully" with no word of the erro
 is reported (:attr:`WorkerFaults.errors`, printed by the driver, kept in results.json), and a
 worker whose instances raise ``limit`` times in a row, each within ``window_s`` of its start,
 fails the run with the error (like systemd's start limit). An instance that ran longer before its
-error starts a new count; one that hung (no error) resets it.
+error starts a new count; one that hung (no error) resets it. A bad setting
+(:class:`~janus.errors.ConfigError`, e.g. an environment id a worker process cannot make) comes
+back on every restart by definition, so it fails the run at its first occurrence.
 """
 
 from __future__ import annotations
@@ -17,6 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ERRORS_KEPT = 20  # the newest errors the summary carries (it is polled, also over Ray)
+
+
+def is_setting_error(error: str) -> bool:
+    """Whether a worker's error (as :func:`janus.runtime.component.error_text` reports it, in any
+    process) is a :class:`~janus.errors.ConfigError`: reported by its message, as
+    ``"<class name>: <message>"``."""
+    from janus.errors import ConfigError
+
+    names, todo = set(), [ConfigError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return error.split(":", 1)[0] in names
 
 
 def last_line(text: str) -> str:
@@ -30,7 +46,7 @@ class WorkerFaults:
     """Worker errors and crash-loop detection (see the module docstring).
 
     Args:
-        limit: errors in a row that fail the run (0: restart forever).
+        limit: errors in a row that fail the run (0: restart forever, even on a bad setting).
         window_s: an instance that raised within this many seconds of its start counts towards
             ``limit``; a later error counts as the first of a new series.
     """
@@ -45,7 +61,8 @@ class WorkerFaults:
     def record(self, worker: str, error: str | None, lived_s: float, at_s: float) -> str | None:
         """A worker instance was replaced; ``error`` is its traceback or how it died (None: it hung).
 
-        Returns the run's failure message once the worker is in a crash loop, else None."""
+        Returns the run's failure message once the worker is in a crash loop or stopped on a bad
+        setting, else None."""
         if error is None:
             self.in_a_row[worker] = 0
             return None
@@ -53,13 +70,16 @@ class WorkerFaults:
         self.first_traceback = self.first_traceback or error
         n = self.in_a_row.get(worker, 0) + 1 if lived_s <= self.window_s else 1
         self.in_a_row[worker] = n
+        verdict = None
+        if self.limit and is_setting_error(error):
+            verdict = f"worker {worker!r} stopped on a setting, which restarting it cannot fix:\n{error.rstrip()}"
+        elif self.limit and n >= self.limit:
+            verdict = (f"worker {worker!r} raised an error {n} times in a row, each within {self.window_s:g}s of "
+                       f"its (re)start, so restarting it does not help; its last error:\n{error.rstrip()}")
         self.errors.append({"worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
-                            "error": last_line(error), "in_a_row": n})
+                            "error": last_line(error), "in_a_row": n, "stopped_run": verdict is not None})
         del self.errors[:-MAX_ERRORS_KEPT]
-        if self.limit and n >= self.limit:
-            return (f"worker {worker!r} raised an error {n} times in a row, each within {self.window_s:g}s of "
-                    f"its (re)start, so restarting it does not help; its last error:\n{error.rstrip()}")
-        return None
+        return verdict
 
     def summary(self) -> dict[str, Any]:
         return {"total": self.total, "recent": list(self.errors), "first_traceback": self.first_traceback}

@@ -401,8 +401,9 @@ def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
     (the first with its traceback); returns how many are shown now."""
     if not faults or faults["total"] <= shown:
         return shown
-    new = faults["recent"][-(faults["total"] - shown):]
-    if shown == 0 and faults.get("first_traceback"):
+    # The error that stopped the run is not "restarted": the run's failure reports it.
+    new = [e for e in faults["recent"][-(faults["total"] - shown):] if not e.get("stopped_run")]
+    if new and shown == 0 and faults.get("first_traceback"):
         print(f"janus: a worker raised an error; it is restarted (a worker that keeps failing within a minute "
               f"of its start stops the run). Its traceback:\n{faults['first_traceback'].rstrip()}",
               file=sys.stderr, flush=True)
