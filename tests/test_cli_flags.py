@@ -52,6 +52,17 @@ def test_abbreviated_flags_are_errors_naming_them(flag: list[str]) -> None:
     assert f"janus train: error: unrecognized arguments: {' '.join(flag)}" in proc.stderr
 
 
+def test_an_unknown_flag_suggests_the_flags_that_hold_its_name_or_look_like_it(capsys: pytest.CaptureFixture[str]) -> None:
+    known = ["--total_env_steps", "--exploration_steps", "--seed", "--n_step", "--eval_interval_steps", "--lr"]
+    assert cli.close_flags("--steps", known) == ["--total_env_steps", "--exploration_steps", "--eval_interval_steps"]
+    assert cli.close_flags("--seeed=3", known) == ["--seed"]  # a value glued on does not hide it
+    assert cli.close_flags("--ep", known) == []  # too short a word to search for (in "--exploration_steps")
+    assert cli.close_flags("--zzz", known) == []
+    with pytest.raises(SystemExit):
+        cli.parse_args(["train", "--steps", "6000"])
+    assert "unrecognized arguments: --steps 6000 (did you mean --total_env_steps or" in capsys.readouterr().err
+
+
 # ---- item 2: flags that do not apply are errors; none is silently ignored ---------------------------
 def test_prioritized_with_ppo_names_the_flag() -> None:
     proc = janus("train", "--algo", "ppo", "--prioritized", "--quick")

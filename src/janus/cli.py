@@ -507,6 +507,16 @@ class StopSignals:
         raise Aborted(signal.Signals(signum).name)
 
 
+def close_flags(flag: str, known: Sequence[str], n: int = 3) -> list[str]:
+    """Up to ``n`` of ``known`` flags a mistyped ``flag`` may have meant: those whose name holds
+    it (``--steps``: ``--total_env_steps``), shortest first, then spelling look-alikes."""
+    name = flag.split("=", 1)[0]
+    word = name.lstrip("-")
+    holding = sorted((k for k in known if len(word) >= 3 and word in k.lstrip("-") and k != name), key=len)
+    alike = difflib.get_close_matches(name, known, n=n, cutoff=0.7)
+    return list(dict.fromkeys(holding + alike))[:n]
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse ``argv``; an unknown flag exits 2 with ``janus <cmd>: error:`` naming it (and close matches)."""
     parser = build_parser()
@@ -514,7 +524,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if unknown:
         command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
         known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
-        close = difflib.get_close_matches(next((u for u in unknown if u.startswith("-")), ""), known, n=3, cutoff=0.7)
+        close = close_flags(next((u for u in unknown if u.startswith("-")), ""), known)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     return args
