@@ -151,10 +151,11 @@ def test_progress_rates_count_from_where_a_resumed_run_started() -> None:
     from janus.runtime.run import rl_note
 
     line = ProgressLine("train", stream=io.StringIO())
+    line.start -= 4.0  # four seconds of start-up (spawning workers) before the first report
     line(9_000, 10_000)  # a resumed run starts at 9,000 of 10,000 updates
-    line.start -= 10.0  # ten seconds later...
-    text = line._text(9_100, 10_000, line.start + 10.0)  # ...100 more updates
-    assert "10.0 updates/s" in text, text
+    assert line.first_at is not None
+    text = line._text(9_100, 10_000, line.first_at + 10.0)  # ten seconds later, 100 more updates
+    assert "10.0 updates/s" in text and "14.0s" in text, text
     curve = [(0.0, 20_000, 1.0), (5.0, 21_000, 2.0)]
     assert "200 env-steps/s" in rl_note(curve, 5.0, 21_000, base_steps=20_000)
     # just resumed: the curve still ends in the earlier session, before base_steps (was -822548 env-steps/s)

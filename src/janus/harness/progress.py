@@ -8,7 +8,8 @@ from typing import TextIO
 
 
 class ProgressLine:
-    """Shows ``label  done/total  pct  elapsed  rate`` at most every ``interval`` seconds.
+    """Shows ``label  done/total  pct  elapsed  rate`` at most every ``interval`` seconds (the
+    elapsed time from construction, the rate from the first call).
 
     On a terminal the line is redrawn in place; elsewhere (logs, CI) a line is printed every
     quarter of the work, so logs stay short.
@@ -24,13 +25,16 @@ class ProgressLine:
         self._last = 0.0
         self._next_quarter = 0.25
         self.note = ""
-        self.first_done: int | None = None  # done at the first call: a resumed run's rate counts from there
+        # done at the first call, and when: the rate counts from there, so neither a resumed run's
+        # earlier work nor the start-up before the first report (spawning workers) lowers it
+        self.first_done: int | None = None
+        self.first_at: float | None = None
 
     def __call__(self, done: int, total: int, note: str = "") -> None:
         self.note = note
         now = time.perf_counter()
         if self.first_done is None:
-            self.first_done = done
+            self.first_done, self.first_at = done, now
         frac = done / total if total else 1.0
         if self.tty:
             if now - self._last < self.interval and done < total:
@@ -44,8 +48,9 @@ class ProgressLine:
         self.stream.flush()
 
     def _text(self, done: int, total: int, now: float) -> str:
-        elapsed = now - self.start
-        rate = (done - (self.first_done or 0)) / elapsed if elapsed > 0 else 0.0
+        elapsed = now - self.start  # shown: the wall clock of this configuration, start-up included
+        running = now - (self.start if self.first_at is None else self.first_at)
+        rate = (done - (self.first_done or 0)) / running if running > 0 else 0.0
         pct = 100.0 * done / total if total else 100.0
         text = f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
         return f"{text}  {self.note}" if self.note else text
