@@ -128,11 +128,13 @@ ops = st.lists(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(capacity=st.one_of(st.integers(1, 9), st.integers(100, 300)), prioritized=st.booleans(), seed=st.integers(0, 2**62), steps=ops)
-def test_kernels_match_reference(capacity, prioritized, seed, steps):
+@given(capacity=st.one_of(st.integers(1, 9), st.integers(100, 300)), prioritized=st.booleans(), seed=st.integers(0, 2**62),
+       steps=ops, numpy_updates=st.booleans())
+def test_kernels_match_reference(capacity, prioritized, seed, steps, numpy_updates):
     """extend (wrap-around), sample (keys, rows, weights), update_priority (stale and duplicate
-    keys, applied counts) against the reference, with integer priorities plus eps=0.5: every
-    leaf and prefix sum is exact, so the two searches agree draw for draw."""
+    keys, applied counts; tensors read by address, or numpy arrays handed over as they are)
+    against the reference, with integer priorities plus eps=0.5: every leaf and prefix sum is
+    exact, so the two searches agree draw for draw."""
     kind = "prioritized" if prioritized else "uniform"
     buf = ExperienceBuffer(capacity, sampler=kind, seed=seed, alpha=1.0, beta=0.7, eps=0.5, fields=FIELDS)
     ref = Reference(capacity, seed, prioritized, alpha=1.0, beta=0.7, eps=0.5)
@@ -147,7 +149,11 @@ def test_kernels_match_reference(capacity, prioritized, seed, steps):
         elif op == "update" and ref.written and arg:
             keys = [k % ref.written for k, _ in arg]
             prios = [float(p) for _, p in arg]
-            assert buf.update_priority(torch.tensor(keys), torch.tensor(prios)) == ref.update(keys, prios)
+            if numpy_updates:
+                applied = buf.update_priority(np.array(keys, np.int64), np.array(prios))
+            else:
+                applied = buf.update_priority(torch.tensor(keys), torch.tensor(prios))
+            assert applied == ref.update(keys, prios)
         assert len(buf) == min(ref.written, capacity) and buf.total_written == ref.written
         if prioritized:
             size = len(buf)
