@@ -87,6 +87,17 @@ def test_table_has_every_run_and_header(runs: list[dict[str, Any]]) -> None:
     assert max(map(len, lines)) <= 120
 
 
+def test_table_says_why_a_speedup_beats_its_ideal(runs: list[dict[str, Any]]) -> None:
+    assert "above its ideal" not in format_table(runs)  # none does here
+    slow = [dict(r) for r in runs]
+    slow[0] = {**slow[0], "wall_s": 4 * slow[0]["wall_s"], "samples_per_s": slow[0]["samples_per_s"] / 4}
+    serial = sum(slow[0]["stage_s"][s] for s in ("rollout", "collect", "select", "update"))
+    table = format_table(slow)
+    assert "8.00x" in next(line for line in table.splitlines() if line.startswith("janus "))  # ideal 2.50x
+    outside = 1 - serial / slow[0]["wall_s"]
+    assert f"a speedup above its ideal: 'baseline' spent {outside:.0%} of its wall outside the four stages" in table
+
+
 def test_write_results_files(tmp_path: Path, runs: list[dict[str, Any]]) -> None:
     out = tmp_path / "nested" / "out"
     skipped = [{"name": "cuda", "reason": "CUDA is not available", "extra": 1}]
