@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 
 import yaml
 from dataclasses import replace
@@ -222,7 +223,9 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
             raise
         if live is not None:
             live.finish(run)
-        progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s")
+        total_s = time.perf_counter() - progress.start  # the progress line's clock: start-up and shutdown too
+        progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s of running "
+                        f"({total_s:.1f}s with start-up and shutdown)")
         runs.append(run)
     write_outputs(args, label, out_dir, runs, skipped, baseline)
     return 0
