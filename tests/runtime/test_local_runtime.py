@@ -134,14 +134,30 @@ def test_the_trajectory_manager_loads_the_replay_kernels_before_the_clock_starts
 
 
 def test_warm_up_loads_the_kernels_once_per_process() -> None:
-    from janus.buffer import native
+    """In a fresh process (this one has loaded them long ago): nothing loaded before, every
+    kernel a run starts with loaded after, and a second call does nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    native.warm_up()
-    k = native.kernels()
-    assert k.extend.signatures and k.sample_prioritized.signatures
-    assert k.update_priority_at.signatures and k.update_priority.signatures
-    assert native._WARM
-    native.warm_up()  # a no-op now
+    probe = (
+        "import sys\n"
+        "from janus.buffer import native\n"
+        "assert 'janus.buffer._kernels' not in sys.modules\n"
+        "native.warm_up()\n"
+        "k = native.kernels()\n"
+        "loaded = [k.extend.signatures, k.sample_prioritized.signatures, k.update_priority_at.signatures,\n"
+        "          k.update_priority.signatures]\n"
+        "assert all(loaded), loaded\n"
+        "native.warm_up()\n"
+        "assert len(k.extend.signatures) == 1\n"
+        "print('ok')\n"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(src)})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
