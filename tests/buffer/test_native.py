@@ -364,8 +364,9 @@ def test_seeds_and_checkpoints_replay_the_same_sequence(tmp_path):
 
 @pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
 def test_a_buffer_that_sampled_then_loads_a_checkpoint_samples_from_the_loaded_state(sampler):
-    """A sample calls the kernel's compiled code found for the buffer's sampler and storage
-    (``native.compiled``); a loaded checkpoint replaces both, and the next sample reads them."""
+    """A sample calls the kernel's compiled code directly (``native.compiled``), with the buffer's
+    sampler and storage as arguments; a loaded checkpoint replaces both, and the next samples
+    must read the new ones, the same draws as the buffer the checkpoint came from."""
     def make(seed, rows):
         b = ExperienceBuffer(40, sampler=sampler, seed=seed, fields={"x": ((), "int64"), "y": ((3,), "float32")})
         b.extend({"x": np.arange(rows), "y": np.ones((rows, 3))})
