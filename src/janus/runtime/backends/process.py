@@ -279,9 +279,8 @@ class ProcessBackend(LocalBackend):
 
     # -- registration and start-up --
     def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
-        if role != "worker":
-            super().add(name, role, factory, node)
-            return
+        """Register a component. Every one is built in :meth:`start`: workers in their processes,
+        the others here while those processes start (spawning a worker imports torch: ~1 s)."""
         self.factories[name], self.roles[name], self.nodes[name] = factory, role, node
 
     def _spawn(self, name: str, instance: int = 0) -> WorkerProcess:
@@ -309,8 +308,8 @@ class ProcessBackend(LocalBackend):
         return wp
 
     def start(self) -> None:
-        """Remove segments that killed runs left behind, spawn every worker, wait until each has
-        built its component, then start the threads."""
+        """Remove segments that killed runs left behind, spawn every worker, build the other
+        components meanwhile, wait until each worker has built its own, then start the threads."""
         orphans = remove_orphaned_segments()
         if orphans:
             print(f"janus: removed {len(orphans)} shared-memory segment(s) of killed runs "
@@ -318,6 +317,13 @@ class ProcessBackend(LocalBackend):
         for name, role in self.roles.items():
             if role == "worker":
                 self._spawn(name)
+        try:  # the components of this process, built while the workers' processes import and build
+            for name, role in self.roles.items():
+                if role != "worker" and name not in self.hosts:
+                    self.hosts[name] = self._host(name)
+        except BaseException:
+            self.shutdown(timeout=5.0)
+            raise
         self._receiver = threading.Thread(target=self._receive_loop, name="process-receive", daemon=True)
         self._receiver.start()
         deadline = time.monotonic() + self.start_timeout_s
