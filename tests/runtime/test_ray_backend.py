@@ -65,7 +65,8 @@ def assert_clean(backend: RayBackend) -> None:
     """No actor of the run left, no process of its components still running, and no thread of the
     run left in this process (the death watch ends with the last run it watched)."""
     assert actors_of(backend) == []
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("janus-")], "a run's thread outlived it"
+    left = [t.name for t in threading.enumerate() if t.name.startswith("janus-")]
+    assert not left, f"a run's thread outlived it: {left}"
     pids = [f["pid"] for f in (backend._final or {}).values()]
     deadline = time.monotonic() + 10
     while any(running(p) for p in pids) and time.monotonic() < deadline:
