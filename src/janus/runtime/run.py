@@ -177,8 +177,8 @@ def new_trajectory_manager(cfg: RunConfig, shared: SharedBuffer | None = None) -
     kernels (~0.4 s) are not counted in the run's wall time.
     With ``shared`` the Trainer reads the same buffer and this TrajectoryManager serves no batches."""
     buffer = shared() if shared is not None else make_buffer(cfg)
-    if cfg.janus.placement != "cuda":  # host placements: the compiled kernels do the work
-        warm_up()  # the replay kernels: loaded here, not in the first timed inserts and samples
+    if cfg.janus.placement != "cuda":  # host placements: their compiled kernels load here, not in timed calls
+        warm_up()
     return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(_built, buffer),
                              checkpointer(cfg, "trajectory_manager"), serves=shared is None)
 

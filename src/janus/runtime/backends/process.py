@@ -319,7 +319,7 @@ class ProcessBackend(LocalBackend):
                 self._spawn(name)
         try:  # the components of this process, built while the workers' processes import and build
             for name, role in self.roles.items():
-                if role != "worker" and name not in self.hosts:
+                if role != "worker":
                     self.hosts[name] = self._host(name)
         except BaseException:
             self.shutdown(timeout=5.0)
