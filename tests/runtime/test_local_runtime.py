@@ -97,7 +97,7 @@ def test_proxy_batches_inserts() -> None:
 
 def test_trajectory_manager_batches_share_no_memory_with_buffer() -> None:
     cfg = tiny()
-    tm = TrajectoryManager("tm", "trainer", "orch", lambda: runmod.make_buffer(cfg))
+    tm = TrajectoryManager("tm", "trainer", "orch", runmod.make_buffer(cfg))
     out = FakeOutbox()
     tm.bind(out)
     tm.receive(StartMsg())

@@ -71,7 +71,8 @@ class Component:
         self.send(msg.reply_to, PongMsg(msg.seq, self.name, msg.sent_at, dict(self.counters)))
 
     def close(self) -> None:
-        """Release resources (threads, buffers); called once by the host when it exits."""
+        """Release resources (threads, buffers); called once: by the host when it exits, or by the
+        backend's shutdown for a component built but never started (a later one failed to build)."""
 
 
 class Host:

@@ -239,16 +239,16 @@ class TrajectoryManager(Component):
     """
 
     def __init__(
-        self, name: str, trainer: str, orchestrator: str, make_buffer: Callable[[], Any],
+        self, name: str, trainer: str, orchestrator: str, buffer: Any,
         checkpoint: Checkpointer | None = None, serves: bool = True,
     ) -> None:
         super().__init__(name)
         self.trainer = trainer
         self.orchestrator = orchestrator
-        self.make_buffer = make_buffer
+        self.buffer = buffer  # the JanusBuffer it hosts and owns: closed by close(), started or not
         self.checkpoint = checkpoint
         self.serves = serves  # serve sample credits (a thread of its own) for a Trainer elsewhere
-        self.buffer: Any = None
+        self.restored = False  # the buffer holds the checkpoint's replay (if any): set on start
         self.credits = threading.Semaphore(0)
         self.requests: list[int] = []
         self.lock = threading.Lock()
@@ -261,8 +261,8 @@ class TrajectoryManager(Component):
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
-        if self.buffer is None:
-            self.buffer = self.make_buffer()
+        if not self.restored:
+            self.restored = True
             state = self.checkpoint.restore() if self.checkpoint is not None else None
             if state is not None:
                 self.buffer.experience.load_state_dict(state["buffer"])
@@ -274,7 +274,7 @@ class TrajectoryManager(Component):
 
     def save(self, tag: int | str) -> None:
         """Stage checkpoint ``tag``: the replay buffer with every transition inserted so far."""
-        if self.checkpoint is not None and self.buffer is not None:
+        if self.checkpoint is not None and self.restored:  # never an empty replay over a saved one
             self.buffer.flush()  # staged pieces first, so the buffer holds exactly `inserted`
             self.checkpoint.stage({"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted}, tag)
 
@@ -348,8 +348,7 @@ class TrajectoryManager(Component):
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         super().on_StopMsg(msg)
-        if self.buffer is not None:
-            self.buffer.close()  # writes every staged piece first (off-policy)
+        self.buffer.close()  # writes every staged piece first (off-policy)
         self._report_inserted()
         self.save(FINAL)
 
@@ -358,15 +357,14 @@ class TrajectoryManager(Component):
         super().on_PingMsg(msg)
 
     def _buffer_counters(self) -> None:
-        if self.buffer is not None:
-            for k, v in self.buffer.stats.as_dict().items():
-                self.counters["buffer." + k] = v
+        for k, v in self.buffer.stats.as_dict().items():
+            self.counters["buffer." + k] = v
 
     def close(self) -> None:
+        """Close the buffer (its operator threads), also when this component never started."""
         self.stopped = True
-        if self.buffer is not None:
-            self.buffer.close()
-            self._buffer_counters()
+        self.buffer.close()
+        self._buffer_counters()
         if self.serve_thread is not None:
             self.serve_thread.join(timeout=10)
 

@@ -67,6 +67,11 @@ class SharedBuffer:
             self.buffer = make_buffer(self.cfg)
         return self.buffer
 
+    def close(self) -> None:
+        """Close the buffer if it was built (the TrajectoryManager closes it too; closing twice is fine)."""
+        if self.buffer is not None:
+            self.buffer.close()
+
 
 # ---- factories (top-level functions + partial: picklable for Ray and worker processes) -----------
 def make_buffer(cfg: RunConfig) -> JanusBuffer:
@@ -179,7 +184,7 @@ def new_trajectory_manager(cfg: RunConfig, shared: SharedBuffer | None = None) -
     buffer = shared() if shared is not None else make_buffer(cfg)
     if cfg.janus.placement != "cuda":  # host placements: their compiled kernels load here, not in timed calls
         warm_up()
-    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", partial(_built, buffer),
+    return TrajectoryManager("trajectory_manager", "trainer", "orchestrator", buffer,
                              checkpointer(cfg, "trajectory_manager"), serves=shared is None)
 
 
@@ -295,15 +300,15 @@ def evaluation_policy(cfg: RunConfig) -> Any:
     return Policy(cfg, learner, Path(cfg.runtime.best_dir or "."))
 
 
-def build(cfg: RunConfig, backend: Any) -> dict[str, tuple[str, str]]:
-    """Register every component with ``backend``; returns the layout."""
+def build(cfg: RunConfig, backend: Any, shared: SharedBuffer | None) -> dict[str, tuple[str, str]]:
+    """Register every component with ``backend``; returns the layout. ``shared``: the buffer the
+    Trainer and the TrajectoryManager share (:func:`trainer_takes_batches`), else None."""
     places = layout(cfg)
     roles = {name: role for name, (role, _) in places.items() if role != "orchestrator"}
     per_node: dict[str, int] = {}
     for role, node in places.values():
         if role == "worker":
             per_node[node] = per_node.get(node, 0) + 1
-    shared = SharedBuffer(cfg) if trainer_takes_batches(cfg) else None
     for name, (role, node) in places.items():
         if role == "trainer":
             factory: Callable[[], Any] = partial(new_trainer, cfg, shared)
@@ -346,11 +351,18 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     if checkpointed(cfg):  # resuming: finish a commit a crash cut short, verify every file; then a new run id
         checkpoints.start_run(str(cfg.runtime.checkpoint_dir), cfg.runtime.resume)
     backend = backend or make_backend(cfg)
-    build(cfg, backend)
     total = algo_of(cfg).budget(cfg).total_updates
     earlier = load_run_state(cfg)  # a resumed run's sessions before this one ({} otherwise)
     base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
-    backend.start()  # ray: returns once every actor is up, so wall_s excludes process start-up
+    shared = SharedBuffer(cfg) if trainer_takes_batches(cfg) else None
+    try:
+        build(cfg, backend, shared)  # local: builds every component now
+        backend.start()  # process: builds this process's; ray: returns once every actor is up (wall_s excludes it)
+    except BaseException:  # a component that cannot be built, Ctrl-C: close what was built
+        backend.shutdown(timeout=5.0)
+        if shared is not None:
+            shared.close()
+        raise
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
     status: dict[str, Any] = {}

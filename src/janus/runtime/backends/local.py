@@ -168,12 +168,13 @@ class LocalBackend:
 
         Workers stop first; everything they sent is then already queued ahead of the StopMsg of
         their proxy, whose stop flushes it to the TrajectoryManager, whose stop writes it to the
-        buffer. Nothing produced is dropped. Returns the names of threads still alive.
+        buffer. Nothing produced is dropped. Components built but never started (a later one
+        could not be built) are closed. Returns the names of threads still alive.
         """
         from janus.runtime.messages import StopMsg
 
         deadline = time.monotonic() + timeout
-        alive = []
+        alive: list[str] = []
         if self.serial:
             return self._shutdown_serial(deadline)
         for role in SHUTDOWN_ORDER:
@@ -185,6 +186,8 @@ class LocalBackend:
                     host.thread.join(max(0.0, deadline - time.monotonic()))
                     if host.thread.is_alive():
                         alive.append(host.thread.name)
+                else:
+                    alive += close_unstarted(host)
         return alive
 
     def _shutdown_serial(self, deadline: float) -> list[str]:
@@ -199,14 +202,16 @@ class LocalBackend:
                     break
                 time.sleep(0.001)
         self._halt.set()
-        for host in self.hosts.values():
-            if not host.done.is_set():
-                host.component.close()
+        alive = []
         if self._scheduler is not None:
             self._scheduler.join(max(0.0, deadline - time.monotonic()))
             if self._scheduler.is_alive():
-                return [self._scheduler.name]
-        return []
+                alive.append(self._scheduler.name)
+        for role in SHUTDOWN_ORDER:  # what the scheduler did not close (or never ran)
+            for name, host in self.hosts.items():
+                if self.roles[name] == role:
+                    alive += close_unstarted(host)
+        return alive
 
     def orchestrator_status(self) -> dict[str, Any]:
         orch = self.hosts["orchestrator"].component
@@ -216,6 +221,20 @@ class LocalBackend:
 
     def counters(self) -> dict[str, dict[str, float]]:
         return {name: dict(h.component.counters) for name, h in self.hosts.items()}
+
+
+def close_unstarted(host: Host) -> list[str]:
+    """Close a component whose host runs no loop (never started, or the serial scheduler's that
+    did not get to it); returns its name if closing it failed (e.g. threads that did not stop)."""
+    if host.done.is_set():
+        return []
+    try:
+        host.component.close()
+    except Exception as exc:  # noqa: BLE001 - reported like a thread left running; closing the others goes on
+        return [f"{host.component.name} (closing it failed: {exc})"]
+    finally:
+        host.done.set()
+    return []
 
 
 class _Crash:

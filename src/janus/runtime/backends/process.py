@@ -459,9 +459,12 @@ class ProcessBackend(LocalBackend):
     # -- shutdown --
     def shutdown(self, timeout: float = 10.0) -> list[str]:
         """Stop the workers first (each drains its pieces into the pipe), then the local threads
-        in data-flow order; unlink every shared-memory segment. Returns what is still alive."""
+        in data-flow order; unlink every shared-memory segment. Returns what is still alive.
+        A second call (the caller's, after :meth:`start` shut down on an error) does nothing."""
         deadline = time.monotonic() + timeout
         with self._wlock:
+            if self._closing.is_set():
+                return []
             self._closing.set()
             workers = list(self.workers.values())
         for wp in workers:
