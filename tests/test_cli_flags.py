@@ -178,6 +178,27 @@ def test_num_layers_out_of_range_names_the_flag(value: str, capsys: pytest.Captu
     assert "invalid --num_layers" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, named", [
+    (["--batch_size", "0"], "--batch_size"),  # a data-path setting (batch_size in a config file)
+    (["--num_actors", "0"], "--num_actors"),  # workload.num_actors
+    (["--placement", "gpu"], "--placement"),
+    (["--max_in_flight", "0"], "--max_in_flight"),  # runtime.max_in_flight
+    (["--algo", "dqn", "--buffer_capacity", "0"], "--buffer_capacity"),
+])
+def test_an_invalid_flag_value_is_named_by_the_flag(argv: list[str], named: str, capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    assert cli.main(["train", *argv, "--out", str(tmp_path / "run")]) == 2
+    assert f"janus train: error: invalid {named}: got " in capsys.readouterr().err
+
+
+def test_an_invalid_config_file_value_keeps_its_key_beside_typed_flags(capsys: pytest.CaptureFixture[str],
+                                                                        tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("workload: {num_actors: 0}\n")
+    assert cli.main(["train", "--config", str(path), "--batch_size", "64", "--out", str(tmp_path / "run")]) == 2
+    assert "janus train: error: invalid workload.num_actors: got 0" in capsys.readouterr().err
+
+
 def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Every configuration of ``compare --backend ray`` runs on the Ray backend (not a local run)."""
     from janus.harness import commands

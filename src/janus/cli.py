@@ -371,6 +371,19 @@ def _typed(args: argparse.Namespace) -> dict[str, Any]:
     return typed
 
 
+def named_by_flag(exc: JanusError, args: argparse.Namespace) -> JanusError:
+    """An invalid value the command line gave is named by the flag typed (``invalid --num_actors``),
+    not by its config key (``workload.num_actors``); a config file's value keeps its key."""
+    text = str(exc)
+    if not isinstance(exc, ConfigError) or not text.startswith("invalid "):
+        return exc
+    for flag in _typed(args):
+        for key in (flag, f"workload.{flag}", f"runtime.{flag}", f"algorithm.{flag}"):
+            if text.startswith(f"invalid {key}:"):
+                return ConfigError(f"invalid --{flag}:{text[len(f'invalid {key}:'):]}")
+    return exc
+
+
 def _algo_for_env(env: str, env_kwargs: dict[str, Any] | None) -> str:
     """``--env`` without ``--algo``: dqn for a Discrete action space, ppo otherwise (Box)."""
     from gymnasium import spaces
@@ -552,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         validate(cfg)  # fail on a bad config before any work starts; placements resolve per run
         return run_command(args, cfg)
     except JanusError as exc:
-        print(f"janus {args.command}: error: {exc}", file=sys.stderr)
+        print(f"janus {args.command}: error: {named_by_flag(exc, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         by = exc.args[0] if isinstance(exc, (Terminated, Aborted)) and exc.args else "SIGINT"
