@@ -34,9 +34,10 @@ def run_threads() -> list[str]:
 # TrajectoryManager, then its learner), the TrajectoryManager, the proxies, the workers, the
 # Orchestrator. Each case fails one later than the last.
 FAILING = {
-    "learner": "make_learner",  # the shared buffer is built, nothing holds it yet
-    "proxy": "new_proxy",  # the Trainer and the TrajectoryManager (and its buffer's threads) are built
-    "orchestrator": "new_orchestrator",  # every other component is built
+    "learner": ("make_learner", ValueError),  # the shared buffer is built, nothing holds it yet
+    "proxy": ("new_proxy", ValueError),  # the Trainer and the TrajectoryManager (its buffer's threads) are built
+    "orchestrator": ("new_orchestrator", ValueError),  # every other component is built
+    "interrupt": ("new_orchestrator", KeyboardInterrupt),  # Ctrl-C while the run is being built
 }
 
 
@@ -47,11 +48,13 @@ def test_a_component_that_cannot_be_built_leaves_nothing_of_the_run(
         monkeypatch: pytest.MonkeyPatch, backend: str, overlap: int, what: str) -> None:
     before_threads, before_segments = run_threads(), segments()
 
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise ValueError(f"{what} cannot be built on purpose")
+    factory, error = FAILING[what]
 
-    monkeypatch.setattr(runmod, FAILING[what], broken)
-    with pytest.raises(ValueError, match=f"{what} cannot be built on purpose"):
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise error(f"{what} cannot be built on purpose")
+
+    monkeypatch.setattr(runmod, factory, broken)
+    with pytest.raises(error, match=f"{what} cannot be built on purpose"):
         run_runtime(tiny(backend, overlap), timeout_s=60)
     deadline = time.monotonic() + 5  # a thread that was told to stop may take a moment to exit
     while run_threads() != before_threads and time.monotonic() < deadline:
