@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
 
 import pytest
 
 from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, resolve
+from janus.runtime.backends.local import LocalBackend
+from janus.runtime.component import Component
+from janus.runtime.messages import StartMsg
 from janus.runtime.run import run_runtime, serial
 from janus.algorithms.base import algorithm
 
@@ -38,3 +43,50 @@ def test_serial_synthetic_run_conserves_transitions() -> None:
     run = run_runtime(cfg, timeout_s=60)
     assert run["counts"]["transitions_inserted"] == run["counts"]["transitions_produced"] == 2 * 8 * 64
     assert run["counts"]["updates"] >= 8 * cfg.updates_per_iteration
+
+
+class Counted(Component):
+    """A component that counts its closes; ``fail`` makes its step raise (a crash)."""
+
+    def __init__(self, name: str, fail: bool) -> None:
+        super().__init__(name)
+        self.fail, self.closes = fail, 0
+
+    def step(self) -> bool:
+        if self.fail:
+            raise RuntimeError("crashed on purpose")
+        return False
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def wait_for(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("serial_scheduler", [True, False], ids=["serial", "threads"])
+def test_every_component_instance_is_closed_once_crashed_replaced_or_stopped(serial_scheduler: bool) -> None:
+    """A crashed component is closed as it ends (its environments' subprocesses, its buffer's
+    threads); one replaced by a restart and one that ran to the end are closed at shutdown; none twice."""
+    made: list[Counted] = []
+
+    def factory(fail: bool) -> Counted:
+        made.append(Counted("w", fail))
+        return made[-1]
+
+    backend = LocalBackend(serial=serial_scheduler)
+    backend.add("w", "worker", lambda: factory(fail=len(made) == 0))  # the first instance crashes
+    backend.start()
+    backend.deliver("w", StartMsg())
+    wait_for(lambda: backend.hosts["w"].done.is_set())
+    assert made[0].closes == 1, "the crashed instance was closed as it ended"
+    backend.restart("w")  # a healthy instance...
+    backend.deliver("w", StartMsg())
+    backend.restart("w")  # ...replaced while it runs (as a hung worker is)
+    backend.deliver("w", StartMsg())
+    assert backend.shutdown(timeout=5.0) == []
+    assert [c.closes for c in made] == [1, 1, 1]

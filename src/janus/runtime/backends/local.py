@@ -104,11 +104,11 @@ class LocalBackend:
                     if c.started and not c.stopped and c.step():
                         progressed = True
                     if c.stopped:
+                        host.done.set()  # first: a close that raises is reported below, not run again
                         c.close()
-                        host.done.set()
                 except BaseException as exc:  # noqa: BLE001 - a worker is restarted, others fail the run
                     host.error, host.error_text = exc, error_text(exc)
-                    host.done.set()
+                    close_component(host)  # as a host thread closes its component on the way out
                     self._on_exit(host)
             if not progressed:
                 time.sleep(0.0005)
@@ -187,7 +187,7 @@ class LocalBackend:
                     if host.thread.is_alive():
                         alive.append(host.thread.name)
                 else:
-                    alive += close_unstarted(host)
+                    alive += close_component(host)
         return alive
 
     def _shutdown_serial(self, deadline: float) -> list[str]:
@@ -207,10 +207,10 @@ class LocalBackend:
             self._scheduler.join(max(0.0, deadline - time.monotonic()))
             if self._scheduler.is_alive():
                 alive.append(self._scheduler.name)
-        for role in SHUTDOWN_ORDER:  # what the scheduler did not close (or never ran)
-            for name, host in self.hosts.items():
-                if self.roles[name] == role:
-                    alive += close_unstarted(host)
+        for role in SHUTDOWN_ORDER:  # what the scheduler did not close (or never ran), and replaced instances
+            for host in [*(h for n, h in self.hosts.items() if self.roles[n] == role),
+                         *(h for h in self.retired if self.roles.get(h.component.name) == role)]:
+                alive += close_component(host)
         return alive
 
     def orchestrator_status(self) -> dict[str, Any]:
@@ -223,9 +223,10 @@ class LocalBackend:
         return {name: dict(h.component.counters) for name, h in self.hosts.items()}
 
 
-def close_unstarted(host: Host) -> list[str]:
-    """Close a component whose host runs no loop (never started, or the serial scheduler's that
-    did not get to it); returns its name if closing it failed (e.g. threads that did not stop)."""
+def close_component(host: Host) -> list[str]:
+    """Close the component of a host that runs no loop of its own (never started; the serial
+    scheduler's) unless that was done (``host.done``); returns its name if closing it failed
+    (e.g. threads that did not stop)."""
     if host.done.is_set():
         return []
     try:
