@@ -248,7 +248,6 @@ class TrajectoryManager(Component):
         self.buffer = buffer  # the JanusBuffer it hosts and owns: closed by close(), started or not
         self.checkpoint = checkpoint
         self.serves = serves  # serve sample credits (a thread of its own) for a Trainer elsewhere
-        self.restored = False  # the buffer holds the checkpoint's replay (if any): set on start
         self.credits = threading.Semaphore(0)
         self.requests: list[int] = []
         self.lock = threading.Lock()
@@ -260,9 +259,9 @@ class TrajectoryManager(Component):
         self.reported = 0  # `inserted` as last told to the Orchestrator
 
     def on_StartMsg(self, msg: StartMsg) -> None:
+        first = not self.started  # the buffer takes the checkpoint's replay (if any) once
         super().on_StartMsg(msg)
-        if not self.restored:
-            self.restored = True
+        if first:
             state = self.checkpoint.restore() if self.checkpoint is not None else None
             if state is not None:
                 self.buffer.experience.load_state_dict(state["buffer"])
@@ -274,7 +273,7 @@ class TrajectoryManager(Component):
 
     def save(self, tag: int | str) -> None:
         """Stage checkpoint ``tag``: the replay buffer with every transition inserted so far."""
-        if self.checkpoint is not None and self.restored:  # never an empty replay over a saved one
+        if self.checkpoint is not None and self.started:  # restored first: never an empty replay over a saved one
             self.buffer.flush()  # staged pieces first, so the buffer holds exactly `inserted`
             self.checkpoint.stage({"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted}, tag)
 

@@ -50,7 +50,7 @@ def _patch_components(module: Any) -> None:
     def tm(self: Any, msg: Any) -> None:
         # Capture what is restored as it is loaded: once loaded, the buffer's selection thread may
         # sample at once (advancing the sampler's RNG), so a snapshot taken after start would race.
-        fresh, restored = not self.restored, []
+        fresh, restored = not self.started, []
         if fresh and self.checkpoint is not None:
             restore = self.checkpoint.restore
 
