@@ -228,21 +228,6 @@ def test_learner_failure_stops_the_run_with_a_clear_error(monkeypatch: pytest.Mo
     assert segments() == before and not worker_processes()
 
 
-def test_a_buffer_that_cannot_be_built_stops_the_spawned_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process's components are built while the worker processes start; when one of them
-    cannot be built, the workers already spawned are stopped and their segments removed."""
-    before = segments()
-
-    def broken(cfg: Any) -> Any:
-        raise ValueError("buffer cannot be built on purpose")
-
-    monkeypatch.setattr(runmod, "make_buffer", broken)
-    with pytest.raises(ValueError, match="buffer cannot be built on purpose"):
-        run_runtime(tiny(False, workers=2), timeout_s=60)
-    assert segments() == before and not worker_processes()
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("janus-")]
-
-
 def test_interrupt_stops_every_worker_process() -> None:
     before = segments()
 

@@ -34,6 +34,7 @@ def run_threads() -> list[str]:
 # TrajectoryManager, then its learner), the TrajectoryManager, the proxies, the workers, the
 # Orchestrator. Each case fails one later than the last.
 FAILING = {
+    "buffer": ("make_buffer", ValueError),  # nothing of this process is built yet (process: workers spawned)
     "learner": ("make_learner", ValueError),  # the shared buffer is built, nothing holds it yet
     "proxy": ("new_proxy", ValueError),  # the Trainer and the TrajectoryManager (its buffer's threads) are built
     "orchestrator": ("new_orchestrator", ValueError),  # every other component is built
