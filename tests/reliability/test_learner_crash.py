@@ -31,8 +31,11 @@ def _resume_capturing(monkeypatch: pytest.MonkeyPatch, run: Path, total_env_step
     tm_start, trainer_start, orch_init = TrajectoryManager.on_StartMsg, Trainer.on_StartMsg, Orchestrator.__init__
 
     def tm(self: TrajectoryManager, msg: Any) -> None:
-        tm_start(self, msg)
-        seen.setdefault("replay", {"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted})
+        # The buffer's selection thread may sample as soon as the replay is loaded (advancing the
+        # sampler's RNG): holding the buffer's lock keeps any sample out until the snapshot is taken.
+        with self.buffer.experience._lock:
+            tm_start(self, msg)
+            seen.setdefault("replay", {"buffer": self.buffer.experience.state_dict(), "inserted": self.inserted})
 
     def trainer(self: Trainer, msg: Any) -> None:
         trainer_start(self, msg)
