@@ -79,7 +79,9 @@ class Host:
     """Runs one component: an inbox queue and a loop alternating messages and ``step``.
 
     Used by both backends (a thread in-process; inside a Ray actor's process on Ray). An exception
-    in the component ends the loop and is kept in :attr:`error` with its formatted traceback.
+    in the component ends the loop and is kept in :attr:`error` with its formatted traceback; an
+    exception of the component's ``close()`` (called once the loop ends) in :attr:`close_failure`,
+    which the backend's ``shutdown`` reports.
     """
 
     IDLE_WAIT_S = 0.02
@@ -91,6 +93,7 @@ class Host:
         self.error_text = ""
         self.done = threading.Event()
         self.instance = 0  # which instance of its component: 0 the first, +1 per restart
+        self.close_failure: str | None = None  # set when the component's close() raised
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -143,8 +146,15 @@ class Host:
         finally:
             try:
                 c.close()
+            except BaseException as exc:  # noqa: BLE001 - reported by the backend's shutdown
+                self.close_failure = closing_failed(c.name, exc)
             finally:
                 self.done.set()
+
+
+def closing_failed(name: str, exc: BaseException) -> str:
+    """How a component whose ``close()`` raised is reported by a backend's ``shutdown``."""
+    return f"{name} (closing it failed: {type(exc).__name__}: {exc})"
 
 
 def error_text(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from janus.runtime.component import Component, Host, error_text
+from janus.runtime.component import Component, Host, closing_failed, error_text
 from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.stats import MessageStats
 
@@ -104,8 +104,11 @@ class LocalBackend:
                     if c.started and not c.stopped and c.step():
                         progressed = True
                     if c.stopped:
-                        host.done.set()  # first: a close that raises is reported below, not run again
-                        c.close()
+                        host.done.set()  # first: closed once, whatever close() does
+                        try:
+                            c.close()
+                        except Exception as exc:  # noqa: BLE001 - reported by shutdown, as a host thread's
+                            host.close_failure = closing_failed(c.name, exc)
                 except BaseException as exc:  # noqa: BLE001 - a worker is restarted, others fail the run
                     host.error, host.error_text = exc, error_text(exc)
                     close_component(host)  # as a host thread closes its component on the way out
@@ -169,7 +172,8 @@ class LocalBackend:
         Workers stop first; everything they sent is then already queued ahead of the StopMsg of
         their proxy, whose stop flushes it to the TrajectoryManager, whose stop writes it to the
         buffer. Nothing produced is dropped. Components built but never started (a later one
-        could not be built) are closed. Returns the names of threads still alive.
+        could not be built) are closed. Returns the threads still alive and the components whose
+        ``close()`` raised.
         """
         from janus.runtime.messages import StopMsg
 
@@ -186,6 +190,8 @@ class LocalBackend:
                     host.thread.join(max(0.0, deadline - time.monotonic()))
                     if host.thread.is_alive():
                         alive.append(host.thread.name)
+                    elif host.close_failure is not None:
+                        alive.append(host.close_failure)
                 else:
                     alive += close_component(host)
         return alive
@@ -225,14 +231,15 @@ class LocalBackend:
 
 def close_component(host: Host) -> list[str]:
     """Close the component of a host that runs no loop of its own (never started; the serial
-    scheduler's) unless that was done (``host.done``); returns its name if closing it failed
-    (e.g. threads that did not stop)."""
+    scheduler's) unless that was done (``host.done``). Returns how closing it failed, now or
+    when it was closed before (e.g. threads that did not stop), or nothing."""
     if host.done.is_set():
-        return []
+        return [] if host.close_failure is None else [host.close_failure]
     try:
         host.component.close()
     except Exception as exc:  # noqa: BLE001 - reported like a thread left running; closing the others goes on
-        return [f"{host.component.name} (closing it failed: {exc})"]
+        host.close_failure = closing_failed(host.component.name, exc)
+        return [host.close_failure]
     finally:
         host.done.set()
     return []

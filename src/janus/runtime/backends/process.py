@@ -190,7 +190,7 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
     host.loop()  # in this thread until StopMsg or an error
     receiver.join(1.0)
     try:
-        outbox._send(("done", name, dict(component.counters), host.error_text, outbox.stats))
+        outbox._send(("done", name, dict(component.counters), host.error_text, outbox.stats, host.close_failure or ""))
     except (BrokenPipeError, OSError):
         pass
     for segment in (outbox.ring, outbox.store):  # the learner unlinks them
@@ -228,6 +228,7 @@ class WorkerProcess:
     ring_name: str = ""  # named by the learner at spawn, created by the worker at its first piece
     ring: SlotRing | None = None  # the learner's mapping of it, once announced
     error: str = ""
+    close_failure: str = ""  # its component's close() raised (reported by shutdown)
     instance: int = 0  # 0 the first process of this worker, +1 per restart
     down_reported: bool = False  # the Orchestrator was told this instance failed
 
@@ -412,7 +413,7 @@ class ProcessBackend(LocalBackend):
         elif kind == "ready":
             wp.ready.set()
         elif kind == "done":
-            _, _, counters, error, stats = item
+            _, _, counters, error, stats, wp.close_failure = item
             wp.error = error
             self.worker_counters[wp.name] = {**counters, **{f"ipc.{k}": v for k, v in stats.items()}}
             wp.done.set()
@@ -459,7 +460,8 @@ class ProcessBackend(LocalBackend):
     # -- shutdown --
     def shutdown(self, timeout: float = 10.0) -> list[str]:
         """Stop the workers first (each drains its pieces into the pipe), then the local threads
-        in data-flow order; unlink every shared-memory segment. Returns what is still alive.
+        in data-flow order; unlink every shared-memory segment. Returns what is still alive and
+        the components whose ``close()`` raised.
         A second call (the caller's, after :meth:`start` shut down on an error) does nothing."""
         deadline = time.monotonic() + timeout
         with self._wlock:
@@ -484,6 +486,8 @@ class ProcessBackend(LocalBackend):
             if wp.process.is_alive():
                 state = "retired" if wp in self.retired_workers else "current"
                 alive.append(f"process {wp.process.name} (pid {wp.process.pid}, {state}, ready={wp.ready.is_set()}, done={wp.done.is_set()})")
+            elif wp.close_failure:
+                alive.append(wp.close_failure)
         time.sleep(0)  # let the receiver take the last pipe contents
         self._drain_pipes()
         alive += super().shutdown(max(1.0, deadline - time.monotonic()))

@@ -317,7 +317,7 @@ class ComponentActor:
         """Counters, message stats and node id (gathered before the actor is killed)."""
         s = self.outbox.stats
         return {"counters": dict(self.host.component.counters), "node": ray.get_runtime_context().get_node_id(),
-                "error": self.host.error_text, "pid": os.getpid(),
+                "error": self.host.error_text, "close_failure": self.host.close_failure, "pid": os.getpid(),
                 "stats": {"count": dict(s.count), "bytes": dict(s.bytes), "dropped": s.dropped}}
 
     def forget(self, name: str) -> None:
@@ -585,7 +585,8 @@ class RayBackend:
 
         As on the local backend, each role stops (and its outbox drains into the next role's
         inbox) before the next role gets its StopMsg, so nothing produced is dropped. Components
-        that did not stop within ``timeout`` are killed too. Returns the actors still alive.
+        that did not stop within ``timeout`` are killed too. Returns the actors still alive and the
+        components whose ``close()`` raised.
         """
         from janus.runtime.messages import StopMsg
 
@@ -627,7 +628,7 @@ class RayBackend:
             left_alive = self._named_actors()
         if self.owns_ray:
             ray.shutdown()
-        return left_alive
+        return left_alive + [f["close_failure"] for f in self._final.values() if f.get("close_failure")]
 
     def _named_actors(self) -> list[str]:
         """Names of this run's actors that Ray still knows as alive."""
