@@ -84,3 +84,25 @@ def test_the_final_checkpoint_is_committed_before_a_close_failure_is_reported(tm
     state = read_run_state(tmp_path / "checkpoint")
     assert state["tag"] == FINAL and state["env_steps"] == 512, state
     assert state["trained"] == algorithm("dqn").budget(cfg).total_updates
+
+
+def test_an_interrupted_run_that_cannot_close_still_hands_back_its_results(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C: the caller (the CLI writes results.json from it) gets the run so far, and the close
+    failure is printed rather than put in the interrupt's place."""
+    cfg = tiny("local", 1)
+    cfg = resolve(from_dict({"workload": {"iterations": 1000}}, base=cfg))  # runs until interrupted
+    backend = backend_closing_badly(cfg, "trajectory_manager")
+    status, polls = backend.orchestrator_status, [0]
+
+    def interrupted_after_a_while() -> Any:
+        polls[0] += 1
+        if polls[0] == 10:  # the driver's loop polls every 50 ms: Ctrl-C half a second in
+            raise KeyboardInterrupt
+        return status()
+
+    backend.orchestrator_status = interrupted_after_a_while  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        run_runtime(cfg, backend=backend, timeout_s=60)
+    result = interrupt.value.partial_result  # type: ignore[attr-defined]
+    assert result["counts"]["updates"] > 0
+    assert "trajectory_manager (closing it failed: RuntimeError" in capsys.readouterr().err

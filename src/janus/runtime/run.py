@@ -401,8 +401,11 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         raise RunFailed(f"component {name!r} failed while the run was stopping; the final checkpoint was not "
                         f"committed (--resume continues from the last periodic one):\n{text}")
     if alive:
-        raise RunFailed(f"the run stopped, but did not shut down cleanly (components left running, or whose "
-                        f"close() raised): {alive}")
+        problem = (f"the run stopped, but did not shut down cleanly (components left running, or whose close() "
+                   f"raised): {alive}")
+        if interrupted is None:
+            raise RunFailed(problem)
+        print(f"janus: {problem}", file=sys.stderr)  # Ctrl-C: still hand back the run so far, below
     if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
         try:
             status = backend.orchestrator_status()  # after the drain: the last counts
