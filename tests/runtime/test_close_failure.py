@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-import janus.runtime.run as runmod
 from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
 from janus.runtime.checkpoints import FINAL, read_run_state
 from janus.runtime.run import RunFailed, run_runtime
 from tests.runtime.test_process_backend import segments, worker_processes
 from tests.runtime.test_startup_failure import run_threads, tiny
+from tests.runtime.test_worker_faults import backend_wrapping
 
 
 class ClosingBadly:
@@ -38,14 +38,6 @@ class ClosingBadly:
         return component
 
 
-def backend_closing_badly(cfg: Any, role: str) -> Any:
-    backend = runmod.make_backend(cfg)
-    add = backend.add
-    backend.add = lambda name, r, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, r, ClosingBadly(factory) if r == role else factory, node)
-    return backend
-
-
 @pytest.mark.parametrize("role,name", [("trajectory_manager", "trajectory_manager"), ("worker", "worker-1")])
 @pytest.mark.parametrize("backend_name,overlap", [("local", 1), ("local", 0), ("process", 1),
                                                    pytest.param("ray", 1, marks=pytest.mark.slow)],
@@ -59,7 +51,7 @@ def test_a_component_whose_close_raises_fails_the_run_by_name(backend_name: str,
     before_threads, before_segments = run_threads(), segments()
     cfg = tiny(backend_name, overlap)
     with pytest.raises(RunFailed) as failed:
-        run_runtime(cfg, backend=backend_closing_badly(cfg, role), timeout_s=60)
+        run_runtime(cfg, backend=backend_wrapping(cfg, ClosingBadly, role), timeout_s=60)
     message = str(failed.value)
     assert "did not shut down cleanly" in message and "close() raised" in message
     assert f"{name} (closing it failed: RuntimeError: {name} cannot close, on purpose)" in message
@@ -80,7 +72,7 @@ def test_the_final_checkpoint_is_committed_before_a_close_failure_is_reported(tm
          "runtime": {"backend": "local", "checkpoint_dir": str(tmp_path / "checkpoint")}},
         base=from_dict(algorithm("dqn").preset)))
     with pytest.raises(RunFailed, match=r"trajectory_manager \(closing it failed: RuntimeError"):
-        run_runtime(cfg, backend=backend_closing_badly(cfg, "trajectory_manager"), timeout_s=120)
+        run_runtime(cfg, backend=backend_wrapping(cfg, ClosingBadly, "trajectory_manager"), timeout_s=120)
     state = read_run_state(tmp_path / "checkpoint")
     assert state["tag"] == FINAL and state["env_steps"] == 512, state
     assert state["trained"] == algorithm("dqn").budget(cfg).total_updates
@@ -91,7 +83,7 @@ def test_an_interrupted_run_that_cannot_close_still_hands_back_its_results(capsy
     failure is printed rather than put in the interrupt's place."""
     cfg = tiny("local", 1)
     cfg = resolve(from_dict({"workload": {"iterations": 1000}}, base=cfg))  # runs until interrupted
-    backend = backend_closing_badly(cfg, "trajectory_manager")
+    backend = backend_wrapping(cfg, ClosingBadly, "trajectory_manager")
     status, polls = backend.orchestrator_status, [0]
 
     def interrupted_after_a_while() -> Any:

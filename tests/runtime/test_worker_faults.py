@@ -92,12 +92,13 @@ class RaisingWorker:
         raise ValueError("broken env on purpose")
 
 
-def backend_wrapping_workers(cfg: RunConfig, wrap: Callable[[Any], Any]) -> Any:
-    """``cfg``'s backend, with every worker's factory wrapped by ``wrap`` (to make it fail)."""
+def backend_wrapping(cfg: RunConfig, wrap: Callable[[Any], Any], role: str = "worker") -> Any:
+    """``cfg``'s backend, with the factory of every component of ``role`` wrapped by ``wrap``
+    (to make it fail)."""
     backend = runmod.make_backend(cfg)
     add = backend.add
-    backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
-        name, role, wrap(factory) if role == "worker" else factory, node)
+    backend.add = lambda name, r, factory, node="node-0": add(  # type: ignore[method-assign]
+        name, r, wrap(factory) if r == role else factory, node)
     return backend
 
 
@@ -123,7 +124,7 @@ def test_a_worker_that_always_raises_fails_the_run_with_its_error(backend_name: 
         request.getfixturevalue("ray_session")
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray actors cannot import tests/
     cfg = tiny(backend_name)
-    backend = backend_wrapping_workers(cfg, RaisingWorker)
+    backend = backend_wrapping(cfg, RaisingWorker)
     with pytest.raises(RunFailed) as failed:
         run_runtime(cfg, backend=backend, timeout_s=25 if backend_name != "ray" else 60)
     message = str(failed.value)
@@ -149,7 +150,7 @@ def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, c
     cfg = tiny("local")
     cfg = resolve(RunConfig(janus=cfg.janus, workload=WorkloadConfig(**{**cfg.workload.__dict__, "iterations": 12}),
                             runtime=cfg.runtime))
-    backend = backend_wrapping_workers(cfg, OnceRaising)
+    backend = backend_wrapping(cfg, OnceRaising)
     result = run_runtime(cfg, backend=backend, timeout_s=120)
     errors = result["runtime"]["worker_errors"]
     assert [(e["worker"], e["error"], e["in_a_row"]) for e in errors] == [
@@ -183,7 +184,7 @@ class SegfaultingWorker(RaisingWorker):
 
 def test_a_worker_process_that_keeps_crashing_fails_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tiny("process")
-    backend = backend_wrapping_workers(cfg, SegfaultingWorker)
+    backend = backend_wrapping(cfg, SegfaultingWorker)
     with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*died of SIGSEGV \(exit code -11\)"):
         run_runtime(cfg, backend=backend, timeout_s=25)  # each death is seen at once, not 30 s of pings later
     assert "janus: worker 'worker-0' raised WorkerDied: its process died of SIGSEGV" in capsys.readouterr().err
@@ -206,7 +207,7 @@ def test_a_worker_whose_pipe_closes_before_it_dies_still_counts_how_it_died(caps
     """Read at once, its exit code was not there yet: the death counted as a hang (no error), so a
     worker crashing in native code every time was restarted for the whole run."""
     cfg = tiny("process")
-    backend = backend_wrapping_workers(cfg, SlowlyDyingWorker)
+    backend = backend_wrapping(cfg, SlowlyDyingWorker)
     with pytest.raises(RunFailed, match=r"raised an error 3 times in a row(.|\n)*WorkerDied: its process exited \(exit code 3\)"):
         run_runtime(cfg, backend=backend, timeout_s=25)
 
@@ -231,7 +232,7 @@ def test_a_worker_that_stops_on_a_bad_setting_fails_the_run_at_once(backend_name
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cfg = tiny(backend_name)
     with pytest.raises(RunFailed) as failed:
-        run_runtime(cfg, backend=backend_wrapping_workers(cfg, MisconfiguredWorker), timeout_s=25 if backend_name != "ray" else 60)
+        run_runtime(cfg, backend=backend_wrapping(cfg, MisconfiguredWorker), timeout_s=25 if backend_name != "ray" else 60)
     message = str(failed.value)
     assert "worker 'worker-0' stopped on a setting, which restarting it cannot fix" in message, message
     assert message.rstrip().endswith("ConfigError: invalid env option 'frameskip': got -1; accepted: a positive integer")
@@ -267,7 +268,7 @@ def test_a_worker_that_cannot_be_rebuilt_is_a_crash_loop_with_its_error(backend_
         request.getfixturevalue("ray_session")
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cfg = tiny(backend_name)
-    backend = backend_wrapping_workers(cfg, lambda factory: RebuildFailingWorker(factory, tmp_path / "built"))
+    backend = backend_wrapping(cfg, lambda factory: RebuildFailingWorker(factory, tmp_path / "built"))
     with pytest.raises(RunFailed) as failed:
         run_runtime(cfg, backend=backend, timeout_s=25 if backend_name != "ray" else 60)
     message = str(failed.value)
