@@ -899,3 +899,64 @@ def test_flush_waits_for_pieces_the_background_collector_already_took() -> None:
             assert taken.wait(5)  # the collector has the piece in hand now
             jb.flush()
             assert len(jb.experience) == 4 * (i + 1), "flush returned before a taken piece was written"
+
+
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_an_empty_piece_is_refused_by_its_put_and_the_pipeline_goes_on(oc, os_, cleanup):
+    """A piece of 0 transitions (T = 0 or envs = 0) used to be staged, then fail the collection
+    (extend of 0 items) and with it the whole pipeline, for every producer and the learner."""
+    from janus.errors import BufferInputError
+
+    jb = JanusBuffer(off_policy(oc, os_, g_collect=1), seed=0)
+    cleanup(jb)
+    jb.put(piece(range(T * E), T, E), timeout=GET_S)
+    for empty in ({"id": torch.zeros(0, E, dtype=torch.long), "obs": torch.zeros(0, E, 2)},
+                  {"id": torch.zeros(T, 0, dtype=torch.long), "obs": torch.zeros(T, 0, 2)}):
+        with pytest.raises(BufferInputError, match="0 transitions"):
+            jb.put(empty, timeout=GET_S)
+    jb.put(piece(range(T * E, 2 * T * E), T, E), timeout=GET_S)
+    jb.flush()
+    assert jb.failure is None and len(jb.experience) == 2 * T * E
+    check_batch(jb.get(timeout=GET_S))
+    close_quickly(jb)
+
+
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+@pytest.mark.parametrize("g", [1, 3])
+def test_off_policy_collections_larger_than_the_capacity_keep_the_newest(oc, os_, g, cleanup):
+    """g_collect pieces (or one piece) of more transitions than the replay holds used to fail the
+    collection's single extend (at most capacity items) and so the pipeline; now they are written
+    in order, as a ring does, and the newest ``capacity`` transitions are what is stored."""
+    capacity = 10
+    jb = JanusBuffer(off_policy(oc, os_, g_collect=g, buffer_capacity=capacity, batch_size=4), seed=0)
+    cleanup(jb)
+    n = 3 * T * E  # 24 transitions: more than the capacity in one piece, and in 3 pieces
+    for i in range(3):
+        jb.put(piece(range(i * n, (i + 1) * n), T * 3, E), timeout=GET_S)
+    jb.flush()
+    assert jb.failure is None
+    assert jb.experience.total_written == 3 * n and len(jb.experience) == capacity
+    stored = jb.experience.gather(list(range(capacity)))
+    assert sorted(stored["id"].tolist()) == list(range(3 * n - capacity, 3 * n))
+    for _ in range(3):  # (a prefetching selector may have sampled before the last pieces were written)
+        batch = jb.get(timeout=GET_S)
+        check_batch(batch)
+        assert (batch["id"] < 3 * n).all()
+    close_quickly(jb)
+
+
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_on_policy_piece_larger_than_the_rollout_is_refused_by_its_put(oc, os_, cleanup):
+    """A piece that cannot fit in one rollout used to be staged, then fail the collection
+    (rollout overshoot) and the pipeline; now its own put refuses it, naming the sizes."""
+    from janus.errors import BufferInputError
+
+    rollout = 16
+    jb = JanusBuffer(on_policy(oc, os_, 1, 1, num_minibatches=2), rollout_size=rollout, seed=0)
+    cleanup(jb)
+    with pytest.raises(BufferInputError, match="20 transitions.*rollout_size=16"):
+        jb.put(piece(range(20), 10, 2), timeout=GET_S)
+    jb.put(piece(range(rollout), rollout // 2, 2), timeout=GET_S)
+    ids = torch.cat([jb.get(timeout=GET_S)["id"] for _ in range(2)])
+    assert sorted(ids.tolist()) == list(range(rollout)) and jb.failure is None
+    close_quickly(jb)

@@ -26,7 +26,7 @@ from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, S
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.buffer.validation import check_piece
 from janus.config import JanusConfig, resolve_janus
-from janus.errors import ConfigError, PipelineClosedError
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError
 
 
 @dataclass
@@ -143,11 +143,18 @@ class JanusBuffer:
 
     # ---- actor side ----------------------------------------------------------------------------
     def put(self, rollout: Mapping[str, Any], timeout: float | None = None) -> None:
-        """Stage one rollout piece (fields shaped ``[T, envs, ...]`` by default); blocks when full."""
+        """Stage one rollout piece (fields shaped ``[T, envs, ...]`` by default); blocks when full.
+
+        A piece holds at least one transition (on-policy at most ``rollout_size``) and the fields,
+        dtypes and item shapes of the first piece; any other is refused here, before it is staged.
+        """
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
         n, schema = check_piece(rollout, self._time_major_dims, self._piece_schema)
+        if self.schedule is not None and n > self.schedule.rollout_size:  # could never be written
+            raise BufferInputError(f"put() got a piece of {n} transitions; an on-policy rollout holds "
+                                   f"rollout_size={self.schedule.rollout_size}")
         if self._piece_schema is None:
             self._piece_schema = schema
         blocked = self.actor_buffer.put(rollout, n, timeout)

@@ -2,7 +2,8 @@
 
 * :class:`CollectionOp` — takes staged rollout pieces, flattens ``[T, envs, ...]`` to
   ``[T*envs, ...]``, concatenates them, applies an optional preprocessing function and writes
-  them to the experience buffer in one ``extend``.
+  them to the experience buffer in one ``extend`` (several, in order, when they are more than
+  its capacity).
 * :class:`SelectionOp` — picks the slots of the next ``g_select`` batches (uniform samples
   off-policy; the next minibatches of the epoch on-policy), gathers them in one copy, moves them to
   the learner device and splits them into batches.
@@ -150,7 +151,12 @@ class CollectionOp:
         n = next(iter(batch.values())).shape[0]
         if self.schedule is not None:
             self.schedule.wait_writable(n)
-        self.buffer.extend(batch)
+        capacity = self.buffer.capacity
+        if n <= capacity:
+            self.buffer.extend(batch)
+        else:  # more than the ring holds (g_collect pieces, or one large piece): written in order, as a ring would
+            for start in range(0, n, capacity):
+                self.buffer.extend({k: v[start : start + capacity] for k, v in batch.items()})
         if self.schedule is not None:
             self.schedule.mark_written(n)
         return n

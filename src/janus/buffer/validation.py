@@ -201,6 +201,8 @@ def check_piece(
     count = 1
     for d in lead or ():
         count *= d
+    if count == 0:  # staged, it would fail the collection that writes it, and the pipeline with it
+        raise BufferInputError(f"put() got a piece of 0 transitions (leading dims {lead}); a piece holds at least one")
     return count, mine
 
 
