@@ -333,6 +333,23 @@ def test_sample_and_epoch_before_data_raise_buffer_empty():
     assert len(buf) == 0
 
 
+@pytest.mark.parametrize("declared", [False, True])
+@pytest.mark.parametrize("slots", [[], [0]])
+def test_gather_before_data_raises_buffer_empty(declared, slots):
+    """gather() on an empty buffer said what sample() and epoch() say; before, an undeclared one
+    crashed inside the compiled kernel (a Numba TypingError: no storage yet)."""
+    buf = ExperienceBuffer(10, seed=0, fields={"x": ((), "float32")} if declared else None)
+    with pytest.raises(BufferEmptyError, match="empty"):
+        buf.gather(slots)
+
+
+def test_frame_replay_gather_before_data_raises_buffer_empty():
+    from janus import FrameStackReplay
+
+    with pytest.raises(BufferEmptyError, match="empty"):
+        FrameStackReplay(10).gather([])  # was a bare AssertionError
+
+
 @pytest.mark.parametrize("bad", [0, -3, 1.5, True, "10"])
 def test_bad_capacity(bad):
     with pytest.raises(BufferInputError):

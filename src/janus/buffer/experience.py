@@ -300,8 +300,10 @@ class ExperienceBuffer:
 
     def gather(self, slots: Any) -> dict[str, Any]:
         """Copy the items at ``slots`` (not keys; a tensor, array or list) out of storage, plus
-        their keys as ``"index"``."""
+        their keys as ``"index"``. An empty buffer raises :class:`BufferEmptyError`."""
         with self._lock:
+            if self._written == 0:
+                raise BufferEmptyError("cannot gather from an empty ExperienceBuffer: call extend() first")
             if self._native:
                 idx = validation.slot_array(slots, len(self))
                 st, n = self._storage, idx.shape[0]

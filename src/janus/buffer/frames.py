@@ -292,6 +292,8 @@ class FrameStackReplay:
     def gather(self, slots: Any) -> dict[str, torch.Tensor]:
         """Copy the transitions at ``slots`` (not keys; each must hold a sampleable transition)."""
         with self._lock:
+            if self._f is None:
+                raise BufferEmptyError("cannot gather from an empty FrameStackReplay: call extend() first")
             idx = validation.slot_array(slots, min(self._written, self.capacity))
             n = idx.shape[0]
             w, cap = self._written, self.capacity
