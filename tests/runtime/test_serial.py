@@ -16,20 +16,24 @@ from janus.runtime.run import run_runtime, serial
 from janus.algorithms.base import algorithm
 
 
-def rl_cfg(algo: str, seed: int, steps: int) -> RunConfig:
-    overrides = {"overlap_collect": 0, "overlap_select": 0, "seed": seed, "workload": {"total_env_steps": steps}}
+def rl_cfg(algo: str, seed: int, steps: int, **algorithm_overrides: Any) -> RunConfig:
+    overrides = {"overlap_collect": 0, "overlap_select": 0, "seed": seed, "workload": {"total_env_steps": steps},
+                 "algorithm": algorithm_overrides}
     return resolve(from_dict(overrides, base=from_dict(algorithm(algo).preset)))
 
 
-@pytest.mark.parametrize("algo,steps", [("dqn", 2000), ("ppo", 6000)])  # DQN: 1,000 steps past learning_starts
-def test_same_seed_same_returns(algo: str, steps: int) -> None:
-    cfg = rl_cfg(algo, 5, steps)
+# DQN: 1,000 steps past learning_starts; SAC: 3 of its 4 Pendulum episodes after learning starts
+# (its learner draws the policy's noise: from its own seeded generator, not torch's global one)
+@pytest.mark.parametrize("algo,steps,overrides", [("dqn", 2000, {}), ("ppo", 6000, {}),
+                                                  ("sac", 800, {"learning_starts": 200})])
+def test_same_seed_same_returns(algo: str, steps: int, overrides: dict[str, Any]) -> None:
+    cfg = rl_cfg(algo, 5, steps, **overrides)
     assert serial(cfg)
     first, second = run_runtime(cfg, timeout_s=120), run_runtime(cfg, timeout_s=120)
     assert first["learning_curve"]["return"] == second["learning_curve"]["return"]
     assert first["learning_curve"]["env_steps"] == second["learning_curve"]["env_steps"]
     assert first["counts"]["updates"] == second["counts"]["updates"]
-    other = run_runtime(rl_cfg(algo, 6, steps), timeout_s=120)
+    other = run_runtime(rl_cfg(algo, 6, steps, **overrides), timeout_s=120)
     assert other["learning_curve"]["return"] != first["learning_curve"]["return"]
     assert not [t for t in threading.enumerate() if t.name.startswith("host-")]
 

@@ -88,11 +88,14 @@ class SquashedGaussianPolicy(nn.Module):
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         return self.mean(h), log_std
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action in ``[-1, 1]`` and its log-probability (tanh-corrected)."""
+    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action in ``[-1, 1]`` and its log-probability (tanh-corrected); the
+        noise comes from ``generator`` (a CPU one) when given, else from torch's global one."""
         mean, log_std = self(obs)
         std = log_std.exp()
-        u = mean + std * torch.randn_like(mean)
+        noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype) if generator is not None \
+            else torch.randn_like(mean)
+        u = mean + std * noise.to(mean.device)
         action = torch.tanh(u)
         gauss = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         # log |d tanh(u)/du| = log(1 - tanh(u)^2), in the numerically stable form
@@ -216,6 +219,8 @@ class SACLearner:
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), requires_grad=True)
         self.alpha_opt = adam([self.log_alpha], lr=cfg.lr)
         self.target_entropy = -cfg.target_entropy_scale * action_dim
+        # the policy's noise in updates: seeded here, so a seeded serial run is reproducible
+        self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
 
     @property
@@ -228,7 +233,7 @@ class SACLearner:
         action, reward = batch["action"].float(), batch["reward"].float()
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
-            next_action, next_logp = self.policy.sample(next_obs)
+            next_action, next_logp = self.policy.sample(next_obs, self.generator)
             t1, t2 = self.target(next_obs, next_action)
             keep = 1.0 - batch["terminated"].float()
             target = reward + self.cfg.gamma * keep * (torch.min(t1, t2) - alpha * next_logp)
@@ -238,7 +243,7 @@ class SACLearner:
         q_loss.backward()
         self.critic_opt.step()
 
-        new_action, logp = self.policy.sample(obs)
+        new_action, logp = self.policy.sample(obs, self.generator)
         self.critic.requires_grad_(False)  # the policy's loss moves the policy only
         p1, p2 = self.critic(obs, new_action)
         self.critic.requires_grad_(True)
@@ -274,7 +279,8 @@ class SACLearner:
     def state_dict(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict(), "critic": self.critic.state_dict(), "target": self.target.state_dict(),
                 "log_alpha": self.log_alpha.detach().clone(), "critic_opt": self.critic_opt.state_dict(),
-                "policy_opt": self.policy_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(), "updates": self.updates}
+                "policy_opt": self.policy_opt.state_dict(), "alpha_opt": self.alpha_opt.state_dict(), "updates": self.updates,
+                "rng": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
@@ -286,6 +292,8 @@ class SACLearner:
         self.policy_opt.load_state_dict(state["policy_opt"])
         self.alpha_opt.load_state_dict(state["alpha_opt"])
         self.updates = int(state["updates"])
+        if "rng" in state:  # checkpoints written before the learner had its own generator have none
+            self.generator.set_state(state["rng"])
 
 
 # ---- the runtime's view of SAC (see janus.algorithms.base) ----------------------------------------
