@@ -158,3 +158,42 @@ def test_update_priority_takes_a_column_or_a_row_of_priorities(shape):
     assert float(np.asarray(buf.sampler.max_priority).reshape(-1)[0]) == pytest.approx(3.0, abs=1e-5)
     with pytest.raises(BufferInputError, match=r"priority shape.*\(2, 3\)"):
         buf.update_priority(np.arange(6), np.ones((2, 3)))
+
+
+def _torch_path(buf: ExperienceBuffer) -> ExperienceBuffer:
+    """``buf`` switched to the batched-torch code of the ``cuda`` placement (kept on the CPU here,
+    so that machines without a GPU run that code too)."""
+    from janus.buffer.samplers import UniformSampler
+
+    buf._native = False
+    buf._sampler = UniformSampler(buf.capacity, buf.device, 0)
+    return buf
+
+
+_TRANSITION = {"obs": ((2,), "float32"), "action": ((), "int64"), "reward": ((), "float32"), "done": ((), "bool")}
+
+
+def _declared_inputs_on(buf: ExperienceBuffer) -> None:
+    buf.extend({"obs": [1, 2], "action": 3, "reward": 0.5, "done": False})  # one item, Python numbers
+    buf.extend({"obs": np.array([[3.0, 4.0]]), "action": np.array([4], np.int32),  # float64, int32
+                "reward": torch.tensor([1.5], dtype=torch.float64), "done": [True]})
+    out = buf.gather(torch.arange(2, device=buf.device))
+    assert out["obs"].cpu().tolist() == [[1, 2], [3, 4]] and out["action"].cpu().tolist() == [3, 4]
+    assert out["reward"].cpu().tolist() == [0.5, 1.5] and out["done"].cpu().tolist() == [False, True]
+    assert {k: v.dtype for k, v in out.items()} == {"obs": torch.float32, "action": torch.int64,
+                                                     "reward": torch.float32, "done": torch.bool, "index": torch.int64}
+    with pytest.raises(BufferInputError, match="field 'action' dtype"):  # float -> int: refused, naming the field
+        buf.extend({"obs": [1, 2], "action": 1.5, "reward": 0.5, "done": False})
+    assert len(buf) == 2
+
+
+def test_declared_fields_cast_on_the_torch_path():
+    """The README's example (placement='auto', declared fields, one transition of Python numbers)
+    failed on a machine with a GPU: the cuda placement's extend ignored the declaration and asked
+    for tensors with a batch dimension of the exact dtypes."""
+    _declared_inputs_on(_torch_path(ExperienceBuffer(4, fields=_TRANSITION)))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available on this machine")
+def test_declared_fields_cast_on_the_cuda_placement():
+    _declared_inputs_on(ExperienceBuffer(4, placement="cuda", fields=_TRANSITION))

@@ -225,8 +225,12 @@ class ExperienceBuffer:
         return None
 
     def _extend_torch(self, data: Mapping[str, Any]) -> torch.Tensor:
-        batch, _ = validation.check_batch(data, self._storage.specs, self.capacity, self.device)
-        n = next(iter(batch.values())).shape[0]
+        specs = self._storage.specs
+        if self._declared and not validation.matches_specs(data, specs, self.capacity, self.device):
+            batch, n = validation.cast_batch(data, specs, self.capacity)  # the casts of the CPU path
+        else:
+            batch, _ = validation.check_batch(data, specs, self.capacity, self.device)
+            n = next(iter(batch.values())).shape[0]
         start = self._written % self.capacity
         self._storage.write(start, batch)
         keys = torch.arange(self._written, self._written + n, dtype=torch.long)

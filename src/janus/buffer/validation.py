@@ -141,7 +141,7 @@ def _as_tensor(name: str, value: Any) -> torch.Tensor:
     )
 
 
-def _matches_specs(data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device) -> bool:
+def matches_specs(data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device) -> bool:
     """Fast path of :func:`check_batch` for the common call: a dict of tensors exactly matching the
     known specs (no grad, right device, 1 to ``capacity`` items). ``False`` sends the batch through
     the full checks, which accept or explain it."""
@@ -210,7 +210,7 @@ def check_batch(
     data: Any, specs: Mapping[str, FieldSpec], capacity: int, device: torch.device
 ) -> tuple[dict[str, torch.Tensor], dict[str, FieldSpec]]:
     """Validate a batch for ``extend``; return it as tensors plus the (possibly new) field specs."""
-    if specs and _matches_specs(data, specs, capacity, device):
+    if specs and matches_specs(data, specs, capacity, device):
         return data, specs  # type: ignore[return-value]
     if not isinstance(data, Mapping) or not data:
         raise BufferTypeError(
@@ -439,6 +439,15 @@ def coerce_batch(
         views.append(_bytes_of(a))
     check_item_count(n, capacity)
     return tuple(views), n
+
+
+def cast_batch(data: Any, specs: Mapping[str, FieldSpec], capacity: int) -> tuple[dict[str, torch.Tensor], int]:
+    """:func:`coerce_batch` for the batched-torch path (the ``cuda`` placement): declared fields
+    take the same inputs and casts as on the CPU; returns each field as a CPU tensor of its dtype
+    and shape ``(n, *item)``, and ``n``."""
+    views, n = coerce_batch(data, specs, capacity)
+    return {name: torch.from_numpy(v).view(spec.dtype).view(n, *spec.shape)
+            for (name, spec), v in zip(specs.items(), views)}, n
 
 
 def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacity: int, strict: bool,
