@@ -197,3 +197,19 @@ def test_declared_fields_cast_on_the_torch_path():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available on this machine")
 def test_declared_fields_cast_on_the_cuda_placement():
     _declared_inputs_on(ExperienceBuffer(4, placement="cuda", fields=_TRANSITION))
+
+
+def test_gather_on_the_torch_path_takes_lists_and_checks_slots():
+    """The cuda placement's gather took tensors only (a list raised AttributeError: 'list' object
+    has no attribute 'shape') and passed slots to index_select unchecked: out of range, a CUDA
+    device-side assert that poisons the process's GPU context. Now it takes and checks what the
+    CPU placements do."""
+    buf = _torch_path(ExperienceBuffer(4, fields={"x": ((), "int64")}))
+    buf.extend({"x": [10, 11, 12]})
+    assert buf.gather([2, 0])["x"].cpu().tolist() == [12, 10]
+    assert buf.gather(np.array([1]))["index"].tolist() == [1]
+    for bad in ([3], [-1]):  # slot 3 is not written yet
+        with pytest.raises(BufferInputError, match=r"slots in \[0, 3\)"):
+            buf.gather(bad)
+    with pytest.raises(BufferTypeError, match="integers"):
+        buf.gather([0.5])

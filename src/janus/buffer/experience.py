@@ -308,14 +308,15 @@ class ExperienceBuffer:
         with self._lock:
             if self._written == 0:
                 raise BufferEmptyError("cannot gather from an empty ExperienceBuffer: call extend() first")
+            idx = validation.slot_array(slots, len(self))
             if self._native:
-                idx = validation.slot_array(slots, len(self))
                 st, n = self._storage, idx.shape[0]
                 layout, flat = st.new_output(n)
                 kernels().gather(idx, self._written, st.packed, st.field_bytes, flat, layout.offsets)
                 return st.unpack(flat, layout, self._numpy_out, layout.indexed)
-            out = self._storage.gather(slots)
-            out["index"] = self._keys_of(slots)
+            host = torch.from_numpy(idx)
+            out = self._storage.gather(host.to(self.device))
+            out["index"] = self._keys_of(host)
             return out
 
     def epoch(self, batch_size: int, shuffle: bool = True) -> Iterator[dict[str, Any]]:
@@ -334,7 +335,6 @@ class ExperienceBuffer:
             order = epoch_permutation(size, size, self._epoch_generator, torch.device("cpu"))
         else:
             order = torch.arange(size)
-        order = order.to(self.device)
         for start in range(0, size, batch_size):
             slots = order[start : start + batch_size]
             yield self.gather(slots)

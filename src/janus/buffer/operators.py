@@ -223,5 +223,4 @@ class SelectionOp:
             self._order = epoch_permutation(s.rollout_size, block, self._generator, torch.device("cpu"))
         assert self._order is not None
         mb = s.minibatch_size
-        slots = self._order[first * mb : (first + count) * mb]
-        return slots.to(self.buffer.device), count
+        return self._order[first * mb : (first + count) * mb], count  # host slots: gather checks them there
