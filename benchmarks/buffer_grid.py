@@ -16,7 +16,9 @@ buffer of its own). Every buffer
 is filled to capacity before timing; one torch thread. Each cell's libraries are timed
 round-robin, trial by trial (5 trials; 3 with --quick), so the machine's noise hits them alike;
 a call's time is the median trial's. ``janus / cpprb`` is cpprb's time per call over janus's
-(> 1: janus is faster).
+(> 1: janus is faster). ``cpprb-torch`` is cpprb as a torch learner calls it (torch tensors in,
+``.numpy()`` per field; ``torch.from_numpy`` per result field; priorities from a torch tensor):
+``janus / cpprb-torch`` compares the two at the same API, torch in and torch out.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ import buffer_peers as bp  # noqa: E402
 OBS = ("vec4", "vec64", "img84")
 BATCHES = (1, 32, 256, 4096)
 CAPACITIES = (100_000, 1_000_000)
-LIBS = ("janus", "janus-np", "janus-numpy", "cpprb", "torchrl", "sb3", "naive")
+LIBS = ("janus", "janus-np", "janus-numpy", "cpprb", "cpprb-torch", "torchrl", "sb3", "naive")
 JANUS = ("janus", "janus-np", "janus-numpy")
+TORCH_RESULTS = ("janus", "janus-np")  # compared with cpprb-torch too: cpprb plus a torch user's conversions
 FILL_CHUNK = 256
 OP_NAMES = {"extend": "extend", "sample": "sample", "per": "sample+update"}
 
@@ -164,11 +167,15 @@ def format_row(r: dict[str, Any]) -> str:
         cells.append(f">= {need}x ({why}): " + (f"MISSED by {', '.join(missed)}" if missed else "met"))
     else:
         cells += ["-", "-"]
+    c = us.get("cpprb-torch")
+    cells.append(" / ".join(f"{c / us[lib]:.2f}x" if isinstance(c, float) and isinstance(us.get(lib), float) else "-"
+                            for lib in TORCH_RESULTS))
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = ("| obs | cap | op | batch | " + " | ".join(f"{lib} us" for lib in LIBS)
-          + " | janus / cpprb (" + " / ".join(JANUS) + ") | target |\n|" + "---|" * (6 + len(LIBS)))
+          + " | janus / cpprb (" + " / ".join(JANUS) + ") | target | janus / cpprb-torch ("
+          + " / ".join(TORCH_RESULTS) + ") |\n|" + "---|" * (7 + len(LIBS)))
 
 
 def grid(args: argparse.Namespace) -> None:

@@ -258,6 +258,39 @@ class CpprbAdapter(Adapter):
         return int(self.rb.get_stored_size())
 
 
+class CpprbTorchAdapter(CpprbAdapter):
+    """cpprb as a torch learner uses it: torch tensors in (``.numpy()`` per field), torch tensors out
+    (``torch.from_numpy`` per field the learner reads; the keys stay numpy for ``update_priorities``).
+    The conversions are the least such a user writes; janus's torch API does them itself."""
+
+    library = "cpprb-torch"
+
+    def prepare_chunks(self, chunks: list[dict[str, torch.Tensor]]) -> list[Any]:
+        rename = {"action": "act", "reward": "rew"}
+        return [{rename.get(k, k): v for k, v in c.items()} for c in chunks]
+
+    def prepare_priorities(self, prios: list[torch.Tensor]) -> list[Any]:
+        return prios
+
+    def extend(self, data: dict[str, torch.Tensor]) -> None:
+        self.rb.add(**{k: v.numpy() for k, v in data.items()})
+
+    @staticmethod
+    def _tensors(out: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {k: v if k == "indexes" else torch.from_numpy(v) for k, v in out.items()}
+
+    def sample(self, batch: int) -> Any:
+        return self._tensors(self.rb.sample(batch))
+
+    def sample_update(self, batch: int, prio: torch.Tensor) -> None:
+        out = self._tensors(self.rb.sample(batch, beta=BETA))
+        self.rb.update_priorities(out["indexes"], prio.numpy())
+
+    def randomize_priorities(self, gen: torch.Generator) -> None:
+        n = self.rb.get_stored_size()
+        self.rb.update_priorities(np.arange(n), torch.rand(n, generator=gen).numpy())
+
+
 def _torchrl_prioritized_unavailable() -> str | None:
     """Why TorchRL's prioritized sampler cannot run here (its C++ extension), or None."""
     try:
@@ -411,6 +444,7 @@ class NaiveAdapter(Adapter):
 LIBRARIES: dict[str, type[Adapter]] = {
     "janus": JanusAdapter,
     "cpprb": CpprbAdapter,
+    "cpprb-torch": CpprbTorchAdapter,
     "torchrl": TorchRLAdapter,
     "sb3": SB3Adapter,
     "naive": NaiveAdapter,
@@ -418,7 +452,7 @@ LIBRARIES: dict[str, type[Adapter]] = {
 
 
 def library_version(name: str) -> str:
-    dist = {"cpprb": "cpprb", "torchrl": "torchrl", "sb3": "stable-baselines3"}.get(name)
+    dist = {"cpprb": "cpprb", "cpprb-torch": "cpprb", "torchrl": "torchrl", "sb3": "stable-baselines3"}.get(name)
     if dist is None:
         return "janus (this checkout)" if name == "janus" else f"torch {torch.__version__}"
     try:
