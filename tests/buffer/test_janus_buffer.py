@@ -416,6 +416,36 @@ def test_on_policy_rollout_size_must_split_into_minibatches():
         JanusBuffer(on_policy(0, 0, 1, 1, num_minibatches=4), rollout_size=18)
     with pytest.raises(ConfigError, match="rollout_size"):
         JanusBuffer(on_policy(0, 0, 1, 1, num_minibatches=4), rollout_size=None)
+    for bad in (-8, 16.0, True):  # -8 % 4 == 0; 16.0 used to fail as 'invalid capacity'
+        with pytest.raises(ConfigError, match="rollout_size"):
+            JanusBuffer(on_policy(0, 0, 1, 1, num_minibatches=4), rollout_size=bad)
+
+
+@pytest.mark.parametrize("name, bad, policy", [
+    ("num_epochs", 0, "on"),  # served minibatches of the first rollout for ever, never released it
+    ("num_epochs", 1.5, "on"),
+    ("time_major_dims", 0, "on"),  # counted a piece as 1 transition: the rollout was never complete
+    ("time_major_dims", -1, "off"),
+    ("min_size", 0, "off"),  # a prefetching selector sampled the empty buffer and failed the pipeline
+    ("min_size", -3, "off"),
+    ("min_size", 10_001, "off"),  # more than the capacity: get() waited for ever
+    ("min_size", 2.5, "off"),
+])
+def test_constructor_arguments_are_checked(name, bad, policy):
+    """JanusBuffer's own arguments are refused at construction, naming them, instead of a hang or
+    a failure of the running pipeline later."""
+    cfg = on_policy(0, 1, 1, 1) if policy == "on" else off_policy(0, 1)
+    kwargs = {"rollout_size": 16} if policy == "on" else {}
+    with pytest.raises(ConfigError, match=f"invalid {name}: got"):
+        JanusBuffer(cfg, seed=0, **kwargs, **{name: bad})
+    assert not [t for t in threading.enumerate() if t.name.startswith("janus-")]
+
+
+def test_min_size_may_be_the_capacity():
+    jb = JanusBuffer(off_policy(0, 0, buffer_capacity=16, batch_size=4), seed=0, min_size=16)
+    jb.put(piece(range(16), 8, 2))
+    assert jb.get(timeout=GET_S)["id"].shape == (4,)
+    jb.close()
 
 
 # ---------------------------------------------------------------------------------------------

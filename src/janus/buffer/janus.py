@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import torch
 
 from janus.buffer.experience import ExperienceBuffer
@@ -26,7 +27,7 @@ from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, S
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.buffer.validation import check_piece
 from janus.config import JanusConfig, resolve_janus
-from janus.errors import BufferInputError, ConfigError, PipelineClosedError
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError, invalid
 
 
 @dataclass
@@ -51,6 +52,17 @@ class StageStats:
         return asdict(self)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: Any, low: int, high: int | None = None, why: str = "") -> None:
+    """Refuse a constructor argument that is not an integer in ``[low, high]``, naming it."""
+    if not _is_int(value) or value < low or (high is not None and value > high):
+        bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise invalid(name, value, f"an integer {bounds}{why}")
+
+
 class JanusBuffer:
     """The five parts of Dual-End Staging behind ``put`` (actor side) and ``get`` (learner side).
 
@@ -61,11 +73,13 @@ class JanusBuffer:
     Args:
         config: data-path knobs; ``placement``/``learner_device`` may be ``auto``.
         rollout_size: on-policy, transitions per rollout (all actors); the storage holds one.
-        num_epochs: on-policy, epochs over each rollout.
-        time_major_dims: leading dims of a put piece merged into the batch dim (2: ``[T, envs]``).
+        num_epochs: on-policy, epochs over each rollout (>= 1).
+        time_major_dims: leading dims of a put piece merged into the batch dim (2: ``[T, envs]``; >= 1).
         preprocess: optional function applied by collection to each concatenated batch.
         sampler, sampler_kwargs: off-policy sampler of the experience buffer.
-        min_size: off-policy, items stored before the first sample (default ``batch_size``).
+        seed: seeds sampling and on-policy shuffling (same seed, same batches).
+        min_size: off-policy, items stored before the first sample, in ``[1, buffer_capacity]``
+            (default ``batch_size``).
         frame_stack: off-policy, ``obs``/``next_obs`` are stacks of frames: the experience buffer is a
             :class:`~janus.buffer.frames.FrameStackReplay`, which stores each frame once (pieces may
             carry a ``stream`` field naming each row's environment). It keeps frames in host memory:
@@ -86,6 +100,7 @@ class JanusBuffer:
         frame_stack: bool = False,
         **sampler_kwargs: Any,
     ) -> None:
+        _check_int("time_major_dims", time_major_dims, 1)
         if frame_stack and config.placement == "auto":  # frames live in host memory (see FrameStackReplay)
             config = replace(config, placement="cpu_pageable")
         self.config = cfg = resolve_janus(config)
@@ -99,11 +114,13 @@ class JanusBuffer:
         learner_device = torch.device(cfg.learner_device)
 
         if cfg.is_on_policy:
-            if not rollout_size or rollout_size % cfg.num_minibatches:
+            if not _is_int(rollout_size) or rollout_size < 1 or rollout_size % cfg.num_minibatches:
                 raise ConfigError(
                     f"invalid rollout_size: got {rollout_size!r}; accepted: a positive multiple of "
                     f"num_minibatches={cfg.num_minibatches} (on-policy needs the rollout size)"
                 )
+            _check_int("num_epochs", num_epochs, 1)
+            rollout_size, num_epochs = int(rollout_size), int(num_epochs)
             self.schedule: OnPolicySchedule | None = OnPolicySchedule(rollout_size, cfg.num_minibatches, num_epochs)
             capacity, batch_size = rollout_size, rollout_size // cfg.num_minibatches
             self._collect_pieces, self._collect_transitions = None, round(cfg.g_collect * rollout_size)
@@ -114,7 +131,9 @@ class JanusBuffer:
             capacity, batch_size = cfg.buffer_capacity, cfg.batch_size
             self._collect_pieces, self._collect_transitions = int(cfg.g_collect), None
             batches_per_call = int(cfg.g_select)
-            self.min_size = batch_size if min_size is None else min_size
+            if min_size is not None:  # sampling needs an item; more than the capacity would never be stored
+                _check_int("min_size", min_size, 1, capacity, f" (buffer_capacity={capacity})")
+            self.min_size = batch_size if min_size is None else int(min_size)
         self.batch_size = batch_size
 
         self.experience: ExperienceBuffer | FrameStackReplay
