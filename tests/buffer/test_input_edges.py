@@ -213,3 +213,37 @@ def test_gather_on_the_torch_path_takes_lists_and_checks_slots():
             buf.gather(bad)
     with pytest.raises(BufferTypeError, match="integers"):
         buf.gather([0.5])
+
+
+@pytest.mark.parametrize("name", ["index", "weight"])
+@pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
+def test_field_names_that_a_batch_adds_are_refused(name, sampler):
+    """sample() and gather() add "index" (keys) and, prioritized, "weight" to the fields: a field of
+    that name was stored, then silently replaced by the keys or weights in every batch."""
+    with pytest.raises(BufferInputError, match=f"field name '{name}' is reserved"):
+        ExperienceBuffer(4, sampler=sampler, fields={name: ((), "float32")})
+    buf = ExperienceBuffer(4, sampler=sampler)
+    with pytest.raises(BufferInputError, match=f"field name '{name}' is reserved"):
+        buf.extend({name: torch.tensor([5.0, 6.0]), "x": torch.zeros(2)})
+    assert len(buf) == 0 and buf.fields == {}
+    replay = FrameStackReplay(8, sampler=sampler)
+    obs = np.zeros((2, 4, 2, 2), np.uint8)
+    with pytest.raises(BufferInputError, match=f"field name '{name}' is reserved"):
+        replay.extend({"obs": obs, "next_obs": obs, name: np.ones(2, np.float32)})
+
+
+def test_frame_replay_refuses_its_internal_field_name():
+    obs = np.zeros((2, 4, 2, 2), np.uint8)
+    with pytest.raises(BufferInputError, match="field name '_frames' is reserved"):
+        FrameStackReplay(8).extend({"obs": obs, "next_obs": obs, "_frames": np.ones((2, 2), np.int64)})
+
+
+def test_janus_buffer_put_refuses_reserved_field_names():
+    from janus import JanusBuffer, JanusConfig
+
+    cfg = JanusConfig(placement="cpu_pageable", learner_device="cpu", batch_size=2, buffer_capacity=8)
+    with JanusBuffer(cfg, seed=0) as jb:
+        with pytest.raises(BufferInputError, match="field name 'index' is reserved"):
+            jb.put({"index": torch.zeros(2, 2), "x": torch.zeros(2, 2)})
+        jb.put({"x": torch.ones(2, 2)})
+        assert jb.get(timeout=10)["x"].tolist() == [1.0, 1.0] and jb.failure is None

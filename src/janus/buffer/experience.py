@@ -65,7 +65,9 @@ class ExperienceBuffer:
             numbers and lists, with or without the batch dimension, of any dtype that casts
             within its kind (float64 rewards into float32, bool into float; never float into
             int). Undeclared, the first ``extend`` fixes the fields from its input and later
-            ones must match it exactly (tensors or arrays, same dtype, batch dimension).
+            ones must match it exactly (tensors or arrays, same dtype, batch dimension). Either
+            way ``"index"`` and ``"weight"`` are not field names: a batch holds its keys and
+            importance weights under them.
         output: ``torch`` (default) or ``numpy``: what :meth:`sample`, :meth:`gather`,
             :meth:`epoch` and :meth:`extend` return. ``numpy`` returns numpy arrays, as cpprb
             does, for numpy and JAX code; it saves the ~0.9 us a torch tensor costs per field,

@@ -237,6 +237,7 @@ class FrameStackReplay:
     def _allocate_from(self, obs: np.ndarray, nxt: np.ndarray, rest: Mapping[str, Any], order: list[str]) -> None:
         if obs.ndim < 2:
             raise invalid("field 'obs' shape", obs.shape, "(n, k, *frame): a batch of stacks of k frames", BufferInputError)
+        validation.check_reserved_names(rest, {LINKS: "the links of the stored frames"})
         _, specs = validation.check_batch(rest, {}, self.capacity, self.device) if rest else (None, {})
         f, storage = self._build(tuple(int(d) for d in obs.shape[1:]), obs.dtype, specs)
         f.check_stacks(obs, nxt)  # next_obs like obs, before anything is kept

@@ -168,6 +168,19 @@ def check_field_names(data: Mapping[Any, Any], caller: str) -> None:
             raise BufferInputError(f"{caller} field names must be strings; got {key!r} ({type(key).__name__})")
 
 
+#: Names a batch adds to the stored fields: the items' keys and (prioritized) importance weights.
+RESERVED_FIELDS = {"index": "the items' keys", "weight": "the importance weights"}
+
+
+def check_reserved_names(names: Any, reserved: Mapping[str, str] = RESERVED_FIELDS) -> None:
+    """Refuse a new field whose name a batch uses for something else: stored, it would be
+    silently replaced in every ``sample``/``gather`` result."""
+    for name in names:
+        if name in reserved:
+            raise BufferInputError(f"field name {name!r} is reserved: a batch holds {reserved[name]} under it; "
+                                   "rename the field")
+
+
 def check_piece(
     piece: Any, time_major_dims: int, schema: Mapping[str, tuple[str, tuple[int, ...]]] | None
 ) -> tuple[int, dict[str, tuple[str, tuple[int, ...]]]]:
@@ -179,6 +192,8 @@ def check_piece(
     if not piece:
         raise BufferInputError("put() got a piece with no fields")
     check_field_names(piece, "put()")
+    if schema is None:  # later pieces must have the first one's fields
+        check_reserved_names(piece)
     lead: tuple[int, ...] | None = None
     mine: dict[str, tuple[str, tuple[int, ...]]] = {}
     for name, value in piece.items():
@@ -242,6 +257,8 @@ def check_batch(
         raise BufferInputError(f"extend() fields have different batch sizes: {sizes}; all must match")
     n = next(iter(sizes.values()))
     check_item_count(n, capacity)
+    if not specs:
+        check_reserved_names(batch)
     new_specs = dict(specs) or {k: FieldSpec(tuple(t.shape[1:]), t.dtype) for k, t in batch.items()}
     return batch, new_specs
 
@@ -531,6 +548,7 @@ def parse_fields(fields: Any) -> dict[str, FieldSpec]:
     shape an int or a tuple (``()`` for scalars), dtype a torch dtype, numpy dtype or its name."""
     if not isinstance(fields, Mapping) or not fields:
         raise invalid("fields", fields, "a non-empty mapping of name -> (shape, dtype)", BufferTypeError)
+    check_reserved_names(fields)
     specs = {}
     for name, decl in fields.items():
         if isinstance(decl, Mapping):
