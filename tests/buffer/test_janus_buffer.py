@@ -14,6 +14,7 @@ import time
 import traceback
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 
@@ -990,3 +991,39 @@ def test_on_policy_piece_larger_than_the_rollout_is_refused_by_its_put(oc, os_, 
     ids = torch.cat([jb.get(timeout=GET_S)["id"] for _ in range(2)])
     assert sorted(ids.tolist()) == list(range(rollout)) and jb.failure is None
     close_quickly(jb)
+
+
+@pytest.mark.parametrize("oc", [0, 1])
+def test_a_first_piece_the_buffer_cannot_store_is_refused_by_its_put(oc, cleanup):
+    """Only pieces differing from the first were refused by put; a first piece that the buffer
+    cannot store (strings, objects; frame_stack without obs/next_obs stacks of one shape) was
+    staged and then failed the collection, and the pipeline for every producer and the learner."""
+    from janus.errors import BufferInputError, BufferTypeError
+
+    jb = JanusBuffer(off_policy(oc, 0), seed=0)
+    cleanup(jb)
+    with pytest.raises(BufferTypeError, match="field 'x' dtype"):
+        jb.put({"x": np.array([["a", "b"]] * T)})
+    with pytest.raises(BufferTypeError, match="field 'x' dtype"):
+        jb.put({"x": np.array([[None, 1]] * T, dtype=object)})
+    jb.put(piece(range(T * E), T, E))
+    jb.flush()
+    check_batch(jb.get(timeout=GET_S))
+    assert jb.failure is None
+    close_quickly(jb)
+
+    frames = JanusBuffer(off_policy(oc, 0, batch_size=2), seed=0, frame_stack=True)
+    cleanup(frames)
+    stack = torch.zeros(T, E, 4, 3, 3, dtype=torch.uint8)
+    with pytest.raises(BufferInputError, match="'obs' and 'next_obs'"):
+        frames.put({"x": torch.zeros(T, E)})
+    with pytest.raises(BufferInputError, match="'next_obs'.*'obs'"):
+        frames.put({"obs": stack, "next_obs": stack[..., :2]})
+    with pytest.raises(BufferInputError, match="'next_obs'.*'obs'"):
+        frames.put({"obs": stack, "next_obs": stack.float()})
+    with pytest.raises(BufferInputError, match="stack"):
+        frames.put({"obs": torch.zeros(T, E, dtype=torch.uint8), "next_obs": torch.zeros(T, E, dtype=torch.uint8)})
+    frames.put({"obs": stack, "next_obs": stack + 1, "reward": torch.zeros(T, E)})
+    frames.flush()
+    assert frames.get(timeout=GET_S)["next_obs"].shape == (2, 4, 3, 3) and frames.failure is None
+    close_quickly(frames)

@@ -25,7 +25,7 @@ from janus.buffer.experience import ExperienceBuffer
 from janus.buffer.frames import FrameStackReplay
 from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
-from janus.buffer.validation import check_piece
+from janus.buffer.validation import check_frame_piece, check_piece
 from janus.config import JanusConfig, resolve_janus
 from janus.errors import BufferInputError, ConfigError, PipelineClosedError, invalid
 
@@ -107,6 +107,7 @@ class JanusBuffer:
         self.stats = StageStats()
         self._stats_lock = threading.Lock()
         self._time_major_dims = time_major_dims
+        self._frame_stack = frame_stack
         self._failure: BaseException | None = None
         self._closed = False
         self._data_cond = threading.Condition()
@@ -175,6 +176,8 @@ class JanusBuffer:
             raise BufferInputError(f"put() got a piece of {n} transitions; an on-policy rollout holds "
                                    f"rollout_size={self.schedule.rollout_size}")
         if self._piece_schema is None:
+            if self._frame_stack:
+                check_frame_piece(schema)
             self._piece_schema = schema
         blocked = self.actor_buffer.put(rollout, n, timeout)
         with self._stats_lock:

@@ -199,6 +199,8 @@ def check_piece(
     for name, value in piece.items():
         if not hasattr(value, "shape") or not hasattr(value, "dtype"):
             raise BufferTypeError(f"put() field {name!r}: expected a tensor or numpy array, got {type(value).__name__}")
+        if isinstance(value.dtype, np.dtype) and value.dtype.kind not in "biufc":  # str, object, datetime...
+            raise invalid(f"put() field {name!r} dtype", f"numpy {value.dtype}", "a numeric or bool dtype", BufferTypeError)
         shape = tuple(int(d) for d in value.shape)
         if len(shape) < time_major_dims:
             raise BufferInputError(f"put() field {name!r} has shape {shape}; expected at least {time_major_dims} leading dims")
@@ -219,6 +221,21 @@ def check_piece(
     if count == 0:  # staged, it would fail the collection that writes it, and the pipeline with it
         raise BufferInputError(f"put() got a piece of 0 transitions (leading dims {lead}); a piece holds at least one")
     return count, mine
+
+
+def check_frame_piece(schema: Mapping[str, tuple[str, tuple[int, ...]]]) -> None:
+    """A piece for a frame-stack replay: ``obs`` and ``next_obs`` stacks of frames of one dtype
+    and shape (``schema`` as :func:`check_piece` returns it)."""
+    missing = [k for k in ("obs", "next_obs") if k not in schema]
+    if missing:
+        raise BufferInputError(f"put() with frame_stack=True needs fields 'obs' and 'next_obs' (stacks of frames); "
+                               f"missing {missing}")
+    if schema["next_obs"] != schema["obs"]:
+        raise BufferInputError(f"put() field 'next_obs': dtype/item shape {schema['next_obs']} differs from "
+                               f"'obs' {schema['obs']}; with frame_stack=True both are stacks of the same frames")
+    if not schema["obs"][1]:
+        raise BufferInputError("put() field 'obs' has item shape (); with frame_stack=True it is a stack of "
+                               "frames, (k, *frame)")
 
 
 def check_batch(
