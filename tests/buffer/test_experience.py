@@ -590,3 +590,20 @@ def test_cpu_pinned_placement_is_pinned():
     buf.extend(batch(range(4)))
     assert buf.device.type == "cpu"
     assert all(t.is_pinned() for t in buf._storage.fields.values())
+
+
+@needs_cuda
+@pytest.mark.cuda
+@pytest.mark.parametrize("placement", ["cpu_pageable", "cpu_pinned"])
+@pytest.mark.parametrize("declared", [False, True])
+def test_host_placements_copy_gpu_input_to_the_host(placement, declared):
+    """A GPU actor's tensors go into host storage (JanusConfig(actor_device='cuda',
+    placement='cpu_pinned')). Fields fixed by the first extend refused them ('device: got cuda:0'),
+    which failed the collection of every such JanusBuffer; declared fields already copied them."""
+    fields = {"obs": ((2,), "float32"), "id": ((), "int64")} if declared else None
+    buf = ExperienceBuffer(8, placement=placement, seed=0, fields=fields)
+    for start in (0, 4):
+        ids = torch.arange(start, start + 4, device="cuda")
+        buf.extend({"obs": torch.stack([ids, ids], 1).float(), "id": ids})
+    out = buf.gather(list(range(8)))
+    assert out["id"].tolist() == list(range(8)) and out["obs"][:, 1].tolist() == [float(i) for i in range(8)]

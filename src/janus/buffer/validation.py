@@ -261,8 +261,8 @@ def check_batch(
     for name, t in batch.items():
         if t.dim() == 0:
             raise invalid(f"field {name!r} shape", tuple(t.shape), "a tensor with a leading batch dimension", BufferInputError)
-        if t.device.type not in ("cpu", device.type):
-            raise invalid(f"field {name!r} device", str(t.device), f"'cpu' or {device.type!r}", BufferInputError)
+        if t.device.type not in ("cpu", "cuda", device.type):  # copied to the placement (a meta tensor has no data)
+            raise invalid(f"field {name!r} device", str(t.device), "'cpu' or 'cuda'", BufferInputError)
         sizes[name] = t.shape[0]
         if specs:
             spec = specs[name]
@@ -535,8 +535,10 @@ _MISSING = object()
 
 def _strict_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tensor:
     t = _as_tensor(name, value)
+    if t.dtype == spec.dtype and t.device.type == "cuda":  # a GPU actor's piece: copied to the host, as declared fields are
+        t = t.cpu()
     if not t.is_cpu:
-        raise invalid(f"field {name!r} device", str(t.device), "'cpu'", BufferInputError)
+        raise invalid(f"field {name!r} device", str(t.device), "'cpu' or 'cuda'", BufferInputError)
     if t.dtype != spec.dtype:
         raise invalid(f"field {name!r} dtype", t.dtype, f"{spec.dtype} (fixed by the first extend)", BufferInputError)
     return t.numpy() if spec.numpy_dtype is not None else t
