@@ -1027,3 +1027,19 @@ def test_a_first_piece_the_buffer_cannot_store_is_refused_by_its_put(oc, cleanup
     frames.flush()
     assert frames.get(timeout=GET_S)["next_obs"].shape == (2, 4, 3, 3) and frames.failure is None
     close_quickly(frames)
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "1", True])
+def test_bad_timeouts_are_refused_naming_them(bad, cleanup):
+    """get(timeout='1') raised "unsupported operand type(s) for +: 'float' and 'str'"; put took any
+    timeout while it did not block; a negative or NaN timeout meant 'do not wait' without a word."""
+    jb = JanusBuffer(off_policy(0, 0, batch_size=2), seed=0)
+    cleanup(jb)
+    for call in (lambda: jb.put(piece(range(T * E), T, E), timeout=bad), lambda: jb.get(timeout=bad),
+                 lambda: jb.close(timeout=bad)):
+        with pytest.raises(ConfigError, match="invalid timeout: got"):
+            call()
+    assert jb.stats.pieces_put == 0
+    jb.put(piece(range(T * E), T, E), timeout=0)
+    check_batch(jb.get(timeout=0.5))
+    close_quickly(jb)

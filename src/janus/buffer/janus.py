@@ -63,6 +63,14 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None, why: st
         raise invalid(name, value, f"an integer {bounds}{why}")
 
 
+def _check_timeout(timeout: Any, none_ok: bool = True) -> None:
+    """A timeout is a number of seconds >= 0 (``None``: wait as long as it takes, where allowed)."""
+    if timeout is None and none_ok:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout >= 0:
+        raise invalid("timeout", timeout, "a number of seconds >= 0" + (" or None" if none_ok else ""))
+
+
 class JanusBuffer:
     """The five parts of Dual-End Staging behind ``put`` (actor side) and ``get`` (learner side).
 
@@ -168,6 +176,7 @@ class JanusBuffer:
         A piece holds at least one transition (on-policy at most ``rollout_size``) and the fields,
         dtypes and item shapes of the first piece; any other is refused here, before it is staged.
         """
+        _check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
@@ -261,6 +270,7 @@ class JanusBuffer:
         :class:`~janus.buffer.staging.StagingTimeout` (also when selection runs inline).
         After :meth:`close` raises :class:`PipelineClosedError`.
         """
+        _check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
@@ -391,6 +401,7 @@ class JanusBuffer:
         Off-policy, pieces still staged are written first; on-policy they cannot be (the rollout
         they belong to is incomplete) and are counted in ``stats.pieces_dropped_on_close``.
         """
+        _check_timeout(timeout, none_ok=False)
         if self._closed:
             return
         self._closed = True
