@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--tensorboard", action="store_true",
                        help="Also write TensorBoard scalars to OUT/tensorboard as the run goes (every 2 s).")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                       help="Continue an interrupted run from its checkpoints (policy, optimiser, counters, DQN replay).")
+                       help="Continue an interrupted dqn/ppo/sac run from its checkpoints (policy, optimiser, counters; dqn/sac: replay).")
     train.epilog = ("every command runs through the actor-model runtime (--backend local|process|ray|auto; "
                     "--algo dqn's default is auto: process where a spare CPU lets acting overlap the update, "
                     "local for the serial --seed recipe; the others' default is local).")

@@ -261,6 +261,19 @@ def test_a_resume_whose_checkpoint_folder_is_gone_is_refused_and_keeps_the_resul
     assert hashes(run) == before
 
 
+def test_a_resume_of_a_run_that_keeps_no_checkpoint_is_refused_and_keeps_the_results(tmp_path: Path) -> None:
+    """The synthetic workload checkpoints nothing: a --resume ran it again from scratch and replaced
+    the run's results under its name, with no word of it."""
+    out = tmp_path / "syn"
+    proc = janus("train", *SYNTHETIC, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = hashes(out)
+    for more in ([], ["--iterations", "6"]):
+        proc = janus("train", "--resume", str(out), *more)
+        refused(proc, f"--resume {str(out)!r}", "synthetic", "no checkpoint", "--out", "was not changed")
+    assert hashes(out) == before
+
+
 def test_a_run_killed_before_its_first_commit_resumes_from_scratch(run: Path) -> None:
     """Its checkpoint folder (made at start) holds no commit yet; its periodic results.json may be there."""
     for path in (run / "checkpoint").iterdir():

@@ -128,20 +128,22 @@ def open_out_dir(args: argparse.Namespace, label: str) -> tuple[Path, run_folder
 
 
 def check_resume(out_dir: Path, cfg: RunConfig) -> None:
-    """``--resume``: refuse, before anything is written, a change the checkpoint does not allow or
-    a budget already reached (the stored config against ``cfg``, the config planned now)."""
+    """``--resume``: refuse, before anything is written, a run that keeps no checkpoint, a change
+    the checkpoint does not allow or a budget already reached (the stored config against ``cfg``,
+    the config planned now)."""
     from janus.algorithms.base import algorithm
     from janus.runtime import checkpoints
 
     algo = algorithm(cfg.workload.algo)
-    state = checkpoints.read_run_state(cfg.runtime.checkpoint_dir) if cfg.runtime.checkpoint_dir else {}
-    budget_flag = "--total_env_steps" if algo.has_policy else "--iterations"
-    run_folder.check_changes(out_dir, run_folder.stored_config(out_dir), cfg)  # as planned: resolved, --quick
-    run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, budget_flag)
-    if algo.has_policy:
-        run_folder.check_checkpoint_kept(out_dir, str(cfg.runtime.checkpoint_dir), state)
-        checkpoints.verify_committed(str(cfg.runtime.checkpoint_dir), state)  # a corrupt file is refused first
-        _print_resume_point(cfg, state)
+    stored = run_folder.stored_config(out_dir)
+    run_folder.check_resumable(out_dir, stored)
+    checkpoint_dir = str(cfg.runtime.checkpoint_dir)
+    state = checkpoints.read_run_state(checkpoint_dir)
+    run_folder.check_changes(out_dir, stored, cfg)  # as planned: resolved, --quick
+    run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, "--total_env_steps")
+    run_folder.check_checkpoint_kept(out_dir, checkpoint_dir, state)
+    checkpoints.verify_committed(checkpoint_dir, state)  # a corrupt file is refused first
+    _print_resume_point(cfg, state)
 
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:

@@ -38,7 +38,6 @@ LOCK_NAME = ".janus.lock"
 MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "name": "--name",
     "workload.total_env_steps": "--total_env_steps",
-    "workload.iterations": "--iterations",
     "runtime.checkpoint_interval_s": "--checkpoint_interval_s",
     "runtime.stall_timeout_s": "--stall_timeout_s",
     "runtime.ping_interval_s": "--ping_interval_s",
@@ -309,7 +308,9 @@ def check_resume_request(args: argparse.Namespace, requested: RunConfig) -> None
     contradict ``--resume`` and changes of what the checkpoint fixes are errors naming the flag."""
     check_flags(args)
     folder = Path(args.resume)
-    check_changes(folder, stored_config(folder), requested)
+    stored = stored_config(folder)
+    check_resumable(folder, stored)
+    check_changes(folder, stored, requested)
 
 
 def check_changes(folder: Path, stored: RunConfig, requested: RunConfig) -> None:
@@ -337,6 +338,21 @@ def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], tota
             f"reaches its budget {budget_flag} {_budget_value(requested, budget_flag):,} ({total_updates:,} updates); "
             f"raise {budget_flag} past {steps:,} to train further. {folder} was not changed "
             "(results.json and results.csv are as they were)")
+
+
+def check_resumable(folder: Path, stored: RunConfig) -> None:
+    """Refuse to resume the run in ``folder`` (its config ``stored``) when its algorithm checkpoints
+    nothing (the synthetic workload): it would run again from scratch and replace the run's results
+    under its name."""
+    from janus.algorithms.base import algorithm
+
+    algo = algorithm(stored.workload.algo)
+    if algo.has_policy:
+        return
+    raise RunFolderError(
+        f"--resume {str(folder)!r}: --algo {algo.name} keeps no checkpoint (it measures throughput: there is no "
+        f"policy or replay to continue), so its run cannot be resumed; resuming would run it again from scratch and "
+        f"replace its results. Start a new run with --out. {folder} was not changed")
 
 
 def check_checkpoint_kept(folder: Path, checkpoint_dir: str, state: dict[str, Any]) -> None:
