@@ -867,6 +867,30 @@ def test_update_priority_is_public_and_steers_sampling():
         jb.close()
 
 
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_prioritized_batches_of_one_selection_each_span_the_whole_replay(oc, os_, cleanup):
+    """A selection of g_select batches is one stratified prioritized draw of g_select * batch_size;
+    its draws come out in priority-mass order (slot order), and splitting them in turn gave batch 1
+    only the first quarter of the replay (the oldest items with g_select=4), batch 4 the last. Each
+    batch is now stratified over all of it, as batch_size draws of its own are: one draw in each
+    of its batch_size strata, and the batches of a selection take different parts of each stratum."""
+    size, batch, count = 960, 8, 4
+    jb = JanusBuffer(off_policy(oc, os_, g_select=count, batch_size=batch, buffer_capacity=size), sampler="prioritized",
+                     seed=0)
+    cleanup(jb)
+    jb.put(piece(range(size), size // 8, 8))
+    jb.flush()  # every priority is the initial one: a stratum is size / batch consecutive keys
+    stratum = size // batch
+    for _ in range(2):  # two selections
+        batches = [jb.get(timeout=GET_S)["index"] for _ in range(count)]
+        for b in batches:
+            assert sorted((b // stratum).tolist()) == list(range(batch)), "one draw in each stratum"
+        for m in range(batch):  # the selection's count draws in stratum m: one in each of its count parts
+            parts = {int(b[(b // stratum) == m][0]) % stratum // (stratum // count) for b in batches}
+            assert parts == set(range(count))
+    close_quickly(jb)
+
+
 def test_put_validates_each_piece_and_refuses_only_the_bad_one() -> None:
     """Issue 13 item 9: put({}) / put(None) are clear errors; a piece whose fields differ from the
     first is refused by its own put, and the pipeline keeps serving every other producer."""

@@ -259,7 +259,9 @@ class ExperienceBuffer:
         Returns field -> tensor (numpy array with ``output="numpy"``), plus ``"index"`` (the
         items' keys, for :meth:`update_priority`) and, if prioritized, ``"weight"`` (float32
         importance weights). The results are never views of the storage and share memory with
-        no other live result.
+        no other live result. Prioritized draws are stratified (draw ``i`` in the ``i``-th of
+        ``batch_size`` equal parts of the total priority), so they come in slot order: to split one
+        sample into minibatches, take every ``k``-th draw rather than runs of neighbours.
         """
         if type(batch_size) is not int or not 0 < batch_size <= validation.MAX_ITEMS:
             validation.check_batch_size(batch_size)

@@ -198,6 +198,9 @@ class SelectionOp:
         with self.transfer.stream_context():
             if slots is None:
                 bundle = self.buffer.sample(self.batch_size * count)
+                if count > 1 and "weight" in bundle:  # stratified draws: in priority-mass order
+                    order = self._spread_strata(count).to(bundle["weight"].device)
+                    bundle = {k: t.index_select(0, order) for k, t in bundle.items()}
             else:
                 bundle = self.buffer.gather(slots)
             pending = self.transfer(bundle)
@@ -208,6 +211,20 @@ class SelectionOp:
         sizes = [self.batch_size] * count
         parts = {k: t.split(sizes) for k, t in pending.tensors.items()}
         return [Pending({k: parts[k][i] for k in parts}, pending.event) for i in range(count)]
+
+    def _spread_strata(self, count: int) -> torch.Tensor:
+        """The order that makes ``count`` batches of one stratified draw of ``count * batch_size``
+        each a stratified draw over the whole buffer.
+
+        Draw ``i`` lies in stratum ``i`` of the priority mass, so consecutive draws are neighbours
+        and batches split off in turn would each cover one ``count``-th of the buffer. Here batch
+        ``j`` takes, from every group of ``count`` consecutive strata, one at random (the others
+        go to the other batches): one draw in each of its ``batch_size`` equal strata, uniform
+        within it, as a ``sample(batch_size)`` of its own draws.
+        """
+        b = self.batch_size
+        pick = torch.rand(b, count, generator=self._generator).argsort(dim=1)  # group m: its strata, shuffled
+        return (torch.arange(b).unsqueeze(1) * count + pick).t().reshape(-1)
 
     def _next_minibatch_slots(self, deadline: float | None = None) -> tuple[torch.Tensor, int]:
         s = self.schedule
