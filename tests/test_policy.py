@@ -83,3 +83,12 @@ def test_rollout_cli_on_a_folder_that_is_not_a_run_exits_2(tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and f"janus rollout: error: no policy checkpoint at {str(tmp_path)!r}" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("seed", ["-1", str(1 << 32)])
+def test_rollout_with_a_seed_out_of_range_is_a_clear_error(runs: dict[str, Path], seed: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A negative seed ended in a traceback from Gymnasium's seeding."""
+    assert main(["rollout", "--checkpoint", str(runs["dqn"]), "--episodes", "1", "--seed", seed]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid --seed: got {seed}" in err and "4,294,967,295" in err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from janus.config import RunConfig
+from janus.config import SEED_LIMIT, RunConfig
 from janus.errors import ConfigError
 from janus.harness.video import FrameRecorder, check_video_path, write_gif
 from janus.policy import Policy, load_policy
@@ -68,6 +68,8 @@ def rollout(checkpoint: str | Path, episodes: int, seed: int = 0,
     ``--video`` of the first one, if asked for)."""
     if episodes < 1:
         raise ConfigError(f"invalid --episodes: got {episodes}; accepted: an integer >= 1")
+    if not 0 <= seed < SEED_LIMIT:  # the range janus train accepts (Gymnasium refuses negative seeds)
+        raise ConfigError(f"invalid --seed: got {seed}; accepted: an integer in [0, {SEED_LIMIT - 1:,}]")
     if video is not None:
         check_video_path(video)  # before loading anything
     policy = load_policy(checkpoint)
