@@ -324,7 +324,8 @@ class ExperienceBuffer:
             return out
 
     def epoch(self, batch_size: int, shuffle: bool = True) -> Iterator[dict[str, Any]]:
-        """Iterate over every stored item exactly once, in minibatches of ``batch_size``.
+        """Iterate over every stored item exactly once, in minibatches of ``batch_size``:
+        shuffled, or (``shuffle=False``) from the oldest item to the newest.
 
         Bad arguments and an empty buffer raise here, not at the first ``next()``.
         """
@@ -337,8 +338,9 @@ class ExperienceBuffer:
         size = len(self)
         if shuffle:
             order = epoch_permutation(size, size, self._epoch_generator, torch.device("cpu"))
-        else:
-            order = torch.arange(size)
+        else:  # oldest first: after wrap-around the oldest item is at the ring's head
+            head = self._written % self.capacity if self._written > self.capacity else 0
+            order = torch.arange(head, head + size).remainder_(self.capacity)
         for start in range(0, size, batch_size):
             slots = order[start : start + batch_size]
             yield self.gather(slots)
