@@ -22,8 +22,9 @@ from janus.harness.report import annotate, format_table, write_learning_curve, w
 from janus.runtime.run import run_runtime
 
 
-def runtime_summary(rt: dict) -> str:
-    """A few lines on what the runtime did: messages, parameters, restarts.
+def runtime_summary(rt: dict, name: str | None = None) -> str:
+    """A few lines on what the runtime did: messages, parameters, restarts (headed by the run's
+    ``name`` when given: compare and eval print one summary per configuration).
 
     A message's MB are the arrays it carries (its payload), whether or not the backend copies
     them: ``local`` passes them by reference, ``process`` through shared memory, ``ray`` serialised.
@@ -37,7 +38,7 @@ def runtime_summary(rt: dict) -> str:
     errors = rt.get("worker_errors", [])
     beyond = int(rt.get("pacing", {}).get("batches_beyond_ratio", 0))
     return (
-        f"\nruntime ({rt['backend']}): messages " + "; ".join(parts)
+        f"\nruntime{f' of {name}' if name else ''} ({rt['backend']}): messages " + "; ".join(parts)
         + f"\n  parameter versions published: {rt['param_versions_published']}; fetches per node: {fetches}"
         + f"\n  worker restarts: {restarts}; stalls: {rt['stalls']}"
         + (f"\n  worker errors: {rt.get('worker_errors_total', len(errors))} (the last: {errors[-1]['error'][:200]})" if errors else "")
@@ -277,7 +278,7 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
     paths = write_files(command_line(label), out_dir, runs, skipped, baseline)
     for run in runs:
         if "runtime" in run:
-            print(runtime_summary(run["runtime"]))
+            print(runtime_summary(run["runtime"], run["name"]))
         if "final_mean_return" in run:
             print(f"\n{run['name']}: mean return of the last 20 episodes {run['final_mean_return']:.1f} "
                   f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
