@@ -174,6 +174,26 @@ def test_progress_rates_count_from_where_a_resumed_run_started() -> None:
     assert "200 env-steps/s" in text and "-" not in text.split("return")[1].split()[1], text
 
 
+def test_progress_in_a_log_is_written_at_least_every_log_interval() -> None:
+    """Not on a terminal a line came only every quarter of the work: hours of silence in the log
+    of a long batch job."""
+    import io
+
+    from janus.harness.progress import ProgressLine
+
+    stream = io.StringIO()
+    line = ProgressLine("train", stream=stream, log_interval=60.0)
+    line(10, 1_000)
+    assert stream.getvalue() == ""  # 1%, a moment after the start
+    line._last_line -= 61.0  # a minute without a line
+    line(20, 1_000)
+    assert stream.getvalue().count("\n") == 1 and "20/1000" in stream.getvalue()
+    line(30, 1_000)
+    assert stream.getvalue().count("\n") == 1  # just written
+    line(250, 1_000)
+    assert stream.getvalue().count("\n") == 2 and "250/1000" in stream.getvalue()  # the quarter, as before
+
+
 # ---------------------------------------------------------------- RL runs (issue 12 items 6, 10)
 def make_rl_run(returns: list[float]) -> dict[str, Any]:
     """An RL run dict: ``returns`` one episode each, 100 env steps apart."""

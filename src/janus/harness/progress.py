@@ -11,18 +11,22 @@ class ProgressLine:
     """Shows ``label  done/total  pct  elapsed  rate`` at most every ``interval`` seconds (the
     elapsed time from construction, the rate from the first call).
 
-    On a terminal the line is redrawn in place; elsewhere (logs, CI) a line is printed every
-    quarter of the work, so logs stay short.
+    On a terminal the line is redrawn in place; elsewhere (logs, CI, a batch job) a line is printed
+    every quarter of the work, and at least every ``log_interval`` seconds while the run goes, so
+    logs stay short yet a long run never goes silent for a quarter of its hours.
     """
 
-    def __init__(self, label: str, unit: str = "updates", stream: TextIO | None = None, interval: float = 0.25) -> None:
+    def __init__(self, label: str, unit: str = "updates", stream: TextIO | None = None, interval: float = 0.25,
+                 log_interval: float = 60.0) -> None:
         self.label = label
         self.unit = unit
         self.stream = stream or sys.stderr
         self.interval = interval
+        self.log_interval = log_interval
         self.tty = self.stream.isatty()
         self.start = time.perf_counter()
         self._last = 0.0
+        self._last_line = self.start  # when a log line was last written (not on a terminal)
         self._next_quarter = 0.25
         self.note = ""
         # done at the first call, and when: the rate counts from there, so neither a resumed run's
@@ -41,9 +45,10 @@ class ProgressLine:
                 return
             self._last = now
             self.stream.write("\r" + self._text(done, total, now) + "   ")
-        elif frac >= self._next_quarter or done == total:
+        elif frac >= self._next_quarter or done == total or now - self._last_line >= self.log_interval:
             while self._next_quarter <= frac:
                 self._next_quarter += 0.25
+            self._last_line = now
             self.stream.write(self._text(done, total, now) + "\n")
         self.stream.flush()
 
