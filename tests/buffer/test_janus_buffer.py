@@ -1071,3 +1071,13 @@ def test_bad_timeouts_are_refused_naming_them(bad, cleanup):
     jb.put(piece(range(T * E), T, E), timeout=0)
     check_batch(jb.get(timeout=0.5))
     close_quickly(jb)
+
+
+@pytest.mark.parametrize("config", [None, {"batch_size": 4}, "cfg"])
+def test_a_config_that_is_not_a_janus_config_is_named(config):
+    """JanusBuffer({'batch_size': 4}) failed with "AttributeError: 'dict' object has no attribute
+    'placement'"; now the error says what it takes."""
+    from janus.errors import BufferTypeError
+
+    with pytest.raises(BufferTypeError, match=r"JanusBuffer\(config\) takes a JanusConfig"):
+        JanusBuffer(config)  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, S
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.buffer.validation import check_frame_piece, check_piece
 from janus.config import JanusConfig, resolve_janus
-from janus.errors import BufferInputError, ConfigError, PipelineClosedError, invalid
+from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, invalid
 
 
 @dataclass
@@ -108,6 +108,9 @@ class JanusBuffer:
         frame_stack: bool = False,
         **sampler_kwargs: Any,
     ) -> None:
+        if not isinstance(config, JanusConfig):
+            raise BufferTypeError(f"JanusBuffer(config) takes a JanusConfig, e.g. JanusConfig(batch_size=64), "
+                                  f"got {type(config).__name__}")
         _check_int("time_major_dims", time_major_dims, 1)
         if frame_stack and config.placement == "auto":  # frames live in host memory (see FrameStackReplay)
             config = replace(config, placement="cpu_pageable")
