@@ -891,6 +891,17 @@ def test_prioritized_batches_of_one_selection_each_span_the_whole_replay(oc, os_
     close_quickly(jb)
 
 
+def test_reordering_a_bundle_keeps_each_field_on_its_device():
+    """On the cuda placement a bundle's fields and weights are on the GPU and its keys on the host;
+    the reorder of the strata indexes each with an index on its own device ('meta' stands in for
+    the GPU here; index_select with an index on another device fails on a GPU)."""
+    from janus.buffer.operators import _reordered
+
+    bundle = {"x": torch.zeros(4, 3, device="meta"), "weight": torch.zeros(4, device="meta"), "index": torch.arange(4)}
+    out = _reordered(bundle, torch.tensor([2, 0, 3, 1]))
+    assert out["index"].tolist() == [2, 0, 3, 1] and out["x"].device.type == "meta" and out["x"].shape == (4, 3)
+
+
 def test_put_validates_each_piece_and_refuses_only_the_bad_one() -> None:
     """Issue 13 item 9: put({}) / put(None) are clear errors; a piece whose fields differ from the
     first is refused by its own put, and the pipeline keeps serving every other producer."""

@@ -44,6 +44,18 @@ def flatten_piece(piece: Mapping[str, Any], time_major_dims: int) -> Batch:
     return out
 
 
+def _reordered(batch: Batch, order: torch.Tensor) -> Batch:
+    """``batch``'s rows in ``order`` (a CPU index; the fields and the keys may be on different devices)."""
+    on: dict[torch.device, torch.Tensor] = {}
+    out = {}
+    for k, t in batch.items():
+        index = on.get(t.device)
+        if index is None:
+            index = on[t.device] = order.to(t.device)
+        out[k] = t.index_select(0, index)
+    return out
+
+
 class OnPolicySchedule:
     """Which rollout may be written and which minibatches may be read, on-policy.
 
@@ -199,8 +211,7 @@ class SelectionOp:
             if slots is None:
                 bundle = self.buffer.sample(self.batch_size * count)
                 if count > 1 and "weight" in bundle:  # stratified draws: in priority-mass order
-                    order = self._spread_strata(count).to(bundle["weight"].device)
-                    bundle = {k: t.index_select(0, order) for k, t in bundle.items()}
+                    bundle = _reordered(bundle, self._spread_strata(count))
             else:
                 bundle = self.buffer.gather(slots)
             pending = self.transfer(bundle)
