@@ -1062,6 +1062,9 @@ def test_a_first_piece_the_buffer_cannot_store_is_refused_by_its_put(oc, cleanup
         frames.put({"obs": stack, "next_obs": stack.float()})
     with pytest.raises(BufferInputError, match="stack"):
         frames.put({"obs": torch.zeros(T, E, dtype=torch.uint8), "next_obs": torch.zeros(T, E, dtype=torch.uint8)})
+    for stream in (torch.zeros(T, E), torch.zeros(T, E, 2, dtype=torch.long)):  # one integer per row
+        with pytest.raises(BufferInputError, match="'stream'"):
+            frames.put({"obs": stack, "next_obs": stack, "stream": stream})
     frames.put({"obs": stack, "next_obs": stack + 1, "reward": torch.zeros(T, E)})
     frames.flush()
     assert frames.get(timeout=GET_S)["next_obs"].shape == (2, 4, 3, 3) and frames.failure is None

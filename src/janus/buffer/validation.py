@@ -236,6 +236,10 @@ def check_frame_piece(schema: Mapping[str, tuple[str, tuple[int, ...]]]) -> None
     if not schema["obs"][1]:
         raise BufferInputError("put() field 'obs' has item shape (); with frame_stack=True it is a stack of "
                                "frames, (k, *frame)")
+    stream = schema.get("stream")
+    if stream is not None and (stream[1] != () or not stream[0].startswith(("int", "uint"))):
+        raise BufferInputError(f"put() field 'stream': dtype/item shape {stream}; accepted: one integer per row "
+                               "(the environment it comes from)")
 
 
 def check_batch(
