@@ -247,3 +247,20 @@ def test_janus_buffer_put_refuses_reserved_field_names():
             jb.put({"index": torch.zeros(2, 2), "x": torch.zeros(2, 2)})
         jb.put({"x": torch.ones(2, 2)})
         assert jb.get(timeout=10)["x"].tolist() == [1.0, 1.0] and jb.failure is None
+
+
+@pytest.mark.parametrize("data", [{"x": torch.zeros(3, 0)}, {"x": torch.zeros(3, 2, 0), "y": torch.ones(3)}])
+def test_fields_of_empty_items_are_refused_naming_them(data):
+    """A first extend with a field of empty items (a 0 in its item shape) crashed allocating the
+    storage ("self.stride(0) must be divisible by 4 to view Byte as Float") or, beside another
+    field, stored nothing; declared fields already refuse such shapes."""
+    buf = ExperienceBuffer(4)
+    with pytest.raises(BufferInputError, match="field 'x' item shape"):
+        buf.extend(data)
+    assert buf.fields == {} and len(buf) == 0
+    from janus import JanusBuffer, JanusConfig
+
+    with JanusBuffer(JanusConfig(placement="cpu_pageable", learner_device="cpu", batch_size=2, buffer_capacity=8)) as jb:
+        with pytest.raises(BufferInputError, match="field 'x' item shape"):
+            jb.put({k: v.unsqueeze(0) for k, v in data.items()})
+        assert jb.failure is None

@@ -204,6 +204,9 @@ def check_piece(
         shape = tuple(int(d) for d in value.shape)
         if len(shape) < time_major_dims:
             raise BufferInputError(f"put() field {name!r} has shape {shape}; expected at least {time_major_dims} leading dims")
+        if 0 in shape[time_major_dims:]:
+            raise invalid(f"put() field {name!r} item shape", shape[time_major_dims:], "dimensions >= 1 (() for scalars)",
+                          BufferInputError)
         if lead is None:
             lead = shape[:time_major_dims]
         elif shape[:time_major_dims] != lead:
@@ -280,6 +283,10 @@ def check_batch(
     check_item_count(n, capacity)
     if not specs:
         check_reserved_names(batch)
+        for name, t in batch.items():
+            if 0 in t.shape[1:]:  # as declared fields: items of at least one value
+                raise invalid(f"field {name!r} item shape", tuple(t.shape[1:]), "dimensions >= 1 (() for scalars)",
+                              BufferInputError)
     new_specs = dict(specs) or {k: FieldSpec(tuple(t.shape[1:]), t.dtype) for k, t in batch.items()}
     return batch, new_specs
 
