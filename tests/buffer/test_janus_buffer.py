@@ -1087,6 +1087,20 @@ def test_bad_timeouts_are_refused_naming_them(bad, cleanup):
     close_quickly(jb)
 
 
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_an_infinite_timeout_waits_as_none_does(oc, os_, cleanup):
+    """timeout=float('inf') failed a waiting get with "OverflowError: timestamp out of range for
+    platform time_t" (a condition cannot wait inf seconds); it now means no limit, as None."""
+    jb = JanusBuffer(off_policy(oc, os_, batch_size=2, actor_buffer_size=1), seed=0)
+    cleanup(jb)
+    late = threading.Timer(0.3, lambda: jb.put(piece(range(T * E), T, E), timeout=float("inf")))
+    late.start()
+    check_batch(jb.get(timeout=float("inf")))
+    late.join(JOIN_S)
+    jb.close(timeout=float("inf"))
+    assert_closed_cleanly(jb)
+
+
 @pytest.mark.parametrize("config", [None, {"batch_size": 4}, "cfg"])
 def test_a_config_that_is_not_a_janus_config_is_named(config):
     """JanusBuffer({'batch_size': 4}) failed with "AttributeError: 'dict' object has no attribute

@@ -63,12 +63,14 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None, why: st
         raise invalid(name, value, f"an integer {bounds}{why}")
 
 
-def _check_timeout(timeout: Any, none_ok: bool = True) -> None:
-    """A timeout is a number of seconds >= 0 (``None``: wait as long as it takes, where allowed)."""
+def _check_timeout(timeout: Any, none_ok: bool = True) -> float | None:
+    """A timeout is a number of seconds >= 0 (``None``: wait as long as it takes, where allowed);
+    returned as a float, or ``None`` for an infinite one (a condition cannot wait ``inf`` seconds)."""
     if timeout is None and none_ok:
-        return
+        return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout >= 0:
         raise invalid("timeout", timeout, "a number of seconds >= 0" + (" or None" if none_ok else ""))
+    return None if timeout == float("inf") else float(timeout)
 
 
 class JanusBuffer:
@@ -179,7 +181,7 @@ class JanusBuffer:
         A piece holds at least one transition (on-policy at most ``rollout_size``) and the fields,
         dtypes and item shapes of the first piece; any other is refused here, before it is staged.
         """
-        _check_timeout(timeout)
+        timeout = _check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
@@ -273,7 +275,7 @@ class JanusBuffer:
         :class:`~janus.buffer.staging.StagingTimeout` (also when selection runs inline).
         After :meth:`close` raises :class:`PipelineClosedError`.
         """
-        _check_timeout(timeout)
+        timeout = _check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
@@ -404,7 +406,7 @@ class JanusBuffer:
         Off-policy, pieces still staged are written first; on-policy they cannot be (the rollout
         they belong to is incomplete) and are counted in ``stats.pieces_dropped_on_close``.
         """
-        _check_timeout(timeout, none_ok=False)
+        join_s = _check_timeout(timeout, none_ok=False)  # inf: None, as Thread.join takes it
         if self._closed:
             return
         self._closed = True
@@ -415,12 +417,12 @@ class JanusBuffer:
             self.flush()
         for thread in self._threads:
             if thread.name == "janus-collect":  # drains the staged pieces before exiting
-                thread.join(timeout)
+                thread.join(join_s)
         self.learner_buffer.close()
         with self._data_cond:
             self._data_cond.notify_all()
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(join_s)
         self.stats.pieces_dropped_on_close = len(self.actor_buffer)
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
