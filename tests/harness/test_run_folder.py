@@ -192,6 +192,18 @@ def test_a_resume_may_not_change_what_the_checkpoint_fixes(run: Path, flags: lis
     assert hashes(run) == before
 
 
+def test_a_resume_may_restate_the_runs_own_hyperparameters(run: Path) -> None:
+    """A hyperparameter left at its preset is not in the run's config.yaml: restating its value on
+    --resume was refused as a change ("algorithm.lr: None in the run, 0.0005 asked")."""
+    before = hashes(run)
+    proc = janus("train", "--resume", str(run), "--total_env_steps", "5000", "--lr", "0.01")
+    refused(proc, "cannot change --lr (--lr: 0.0005 in the run, 0.01 asked)")
+    assert hashes(run) == before
+    proc = janus("train", "--resume", str(run), "--total_env_steps", str(STEPS + 100), "--lr", "0.0005",
+                 "--hidden_size", "128", "--double_q", "true", "--seed", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize("flags,named", [
     (["--out", "elsewhere"], "--out 'elsewhere' with --resume"),
     (["--force"], "--force with --resume"),

@@ -51,7 +51,6 @@ MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "runtime.eval_episodes": "--eval_episodes",
 }
 NOT_COMPARED = {"runtime.checkpoint_dir", "runtime.resume", "runtime.best_dir"}  # set per invocation by `janus train`
-ALGORITHM_FLAGS = {"prioritized", "n_step"}  # algorithm.<key> entries that have a flag of their own
 
 
 class RunFolderError(JanusError, ValueError):
@@ -294,8 +293,8 @@ def flag_of(path: str) -> str:
     if path in MAY_CHANGE_ON_RESUME:
         return MAY_CHANGE_ON_RESUME[path]
     section, _, key = path.rpartition(".")
-    if section == "algorithm":
-        return f"--{key}" if key in ALGORITHM_FLAGS else f"algorithm.{key}"
+    if section == "algorithm":  # every hyperparameter has its flag (janus.cli), the network two
+        return "--hidden_size/--num_layers" if key == "hidden" else f"--{key}"
     if path == "workload.algo":
         return "--algo"
     if path == "workload.num_actors":
@@ -313,10 +312,28 @@ def check_resume_request(args: argparse.Namespace, requested: RunConfig) -> None
     check_changes(folder, stored, requested)
 
 
+def _with_defaults(cfg: RunConfig, keys: set[str]) -> dict[str, Any]:
+    """``cfg`` as a dict whose ``algorithm`` section also holds ``keys`` left at their default (a
+    config.yaml lists only the hyperparameters that were set)."""
+    from dataclasses import fields
+
+    from janus.algorithms.base import algorithm
+
+    out = cfg.to_dict()
+    config_class = getattr(algorithm(cfg.workload.algo), "config_class", None)
+    if config_class is not None:
+        defaults = config_class()
+        known = {f.name for f in fields(config_class)} & keys
+        out["algorithm"] = {**{k: getattr(defaults, k) for k in known}, **cfg.algorithm}
+    return json.loads(json.dumps(out))
+
+
 def check_changes(folder: Path, stored: RunConfig, requested: RunConfig) -> None:
-    """Refuse a resume of the run in ``folder`` that changes what its checkpoint fixes."""
-    old = _flat(json.loads(json.dumps(stored.to_dict())))
-    new = _flat(json.loads(json.dumps(requested.to_dict())))
+    """Refuse a resume of the run in ``folder`` that changes what its checkpoint fixes (restating
+    a value it already has is no change)."""
+    keys = set(stored.algorithm) | set(requested.algorithm)
+    old = _flat(_with_defaults(stored, keys))
+    new = _flat(_with_defaults(requested, keys))
     changed = sorted(p for p in set(old) | set(new) if p not in NOT_COMPARED and old.get(p) != new.get(p))
     fixed = [p for p in changed if p not in MAY_CHANGE_ON_RESUME]
     if fixed:
