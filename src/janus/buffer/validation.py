@@ -546,7 +546,7 @@ _MISSING = object()
 
 def _strict_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tensor:
     t = _as_tensor(name, value)
-    if t.dtype == spec.dtype and t.device.type == "cuda":  # a GPU actor's piece: copied to the host, as declared fields are
+    if t.device.type == "cuda":  # a GPU actor's piece: copied to the host, as declared fields are
         t = t.cpu()
     if not t.is_cpu:
         raise invalid(f"field {name!r} device", str(t.device), "'cpu' or 'cuda'", BufferInputError)
