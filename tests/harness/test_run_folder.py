@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,8 +205,15 @@ def test_a_resume_may_restate_the_runs_own_hyperparameters(run: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+def test_a_resume_may_change_how_often_results_are_written(run: Path) -> None:
+    """--results_interval_s fixes nothing in the checkpoint (README: timing may change); it was refused."""
+    stored = run_folder.stored_config(run)
+    run_folder.check_changes(run, stored, replace(stored, runtime=replace(stored.runtime, results_interval_s=5.0)))
+
+
 @pytest.mark.parametrize("flags,named", [
     (["--out", "elsewhere"], "--out 'elsewhere' with --resume"),
+    (["--quick"], "--quick with --resume"),
     (["--force"], "--force with --resume"),
     (["--config", str(REPO / "configs" / "default.yaml")], "--config with --resume"),
 ])

@@ -39,6 +39,7 @@ MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "name": "--name",
     "workload.total_env_steps": "--total_env_steps",
     "runtime.checkpoint_interval_s": "--checkpoint_interval_s",
+    "runtime.results_interval_s": "--results_interval_s",  # how often the live results are rewritten
     "runtime.stall_timeout_s": "--stall_timeout_s",
     "runtime.ping_interval_s": "--ping_interval_s",
     "runtime.pong_timeout_s": "--pong_timeout_s",
@@ -269,6 +270,9 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.out is not None and Path(args.out).resolve() != Path(resume).resolve():
         raise RunFolderError(f"--out {str(args.out)!r} with --resume {str(resume)!r}: a resumed run writes into "
                              "its own folder; drop --out (or start a new run with --out and no --resume)")
+    if getattr(args, "quick", False):
+        raise RunFolderError("--quick with --resume: --quick sizes a new run; a resumed run keeps its own "
+                             "settings; drop --quick (raise the budget with --total_env_steps)")
     if getattr(args, "force", False):
         raise RunFolderError("--force with --resume: --force moves an old run aside for a new one; "
                              "drop --force to continue the run")
