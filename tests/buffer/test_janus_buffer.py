@@ -1109,3 +1109,32 @@ def test_a_config_that_is_not_a_janus_config_is_named(config):
 
     with pytest.raises(BufferTypeError, match=r"JanusBuffer\(config\) takes a JanusConfig"):
         JanusBuffer(config)  # type: ignore[arg-type]
+
+
+def test_first_pieces_of_two_actors_at_once_cannot_both_set_the_fields(monkeypatch, cleanup):
+    """Two actors' first pieces, checked at the same time, both passed (no fields were known yet)
+    and both were staged; if they differed, the collection failed and with it the pipeline. Now
+    the one that comes second is checked against the first and refused by its own put."""
+    from janus.buffer import janus as janus_module
+    from janus.errors import BufferInputError
+
+    both_checked = threading.Barrier(2, timeout=JOIN_S)
+    real = janus_module.check_piece
+
+    def racing_check(piece_, dims, schema):
+        out = real(piece_, dims, schema)
+        if schema is None:
+            both_checked.wait()  # each put has passed its check before either records its fields
+        return out
+
+    monkeypatch.setattr(janus_module, "check_piece", racing_check)
+    jb = JanusBuffer(off_policy(0, 0, g_collect=2, batch_size=2), seed=0)
+    cleanup(jb)
+    good = piece(range(T * E), T, E)
+    other = {"id": good["id"], "obs": torch.zeros(T, E, 5)}  # obs of another item shape
+    workers = [start(lambda p=p: jb.put(p, timeout=GET_S), f"actor-{i}") for i, p in enumerate((good, other))]
+    for w in workers:
+        w.finish(check=False)
+    errors = [w.error for w in workers if w.error is not None]
+    assert len(errors) == 1 and isinstance(errors[0], BufferInputError) and "'obs'" in str(errors[0])
+    assert jb.failure is None and jb.stats.pieces_put == 1

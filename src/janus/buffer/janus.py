@@ -168,6 +168,7 @@ class JanusBuffer:
         )
         self._collect_lock = threading.Lock()
         self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
+        self._schema_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         if cfg.overlap_collect:
             self._start("janus-collect", self._collect_loop)
@@ -185,14 +186,13 @@ class JanusBuffer:
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
-        n, schema = check_piece(rollout, self._time_major_dims, self._piece_schema)
+        known = self._piece_schema
+        n, schema = check_piece(rollout, self._time_major_dims, known)
         if self.schedule is not None and n > self.schedule.rollout_size:  # could never be written
             raise BufferInputError(f"put() got a piece of {n} transitions; an on-policy rollout holds "
                                    f"rollout_size={self.schedule.rollout_size}")
-        if self._piece_schema is None:
-            if self._frame_stack:
-                check_frame_piece(schema)
-            self._piece_schema = schema
+        if known is None:
+            self._set_piece_schema(rollout, schema)
         blocked = self.actor_buffer.put(rollout, n, timeout)
         with self._stats_lock:
             self.stats.actor_blocked_s += blocked
@@ -210,6 +210,17 @@ class JanusBuffer:
             if waited:  # on-policy: the actor waited inline for the previous rollout to be read
                 with self._stats_lock:
                     self.stats.actor_blocked_s += waited
+
+    def _set_piece_schema(self, rollout: Mapping[str, Any], schema: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+        """Record the first piece's fields; a piece checked at the same time as another first piece
+        is checked again against the one recorded first (and refused if it differs)."""
+        with self._schema_lock:
+            if self._piece_schema is None:
+                if self._frame_stack:
+                    check_frame_piece(schema)
+                self._piece_schema = schema
+            elif schema != self._piece_schema:
+                check_piece(rollout, self._time_major_dims, self._piece_schema)  # raises, naming the field
 
     def flush(self) -> None:
         """Write every staged piece now, below the collection granularity too (off-policy)."""
