@@ -98,6 +98,17 @@ def test_table_says_why_a_speedup_beats_its_ideal(runs: list[dict[str, Any]]) ->
     assert f"a speedup above its ideal: 'baseline' spent {outside:.0%} of its wall outside the four stages" in table
 
 
+def test_a_baseline_that_overlaps_its_stages_gets_no_negative_share_outside_them() -> None:
+    """An eval sweep whose baseline runs with overlap on: its stage times add up to more than its
+    wall, and the note said it "spent -10% of its wall outside the four stages"."""
+    base = make_run("g=1", 1000.0, 1.0, (0.5, 0.2, 0.1, 0.5, 0.0, 0.0))  # 1.3 s of stages in 1.0 s
+    fast = make_run("g=8", 3000.0, 1.0, (0.5, 0.1, 0.1, 0.5, 0.0, 0.0))  # 3.00x against an ideal of 2.40x
+    table = format_table([base, fast], baseline="g=1")
+    note = next(line for line in table.splitlines() if line.startswith("a speedup above its ideal"))
+    assert "-" not in note.split("'g=1'")[1], note
+    assert "'g=1' overlapped its stages (their times add up to 130% of its wall)" in note
+
+
 def test_write_results_files(tmp_path: Path, runs: list[dict[str, Any]]) -> None:
     out = tmp_path / "nested" / "out"
     skipped = [{"name": "cuda", "reason": "CUDA is not available", "extra": 1}]
