@@ -159,8 +159,9 @@ class JanusAdapter(Adapter):
         super().__init__(capacity, obs_kind, chunk)
         self.prioritized = prioritized
         kind = "prioritized" if prioritized else "uniform"
-        self.buf = ExperienceBuffer(capacity, "cpu_pageable", kind, seed=0, alpha=ALPHA, beta=BETA, eps=EPS,
-                                    fields=self.specs, output=self.output)
+        settings = {"alpha": ALPHA, "beta": BETA, "eps": EPS} if prioritized else {}
+        self.buf = ExperienceBuffer(capacity, "cpu_pageable", kind, seed=0, fields=self.specs, output=self.output,
+                                    **settings)
         self._reused: dict[int, dict[str, torch.Tensor]] = {}
 
     def extend(self, data: dict[str, torch.Tensor]) -> None:

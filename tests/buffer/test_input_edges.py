@@ -105,6 +105,18 @@ def test_numpy_number_settings_are_taken_and_checkpointed(tmp_path):
     assert (loaded.sampler.alpha, loaded.sampler.beta, loaded.seed) == (0.5, 0.25, 3)
 
 
+@pytest.mark.parametrize("cls", [ExperienceBuffer, FrameStackReplay])
+@pytest.mark.parametrize("setting", [{"alpha": 0.6}, {"beta": 0.4}, {"eps": 1e-3}, {"alpha": 0.7, "beta": 0.5}])
+def test_prioritized_settings_on_a_uniform_buffer_are_refused(cls, setting):
+    """alpha/beta/eps without sampler='prioritized' meant prioritized replay: an error naming them,
+    not a buffer that silently samples uniformly."""
+    with pytest.raises(BufferInputError, match=f"invalid {', '.join(setting)} for sampler='uniform'.*sampler='prioritized'"):
+        cls(16, **setting)
+    prioritized = cls(16, sampler="prioritized", **setting)  # the same settings, with the sampler they set
+    assert all(prioritized._sampler_kwargs[k] == v for k, v in setting.items())
+    assert cls(16, sampler="prioritized")._sampler_kwargs == {"alpha": 0.6, "beta": 0.4, "eps": 1e-6}  # the defaults
+
+
 def test_an_eps_whose_leaf_underflows_is_refused():
     """A zero priority's leaf is eps ** alpha: at 0 an item could never be drawn, and a buffer of
     them would give NaN weights."""

@@ -136,7 +136,8 @@ def test_kernels_match_reference(capacity, prioritized, seed, steps, numpy_updat
     against the reference, with integer priorities plus eps=0.5: every leaf and prefix sum is
     exact, so the two searches agree draw for draw."""
     kind = "prioritized" if prioritized else "uniform"
-    buf = ExperienceBuffer(capacity, sampler=kind, seed=seed, alpha=1.0, beta=0.7, eps=0.5, fields=FIELDS)
+    settings = {"alpha": 1.0, "beta": 0.7, "eps": 0.5} if prioritized else {}
+    buf = ExperienceBuffer(capacity, sampler=kind, seed=seed, fields=FIELDS, **settings)
     ref = Reference(capacity, seed, prioritized, alpha=1.0, beta=0.7, eps=0.5)
     for op, arg in steps:
         if op == "extend":

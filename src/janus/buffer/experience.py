@@ -58,7 +58,9 @@ class ExperienceBuffer:
             (``cuda`` where CUDA is available, else ``cpu_pageable``, as in ``JanusConfig``).
         sampler: ``uniform`` or ``prioritized``.
         seed: seeds the sampler's random state (same seed, same sample sequence).
-        alpha, beta, eps: prioritized replay exponents and priority offset.
+        alpha, beta, eps: prioritized replay's exponents and priority offset (defaults 0.6, 0.4,
+            1e-6). Only ``sampler="prioritized"`` takes them: a uniform buffer given one is an
+            error, not a silently uniform replay.
         fields: optional declared fields, ``{name: (shape, dtype)}`` (shape an int or tuple, ``()``
             for scalars; dtype a torch/numpy dtype or its name). Declared fields are allocated at
             once, and ``extend`` casts what it is given to them: numpy arrays, tensors, Python
@@ -86,9 +88,9 @@ class ExperienceBuffer:
         sampler: str = "uniform",
         seed: int | None = None,
         *,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float | None = None,
+        beta: float | None = None,
+        eps: float | None = None,
         fields: Mapping[str, Any] | None = None,
         output: str = "torch",
     ) -> None:
@@ -108,10 +110,7 @@ class ExperienceBuffer:
         if self._numpy_out and not self._native:
             raise invalid("output", output, f"'torch' with placement={self.placement!r} (numpy arrays live in host memory)")
         self._sampler_name = sampler
-        self._sampler_kwargs: dict[str, float] = {}
-        if sampler == "prioritized":  # checked, then plain floats (numpy scalars would not load from a checkpoint)
-            validation.check_prioritized_args(alpha, beta, eps)
-            self._sampler_kwargs = {"alpha": float(alpha), "beta": float(beta), "eps": float(eps)}
+        self._sampler_kwargs = validation.prioritized_settings(sampler, alpha, beta, eps)
         self.seed = None if seed is None else int(seed)
         try:
             self._sampler: Sampler = self._make_sampler(seed)

@@ -96,9 +96,9 @@ class FrameStackReplay:
         sampler: str = "uniform",
         seed: int | None = None,
         *,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        eps: float = 1e-6,
+        alpha: float | None = None,
+        beta: float | None = None,
+        eps: float | None = None,
         frame_capacity: int | None = None,
         max_age: int | None = None,
         history: int = 16,
@@ -126,10 +126,7 @@ class FrameStackReplay:
         self.capacity, self.placement, self.seed = capacity, placement, None if seed is None else int(seed)
         self.frame_capacity, self.max_age, self.history = int(frame_capacity), int(max_age), int(history)
         self._sampler_name = sampler
-        self._sampler_kwargs: dict[str, float] = {}
-        if sampler == "prioritized":  # checked, then plain floats (numpy scalars would not load from a checkpoint)
-            validation.check_prioritized_args(alpha, beta, eps)
-            self._sampler_kwargs = {"alpha": float(alpha), "beta": float(beta), "eps": float(eps)}
+        self._sampler_kwargs = validation.prioritized_settings(sampler, alpha, beta, eps)
         self._sampler = self._make_sampler(seed)
         self._lock = threading.RLock()
         self._written = 0

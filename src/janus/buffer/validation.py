@@ -92,6 +92,24 @@ def check_prioritized_args(alpha: float, beta: float, eps: float) -> None:
                       "an item of priority 0 can still be drawn (e.g. the default 1e-6)", BufferInputError)
 
 
+PRIORITIZED_DEFAULTS = {"alpha": 0.6, "beta": 0.4, "eps": 1e-6}
+
+
+def prioritized_settings(sampler: str, alpha: Any, beta: Any, eps: Any) -> dict[str, float]:
+    """A buffer's prioritized-replay settings as plain floats (``{}`` for a uniform sampler), the
+    defaults filling what is ``None``. A uniform sampler given any of them is an error: the user
+    meant prioritized replay and would otherwise silently get uniform."""
+    given = {k: v for k, v in (("alpha", alpha), ("beta", beta), ("eps", eps)) if v is not None}
+    if sampler != "prioritized":
+        if given:
+            raise BufferInputError(f"invalid {', '.join(given)} for sampler={sampler!r}: got {given}; these set "
+                                   "prioritized replay: pass sampler='prioritized', or leave them out")
+        return {}
+    settings = {**PRIORITIZED_DEFAULTS, **given}
+    check_prioritized_args(settings["alpha"], settings["beta"], settings["eps"])
+    return {k: float(v) for k, v in settings.items()}  # numpy scalars would not load from a checkpoint
+
+
 def priority_limit(alpha: float, eps: float, capacity: int) -> float:
     """The largest priority whose leaf ``(p + eps) ** alpha``, summed over a full buffer, stays
     below :data:`MAX_TREE_TOTAL` (``inf`` when every finite priority does)."""
