@@ -29,6 +29,9 @@ class RunResult:
     wall_s: float
     stage_s: dict[str, float]
     counts: dict[str, int]
+    status: str = "finished"
+    """``finished``; ``interrupted`` (Ctrl-C, SIGTERM: the run so far); ``running`` (a periodic
+    snapshot of a run still going: a run killed without a chance to stop keeps its last one)."""
     runtime: dict[str, Any] = field(default_factory=dict)
     learning_curve: dict[str, list[float]] | None = None
     """Episode ``return`` against ``env_steps`` and ``wall_s`` (RL runs)."""

@@ -322,6 +322,9 @@ def test_results_are_written_periodically_and_on_sigint(tmp_path: Path) -> None:
     assert "interrupted after" in out
     (run,) = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert run["episodes"] >= early["episodes"] > 0 and run["wall_s"] >= early["wall_s"]
+    # results.json says which it is: a snapshot of a run still going, then the run so far after Ctrl-C
+    # (both used to read like a finished run)
+    assert early["status"] == "running" and run["status"] == "interrupted"
     assert run["learning_curve"]["return"][:early["episodes"]] == early["learning_curve"]["return"]
     assert set(run["train_metrics"]) >= EXPECTED["dqn"]
     assert (tmp_path / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -329,6 +332,7 @@ def test_results_are_written_periodically_and_on_sigint(tmp_path: Path) -> None:
     header, values = rows[0].split(","), rows[1].split(",")
     assert float(values[header.index("final_mean_return")]) == pytest.approx(run["final_mean_return"])
     assert int(values[header.index("episodes")]) == run["episodes"]
+    assert values[header.index("status")] == "interrupted"
 
 
 # --------------------------------------------------------------------- LiveRun on its own

@@ -189,7 +189,7 @@ def _jsonable(value: Any) -> Any:
 CSV_RETURNS = ("algo", "env", "env_steps", "episodes", "final_mean_return", "best_mean_return", "best_return")
 """RL columns of ``results.csv`` (empty for synthetic runs): the env steps of the whole run, the
 mean return of the last 20 episodes, the best such 20-episode mean and the best single return."""
-CSV_HEADER = ("name", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "actor_steps_per_s", "wall_s",
+CSV_HEADER = ("name", "status", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "actor_steps_per_s", "wall_s",
               *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency")
 """The columns of ``results.csv``, in order."""
 
@@ -220,7 +220,8 @@ def _run_env_steps(run: dict[str, Any], curve: dict[str, Any]) -> int | None:
 
 def _csv_row(run: dict[str, Any]) -> dict[str, Any]:
     cfg = run.get("config") or {}
-    row: dict[str, Any] = {"name": run.get("name"), **{k: cfg.get(k) for k in CSV_KNOBS}, **return_summary(run)}
+    row: dict[str, Any] = {"name": run.get("name"), "status": run.get("status"), **{k: cfg.get(k) for k in CSV_KNOBS},
+                           **return_summary(run)}
     row.update({k: run.get(k) for k in ("samples_per_s", "actor_steps_per_s", "wall_s")})
     row.update({f"{s}_s": _stage(run, s) for s in STAGES})
     row.update(speedup_vs_baseline=run["speedup_vs_baseline"],

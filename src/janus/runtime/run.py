@@ -411,7 +411,8 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
             status = backend.orchestrator_status()  # after the drain: the last counts
         except Exception:  # noqa: BLE001 - keep the last status seen in the loop
             pass
-        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier)  # type: ignore[attr-defined]
+        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]
+                                               outcome="interrupted")
         raise interrupted
     return summarize(cfg, backend, status, counters, wall, earlier)
 
@@ -449,13 +450,14 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
 def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: float,
                   earlier: Mapping[str, Any] | None = None) -> RunResult:
     """The :class:`RunResult` of a run still going (counters as last reported)."""
-    return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier)
+    return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier, outcome="running")
 
 
 def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
-              earlier: Mapping[str, Any] | None = None) -> RunResult:
+              earlier: Mapping[str, Any] | None = None, outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
-    ``earlier``: the run state this session resumed from (its counts start the whole run's)."""
+    ``earlier``: the run state this session resumed from (its counts start the whole run's);
+    ``outcome``: its ``status`` (finished, interrupted or running)."""
     earlier = earlier or {}
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
@@ -472,6 +474,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     return RunResult(
         name=cfg.name,
         config=reported_config(cfg.to_dict()),
+        status=outcome,
         samples_per_s=trained * cfg.minibatch_size / wall,
         actor_steps_per_s=transitions / wall,
         wall_s=wall,
