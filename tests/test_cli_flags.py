@@ -80,6 +80,9 @@ def test_prioritized_with_ppo_names_the_flag() -> None:
     (["--algo", "synthetic", "--lr", "0.1"], "--lr"),
     (["--algo", "dqn", "--obs_shape", "8"], "--obs_shape"),
     (["--address", "auto"], "--address"),
+    # dqn/sac publish once per round of pieces, ppo once per rollout: the flag changed nothing
+    (["--algo", "dqn", "--samples_per_param_load", "2"], "--samples_per_param_load"),
+    (["--algo", "sac", "--samples_per_param_load", "2"], "--samples_per_param_load"),
 ])
 def test_flags_the_run_does_not_read_are_errors(argv: list[str], flag: str, capsys: pytest.CaptureFixture[str],
                                                 tmp_path: Path) -> None:

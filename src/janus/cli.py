@@ -40,8 +40,9 @@ JANUS_FLAGS = tuple(f.name for f in fields(JanusConfig))
 WORKLOAD_FLAGS = tuple(f.name for f in fields(WorkloadConfig))
 RUNTIME_FLAGS = tuple(f.name for f in fields(RuntimeConfig) if f.name not in PER_INVOCATION)
 SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "num_actions", "iterations",
-                  "updates_per_iteration", "is_on_policy"}
-"""Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget)."""
+                  "updates_per_iteration", "is_on_policy", "samples_per_param_load"}
+"""Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget;
+it publishes parameters once per round of pieces, or per rollout on-policy)."""
 GYM_ONLY = {"env", "env_kwargs", "vector_env", "total_env_steps", "eval_interval_steps", "eval_episodes"}
 """Flags only the Gymnasium algorithms (dqn, ppo, sac) read."""
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the Gymnasium algorithms
