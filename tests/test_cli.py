@@ -139,3 +139,35 @@ def test_a_run_that_could_never_sample_is_refused_before_work(tmp_path: Path) ->
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "can never sample" in proc.stderr and "min_inserts" in proc.stderr
+
+
+@pytest.mark.parametrize("when", ["at once", "on a signal"])
+def test_a_run_whose_output_pipe_closes_still_writes_its_results(tmp_path: Path, when: str) -> None:
+    """``janus train | head``, or ``| tee log`` killed by the same Ctrl-C/SIGTERM as janus: the next
+    print raised BrokenPipeError, so the run died (exit 1, a traceback to the closed pipe) and
+    results.json was never written, or, after the signal, not the run so far."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    argv = ["train", "--config", DEFAULT, "--quick", "--out", str(out)]
+    if when == "on a signal":
+        argv = ["train", "--algo", "dqn", "--backend", "local", "--total_env_steps", "100000", "--results_interval_s", "1",
+                "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "janus.cli", *argv], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the run has started
+    if when == "on a signal":
+        while not (out / "results.json").exists():  # the first periodic write: the run is going
+            assert proc.poll() is None
+            time.sleep(0.1)
+    proc.stdout.close()  # the reader is gone
+    if when == "on a signal":
+        proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=180)
+    assert code == (143 if when == "on a signal" else 0)
+    (run,) = _results(out)["runs"]
+    assert run["status"] == ("interrupted" if when == "on a signal" else "finished")

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
 import functools
 import inspect
 import json
+import os
 import re
 import signal
 import sys
@@ -26,7 +28,7 @@ import textwrap
 import threading
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
@@ -521,6 +523,55 @@ class StopSignals:
         raise Aborted(signal.Signals(signum).name)
 
 
+class UnreadOutput:
+    """A text stream (stdout, stderr) that drops what it is given once nobody reads it: a closed
+    pipe (``janus train | head``, or a ``| tee log`` killed by the same Ctrl-C or SIGTERM as janus).
+    Printing there raised BrokenPipeError, which ended the run and lost its results; now the run
+    goes on (or stops as signalled) and writes its files as ever."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.unread = False
+
+    def write(self, text: str) -> int:
+        if not self.unread:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.unread:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        """From now on write nothing; point the descriptor at /dev/null so the bytes still buffered
+        do not fail again when the interpreter flushes at exit."""
+        self.unread = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding ...: the stream's own
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def output_that_may_go_unread() -> Iterator[None]:
+    """sys.stdout and sys.stderr as :class:`UnreadOutput` while a command runs."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = UnreadOutput(sys.stdout), UnreadOutput(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def close_flags(flag: str, known: Sequence[str], n: int = 3) -> list[str]:
     """Up to ``n`` of ``known`` flags a mistyped ``flag`` may have meant: those whose name holds
     it (``--steps``: ``--total_env_steps``), shortest first, then spelling look-alikes."""
@@ -545,6 +596,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``janus`` with ``argv`` (default: the command line); returns the exit code."""
+    with output_that_may_go_unread():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
     except KeyboardInterrupt:  # Ctrl-C before anything started
