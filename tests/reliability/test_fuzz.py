@@ -150,12 +150,15 @@ def _number_ok(v: Any, strict: bool) -> bool:
     placement=mostly(st.just("cpu_pageable"), st.one_of(st.sampled_from(["cpu_pinned", "cuda", "auto", "CPU", ""]), JUNK)),
     sampler=mostly(st.sampled_from(["uniform", "prioritized"]), st.just("lifo") | JUNK),
     seed=mostly(st.none() | st.integers(-(2**63), 2**63 - 2), st.integers(-(2**64), 2**64) | JUNK),
-    prio=st.fixed_dictionaries({k: mostly(st.floats(0.01, 2), st.floats(-1, 2) | JUNK) for k in ("alpha", "beta", "eps")}),
+    prio=st.fixed_dictionaries({k: st.none() | mostly(st.floats(0.01, 2), st.floats(-1, 2) | JUNK)
+                                for k in ("alpha", "beta", "eps")}),
 )
 def test_constructor_accepts_valid_and_names_invalid_arguments(capacity, placement, sampler, seed, prio):
     """ExperienceBuffer(...) succeeds iff every argument is valid; else the error names a bad one.
     cuda / cpu_pinned without CUDA raise PlacementUnavailableError; 2**40 prioritized items raise
-    AllocationError (a MemoryError)."""
+    AllocationError (a MemoryError). alpha, beta and eps (None: left out) belong to the prioritized
+    sampler: a uniform buffer given any of them refuses it."""
+    prio = {k: v for k, v in prio.items() if v is not None}
     bad = [name for name, ok in [
         ("capacity", _count_ok(capacity)),
         ("seed", seed is None or (type(seed) is int and -(2**63) <= seed < 2**63 - 1)),
@@ -163,8 +166,10 @@ def test_constructor_accepts_valid_and_names_invalid_arguments(capacity, placeme
         ("placement", placement in ("cpu_pageable", "auto") + (("cuda", "cpu_pinned") if HAS_CUDA else ())),
     ] if not ok]
     if sampler == "prioritized" and isinstance(sampler, str):
-        bad += [k for k in ("alpha", "beta", "eps") if not _number_ok(prio[k], strict=k == "eps")]
-        bad += ["alpha"] if _number_ok(prio["alpha"], strict=False) and prio["alpha"] > 10 else []  # MAX_ALPHA
+        bad += [k for k in prio if not _number_ok(prio[k], strict=k == "eps")]
+        bad += ["alpha"] if _number_ok(prio.get("alpha", 0.6), strict=False) and prio.get("alpha", 0.6) > 10 else []  # MAX_ALPHA
+    elif sampler == "uniform" and isinstance(sampler, str):
+        bad += list(prio)  # prioritized settings without the prioritized sampler
     try:
         buf = ExperienceBuffer(capacity, placement, sampler, seed, **prio)
     except AllocationError as exc:
