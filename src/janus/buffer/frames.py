@@ -121,8 +121,7 @@ class FrameStackReplay:
         if max_age is None:  # most of the headroom (see the docstring); a ring below capacity evicts early anyway
             max_age = max(3 * headroom // 4, 1) if headroom >= 64 else max(int(frame_capacity) // 8, 1)
         for name, value, high in (("max_age", max_age, 2**40), ("history", history, 4096)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= high:
-                raise invalid(name, value, f"an integer in [1, {high}]", BufferInputError)
+            validation.check_int(name, value, 1, high, error=BufferInputError)
         self.capacity, self.placement, self.seed = capacity, placement, None if seed is None else int(seed)
         self.frame_capacity, self.max_age, self.history = int(frame_capacity), int(max_age), int(history)
         self._sampler_name = sampler

@@ -25,7 +25,7 @@ from janus.buffer.experience import ExperienceBuffer
 from janus.buffer.frames import FrameStackReplay
 from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
-from janus.buffer.validation import check_frame_piece, check_piece
+from janus.buffer.validation import check_frame_piece, check_int, check_piece, is_int
 from janus.config import JanusConfig, resolve_janus
 from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, invalid
 
@@ -50,17 +50,6 @@ class StageStats:
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: Any, low: int, high: int | None = None, why: str = "") -> None:
-    """Refuse a constructor argument that is not an integer in ``[low, high]``, naming it."""
-    if not _is_int(value) or value < low or (high is not None and value > high):
-        bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise invalid(name, value, f"an integer {bounds}{why}")
 
 
 def _check_timeout(timeout: Any, none_ok: bool = True) -> float | None:
@@ -113,7 +102,7 @@ class JanusBuffer:
         if not isinstance(config, JanusConfig):
             raise BufferTypeError(f"JanusBuffer(config) takes a JanusConfig, e.g. JanusConfig(batch_size=64), "
                                   f"got {type(config).__name__}")
-        _check_int("time_major_dims", time_major_dims, 1)
+        check_int("time_major_dims", time_major_dims, 1)
         if frame_stack and config.placement == "auto":  # frames live in host memory (see FrameStackReplay)
             config = replace(config, placement="cpu_pageable")
         self.config = cfg = resolve_janus(config)
@@ -128,12 +117,12 @@ class JanusBuffer:
         learner_device = torch.device(cfg.learner_device)
 
         if cfg.is_on_policy:
-            if not _is_int(rollout_size) or rollout_size < 1 or rollout_size % cfg.num_minibatches:
+            if not is_int(rollout_size) or rollout_size < 1 or rollout_size % cfg.num_minibatches:
                 raise ConfigError(
                     f"invalid rollout_size: got {rollout_size!r}; accepted: a positive multiple of "
                     f"num_minibatches={cfg.num_minibatches} (on-policy needs the rollout size)"
                 )
-            _check_int("num_epochs", num_epochs, 1)
+            check_int("num_epochs", num_epochs, 1)
             rollout_size, num_epochs = int(rollout_size), int(num_epochs)
             self.schedule: OnPolicySchedule | None = OnPolicySchedule(rollout_size, cfg.num_minibatches, num_epochs)
             capacity, batch_size = rollout_size, rollout_size // cfg.num_minibatches
@@ -146,7 +135,7 @@ class JanusBuffer:
             self._collect_pieces, self._collect_transitions = int(cfg.g_collect), None
             batches_per_call = int(cfg.g_select)
             if min_size is not None:  # sampling needs an item; more than the capacity would never be stored
-                _check_int("min_size", min_size, 1, capacity, f" (buffer_capacity={capacity})")
+                check_int("min_size", min_size, 1, capacity, f" (buffer_capacity={capacity})")
             self.min_size = batch_size if min_size is None else int(min_size)
         self.batch_size = batch_size
 

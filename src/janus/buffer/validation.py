@@ -14,15 +14,29 @@ import numpy as np
 import torch
 
 from janus.buffer.storage import FieldSpec
-from janus.errors import BufferInputError, BufferTypeError, invalid
+from janus.errors import BufferInputError, BufferTypeError, ConfigError, JanusError, invalid
 
 #: Largest capacity / batch size accepted: far beyond any memory, yet small enough that torch
 #: reports an allocation failure (not an integer overflow) when asked for that many items.
 MAX_ITEMS = 2**40
 
 
+def is_int(value: Any) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None, why: str = "",
+              error: type[JanusError] = ConfigError) -> None:
+    """Refuse an argument that is not an integer in ``[low, high]`` (``high`` None: no bound),
+    naming it; ``why`` is added to what is accepted."""
+    if not is_int(value) or value < low or (high is not None and value > high):
+        bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise invalid(name, value, f"an integer {bounds}{why}", error)
+
+
 def _is_count(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and 1 <= value <= MAX_ITEMS
+    return is_int(value) and 1 <= value <= MAX_ITEMS
 
 
 def check_capacity(capacity: Any) -> None:
@@ -49,7 +63,7 @@ def is_finite_number(value: Any) -> bool:
 def check_seed(seed: Any) -> None:
     if seed is None:
         return
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -(2**63) <= seed < 2**63 - 1:
+    if not is_int(seed) or not -(2**63) <= seed < 2**63 - 1:
         raise invalid("seed", seed, "None or an integer in [-2**63, 2**63 - 1)", BufferInputError)
 
 

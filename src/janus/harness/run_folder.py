@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -319,8 +320,6 @@ def check_resume_request(args: argparse.Namespace, requested: RunConfig) -> None
 def _with_defaults(cfg: RunConfig, keys: set[str]) -> dict[str, Any]:
     """``cfg`` as a dict whose ``algorithm`` section also holds ``keys`` left at their default (a
     config.yaml lists only the hyperparameters that were set)."""
-    from dataclasses import fields
-
     from janus.algorithms.base import algorithm
 
     out = cfg.to_dict()
