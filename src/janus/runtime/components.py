@@ -44,7 +44,7 @@ class Worker(Component):
     """
 
     def __init__(
-        self, name: str, proxy: str, make_actor: Callable[[], ActorSide], lockstep: bool,
+        self, name: str, proxy: str, make_actor: Callable[[int], ActorSide], lockstep: bool,
         max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None, paced: bool = False,
     ) -> None:
         super().__init__(name)
@@ -70,8 +70,8 @@ class Worker(Component):
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
-        if self.actor is None:
-            self.actor = self.make_actor()
+        if self.actor is None:  # this instance's own experience stream (see janus.algorithms.seeding)
+            self.actor = self.make_actor(self.instance)
         self._fetch(0)
 
     def on_InsertCreditMsg(self, msg: InsertCreditMsg) -> None:

@@ -94,9 +94,15 @@ def _built(thing: Any) -> Any:
     return thing
 
 
-def make_actor(cfg: RunConfig, index: int) -> Any:
-    restored = load_run_state(cfg).get("env_steps", 0) // cfg.workload.num_actors  # epsilon continues
-    return algo_of(cfg).actor(cfg, index, initial_env_steps=restored)
+def make_actor(cfg: RunConfig, index: int, instance: int = 0) -> Any:
+    """Worker ``index``'s actor, instance ``instance`` (0 the first, +1 per restart). A resumed
+    session acts in streams of its own (session ``1 + env steps resumed from``), not those of the
+    session it resumes, whose experience up to the checkpoint is in the replay."""
+    state = load_run_state(cfg)
+    restored = int(state.get("env_steps", 0))
+    session = 1 + restored if state else 0
+    return algo_of(cfg).actor(cfg, index, initial_env_steps=restored // cfg.workload.num_actors,  # epsilon continues
+                              instance=instance, session=session)
 
 
 def make_learner(cfg: RunConfig) -> Any:
