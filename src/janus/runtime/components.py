@@ -106,7 +106,6 @@ class Worker(Component):
         piece, info = self.actor.rollout()
         self.count("rollout_s", time.perf_counter() - t0)
         count = int(np.prod(next(iter(piece.values())).shape[:2]))
-        self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
         self.rollouts += 1
         self.insert_credit -= self.paced
         self.count("transitions", count)
@@ -117,9 +116,14 @@ class Worker(Component):
         returns = list(info.get("episode_returns", ()))
         if returns:
             self.count("episodes", len(returns))
-        if self.orchestrator is not None:  # metrics, not data: a few floats (every piece: env_steps stays exact)
-            self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns,
-                                                               **actor_metrics}))
+        if self.orchestrator is not None:  # metrics, not data: a few floats (every piece: the counts stay exact)
+            # before the piece: an instance killed between the two has its piece counted as produced
+            # (and lost), never inserted without being produced; the Orchestrator keeps every
+            # instance's counts, so a replaced one's still count when its process took its counters
+            self.send(self.orchestrator, CountsMsg(self.name, {
+                "env_steps": self.counters["env_steps"], "transitions": self.counters["transitions"],
+                "instance": self.instance, "episode_returns": returns, **actor_metrics}))
+        self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
         if not self.lockstep:
             self._fetch(self.version + 1)
         return True

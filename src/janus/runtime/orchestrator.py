@@ -88,8 +88,9 @@ class Orchestrator(Component):
         self.failure: str | None = None
         self.finished = False
         self.stalls = 0  # health checks that found no progress since the previous one
-        self.worker_steps: dict[str, int] = {}
-        self.retired_steps = 0  # env steps of worker instances replaced by a restart
+        # (worker, instance) -> its last reported counts ("env_steps", "transitions"): every instance
+        # of this process's session, replaced ones included (their processes took their counters along)
+        self.instance_counts: dict[tuple[str, int], dict[str, int]] = {}
         self.started_at = time.monotonic()
         # a resumed run continues its counters, learning curve and clock
         initial = initial or {}
@@ -152,20 +153,23 @@ class Orchestrator(Component):
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
             self._add_metrics(msg.counters)
-        elif "episode_returns" in msg.counters:  # a worker's piece: the learning curve, its actor metrics
-            self._add_episodes(msg.sender, int(msg.counters.get("env_steps", 0)), msg.counters["episode_returns"])
+        elif "episode_returns" in msg.counters:  # a worker's piece: its counts, the learning curve, its actor metrics
+            instance = int(msg.counters.get("instance", self.restarts.get(msg.sender, 0)))
+            counts = self.instance_counts.setdefault((msg.sender, instance), {"env_steps": 0, "transitions": 0})
+            before = counts["env_steps"]
+            counts["env_steps"] = int(msg.counters.get("env_steps", before))
+            counts["transitions"] = int(msg.counters.get("transitions", counts["transitions"]))
+            self._add_episodes(msg.sender, counts["env_steps"] - before, msg.counters["episode_returns"])
             actor = {k: v for k, v in msg.counters.items() if k.startswith("actor.")}
             if actor:  # as fresh as the last piece (its Pong may come later: a short run's rows need them)
                 self.component_counters.setdefault(msg.sender, {}).update(actor)
 
-    def _add_episodes(self, worker: str, worker_steps: int, returns: list[float]) -> None:
-        """Episodes a worker finished in its last piece, spread evenly over the env steps and the
-        time of that piece in the order they finished (one rollout of PPO finishes many episodes:
-        they must not all share its last step)."""
-        before = self.worker_steps.get(worker, 0)
-        self.worker_steps[worker] = worker_steps
+    def _add_episodes(self, worker: str, span: int, returns: list[float]) -> None:
+        """Episodes a worker finished in its last piece (of ``span`` env steps), spread evenly over
+        the env steps and the time of that piece in the order they finished (one rollout of PPO
+        finishes many episodes: they must not all share its last step)."""
         steps, elapsed = self.env_steps, self.elapsed_s
-        span = max(worker_steps - before, 0)
+        span = max(span, 0)
         last_point = self.curve[-1][0] if self.curve else self.base_elapsed  # wall times never decrease
         since = min(max(self.worker_elapsed.get(worker, self.base_elapsed), last_point), elapsed)
         self.worker_elapsed[worker] = elapsed
@@ -357,7 +361,6 @@ class Orchestrator(Component):
         errors amount to a crash loop (the run is then stopped)."""
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.starting[worker] = (now, self.seq)
-        self.retired_steps += self.worker_steps.pop(worker, 0)  # the new instance counts from 0
         error = self.restart(worker)  # type: ignore[misc]
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
@@ -401,8 +404,14 @@ class Orchestrator(Component):
 
     @property
     def env_steps(self) -> int:
-        """Environment steps reported by workers (plus those of the run being resumed)."""
-        return self.base_steps + self.retired_steps + sum(self.worker_steps.values())
+        """Environment steps reported by every worker instance (plus those of the run being resumed)."""
+        return self.base_steps + self.produced("env_steps")
+
+    def produced(self, key: str, retired_only: bool = False) -> int:
+        """The sum of count ``key`` (``env_steps``, ``transitions``) over every worker instance of this
+        session as last reported, or over those a restart replaced only."""
+        return sum(c[key] for (worker, instance), c in self.instance_counts.items()
+                   if not retired_only or instance < self.restarts.get(worker, 0))
 
     @property
     def elapsed_s(self) -> float:
@@ -431,6 +440,8 @@ class Orchestrator(Component):
             "worker_errors": self.faults.summary(),
             "batches_beyond_ratio": self.beyond_ratio,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
-            "evaluations": list(self.evaluations), "retired_env_steps": self.retired_steps,
+            "evaluations": list(self.evaluations), "retired_env_steps": self.produced("env_steps", retired_only=True),
+            "retired_transitions": self.produced("transitions", retired_only=True),
+            "worker_env_steps": self.produced("env_steps"), "worker_transitions": self.produced("transitions"),
             "train_metrics": list(self.train_metrics),
         }

@@ -459,6 +459,19 @@ def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: f
     return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier, outcome="running")
 
 
+def produced(workers: Mapping[str, Mapping[str, float]], status: Mapping[str, Any], key: str) -> int:
+    """What every worker instance of this session produced (``key``: ``env_steps`` or
+    ``transitions``), retired instances included, on every backend.
+
+    Two lower bounds, the larger wins: the Orchestrator's count of each instance's last report
+    (live on every backend: a process-backend worker's own counters reach the learner only when it
+    stops, and a killed one's never), and the current instances' counters plus the retired ones'
+    as the Orchestrator last heard them (ahead when a stop drained pieces after the last status)."""
+    reported = int(status.get(f"worker_{key}", 0))
+    current = int(sum(c.get(key, 0) for c in workers.values())) + int(status.get(f"retired_{key}", 0))
+    return max(reported, current)
+
+
 def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
               earlier: Mapping[str, Any] | None = None, outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
@@ -468,14 +481,14 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
-    transitions = sum(c.get("transitions", 0) for c in workers.values())
+    transitions = produced(workers, status, "transitions")
     trained = int(trainer.get("batches_trained", status.get("trained", 0)))
     update_s = trainer.get("update_s", 0.0)
     limiter = make_limiter(cfg)
     inserted = int(tm.get("transitions_inserted", 0))
     curve = learning_curve(status.get("curve", []))
     metrics = metric_columns(status.get("train_metrics", []))
-    env_steps = int(sum(c.get("env_steps", 0) for c in workers.values())) + int(status.get("retired_env_steps", 0))
+    env_steps = produced(workers, status, "env_steps")
     faults = status.get("worker_errors", {})
     return RunResult(
         name=cfg.name,
