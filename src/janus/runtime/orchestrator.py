@@ -29,6 +29,52 @@ def run_state(summary: dict[str, Any]) -> dict[str, Any]:
             "train_metrics": summary["train_metrics"]}
 
 
+STALL_MIN_S = 3.0  # a stall: nothing moved for at least this long...
+STALL_PACE_FACTOR = 4.0  # ...and for this many times the run's usual time between moves
+STARTUP_STALL_S = 30.0  # before anything first moved (processes spawn, environments build)
+
+
+class StallWatch:
+    """Counts stalls: spells in which nothing of the pipeline moved (no env step reported, no
+    transition inserted, no batch trained) for longer than the run's own pace makes normal.
+
+    A slow learner is no stall: the bar is :data:`STALL_PACE_FACTOR` times the usual time between
+    moves (a moving average of the health checks' observations), and at least
+    :data:`STALL_MIN_S`; before the first move, :data:`STARTUP_STALL_S`. A spell counts once,
+    however long it lasts; a checkpoint or an evaluation in progress holds the pipeline on purpose
+    and is none."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.progress: tuple[int, ...] | None = None  # the counts at the last check
+        self.moved_at = 0.0  # when they last changed (or the first check, or an excused one)
+        self.moved = False  # anything changed since the first check
+        self.stalled = False  # the current spell was counted
+        self.pace_s: float | None = None  # moving average of the time between moves
+
+    @property
+    def threshold_s(self) -> float:
+        """How long nothing may move before it is a stall."""
+        if not self.moved:
+            return STARTUP_STALL_S
+        return max(STALL_MIN_S, STALL_PACE_FACTOR * (self.pace_s or 0.0))
+
+    def check(self, now: float, progress: tuple[int, ...], excused: bool = False) -> None:
+        """One health check's counts ``progress`` at ``now``; ``excused``: a pause on purpose."""
+        if self.progress is None:  # the first check: nothing could have moved yet
+            self.progress, self.moved_at = progress, now
+        elif progress != self.progress:
+            gap = now - self.moved_at
+            if self.moved and not self.stalled:  # a stall is not the run's pace
+                self.pace_s = gap if self.pace_s is None else 0.8 * self.pace_s + 0.2 * gap
+            self.progress, self.moved_at, self.moved, self.stalled = progress, now, True, False
+        elif excused:
+            self.moved_at = now
+        elif not self.stalled and now - self.moved_at > self.threshold_s:
+            self.count += 1
+            self.stalled = True
+
+
 class Orchestrator(Component):
     """Starts everyone, paces sampling, watches health, restarts workers, stops at the goal.
 
@@ -87,7 +133,7 @@ class Orchestrator(Component):
         self.instance_started: dict[str, float] = {}  # when each worker's current instance started
         self.failure: str | None = None
         self.finished = False
-        self.stalls = 0  # health checks that found no progress since the previous one
+        self.stall_watch = StallWatch()  # counts spells in which nothing moved (``stalls``)
         # (worker, instance) -> its last reported counts ("env_steps", "transitions"): every instance
         # of this process's session, replaced ones included (their processes took their counters along)
         self.instance_counts: dict[tuple[str, int], dict[str, int]] = {}
@@ -331,7 +377,6 @@ class Orchestrator(Component):
         if not self._health_checked:  # at the first step: nothing could have progressed yet
             self._health_checked = True
         elif progress == self._last_progress and not self.checkpoint_open and not self.evaluation_pending:
-            self.stalls += 1
             if self.stall_timeout_s and now - self.progress_at > self.stall_timeout_s:
                 self.failure = self.stall_diagnosis(now - self.progress_at)
                 self.stop_all(self.failure)
@@ -339,6 +384,7 @@ class Orchestrator(Component):
         else:
             self.progress_at = now
         self._last_progress = progress
+        self.stall_watch.check(now, (*progress, self.env_steps), excused=self.checkpoint_open or self.evaluation_pending)
         for name, role in self.roles.items():
             started = self.starting.get(name)
             if started is not None:
@@ -401,6 +447,11 @@ class Orchestrator(Component):
                     f"selection stage is starved — check g_select, batch_size and buffer_capacity")
         return (f"{head}: no sample credit is allowed and no worker inserts (samples_per_insert "
                 f"{lim.samples_per_insert:g}, {self.pieces_in_flight} pieces granted in flight) — check the ratio settings")
+
+    @property
+    def stalls(self) -> int:
+        """Spells in which the pipeline was stuck (see :class:`StallWatch`)."""
+        return self.stall_watch.count
 
     @property
     def env_steps(self) -> int:
