@@ -393,7 +393,7 @@ class Orchestrator(Component):
                 silent, limit = now - self.last_pong.get(name, now), self.pong_timeout_s
             if silent > limit:
                 if role == "worker" and self.restart is not None:
-                    if not self._replace(name, now):
+                    if not self._replace(name, now, silent_s=silent):
                         return
                 else:
                     self.failure = f"{role} {name!r} did not answer a ping within {limit:g}s"
@@ -402,9 +402,10 @@ class Orchestrator(Component):
             self.seq += 1
             self.send(name, PingMsg(self.seq, now, self.name))
 
-    def _replace(self, worker: str, now: float) -> bool:
+    def _replace(self, worker: str, now: float, silent_s: float | None = None) -> bool:
         """Have the backend replace ``worker`` by a fresh instance and start it; False if its
-        errors amount to a crash loop (the run is then stopped)."""
+        errors amount to a crash loop (the run is then stopped). ``silent_s``: it is replaced for
+        not answering pings that long (else: the backend reported it down)."""
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.starting[worker] = (now, self.seq)
         error = self.restart(worker)  # type: ignore[misc]
@@ -412,6 +413,8 @@ class Orchestrator(Component):
         self.instance_started[worker] = now
         self._forget_credit(worker)
         crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
+        if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, like an error
+            self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
         if crash_loop is not None:
             self.failure = crash_loop
             self.stop_all(crash_loop)

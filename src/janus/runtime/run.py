@@ -424,20 +424,29 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
 
 
 def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
-    """Print on stderr the worker errors the Orchestrator recorded since ``shown`` of them were
-    (the first with its traceback); returns how many are shown now."""
-    if not faults or faults["total"] <= shown:
+    """Print on stderr the worker replacements the Orchestrator recorded since ``shown`` of them
+    were: errors (the first with its traceback) and instances replaced for not answering pings
+    (stopped or hung); returns how many are shown now."""
+    faults = faults or {}
+    total = int(faults.get("notices_total", 0))
+    if total <= shown:
         return shown
+    new = faults["notices"][-(total - shown):]
+    errors = [e for e in new if e["kind"] == "error"]
     # The error that stopped the run is not "restarted": the run's failure reports it.
-    new = [e for e in faults["recent"][-(faults["total"] - shown):] if not e.get("stopped_run")]
-    if new and shown == 0 and faults.get("first_traceback"):
+    restarted = [e for e in errors if not e["stopped_run"]]
+    if restarted and faults["total"] == len(errors) and faults.get("first_traceback"):  # the run's first error
         print(f"janus: a worker raised an error; it is restarted (a worker that keeps failing within a minute "
               f"of its start stops the run). Its traceback:\n{faults['first_traceback'].rstrip()}",
               file=sys.stderr, flush=True)
     for e in new:
-        print(f"janus: worker {e['worker']!r} raised {e['error']} ({e['in_a_row']} in a row); restarted it "
-              f"{e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
-    return faults["total"]
+        if e["kind"] == "unresponsive":
+            print(f"janus: worker {e['worker']!r} did not answer a ping for {e['silent_s']:.1f}s (a stopped or hung "
+                  f"process); replaced it {e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
+        elif not e["stopped_run"]:
+            print(f"janus: worker {e['worker']!r} raised {e['error']} ({e['in_a_row']} in a row); restarted it "
+                  f"{e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
+    return total
 
 
 def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
