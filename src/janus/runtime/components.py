@@ -41,16 +41,22 @@ class Worker(Component):
     * ``lockstep`` (on-policy, correctness rather than a rate): rollout ``i`` acts with parameters
       of version ``>= base + i``, i.e. trained on rollout ``i-1``. Off-policy, a worker asks for a
       newer version after each piece but never waits for it.
+
+    ``make_actor`` builds the actor when the worker starts; with ``actor_takes_instance`` it is
+    given the worker's :attr:`instance` (0 the first, +1 per restart), so that a restarted worker
+    acts in an experience stream of its own (see :mod:`janus.algorithms.seeding`).
     """
 
     def __init__(
-        self, name: str, proxy: str, make_actor: Callable[[int], ActorSide], lockstep: bool,
+        self, name: str, proxy: str, make_actor: Callable[..., ActorSide], lockstep: bool,
         max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None, paced: bool = False,
+        actor_takes_instance: bool = False,
     ) -> None:
         super().__init__(name)
         self.proxy = proxy
         self.orchestrator = orchestrator
         self.make_actor = make_actor
+        self.actor_takes_instance = actor_takes_instance
         self.lockstep = lockstep
         self.max_rollouts = max_rollouts  # pieces to produce; 0: unlimited
         self.pieces_per_rollout = pieces_per_rollout
@@ -70,8 +76,8 @@ class Worker(Component):
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
-        if self.actor is None:  # this instance's own experience stream (see janus.algorithms.seeding)
-            self.actor = self.make_actor(self.instance)
+        if self.actor is None:
+            self.actor = self.make_actor(self.instance) if self.actor_takes_instance else self.make_actor()
         self._fetch(0)
 
     def on_InsertCreditMsg(self, msg: InsertCreditMsg) -> None:

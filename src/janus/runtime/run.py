@@ -122,7 +122,7 @@ def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
     p = algo_of(cfg).pacing(cfg)
     return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=p.lockstep,
                   max_rollouts=pieces_per_worker(cfg), pieces_per_rollout=p.pieces_per_rollout, orchestrator="orchestrator",
-                  paced=make_limiter(cfg).limits_inserts)
+                  paced=make_limiter(cfg).limits_inserts, actor_takes_instance=True)
 
 
 def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
