@@ -149,6 +149,23 @@ def test_the_instance_reaches_the_actor_and_changes_its_stream() -> None:
         first.close(), replacement.close()
 
 
+def test_a_resumed_session_does_not_replay_the_first_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``--resume`` session acts in streams of its own: session ``1 +`` the env steps it resumes from."""
+    cfg = dqn_cfg("local")
+    fresh = make_actor(cfg, 0)
+    monkeypatch.setattr(runmod, "load_run_state", lambda cfg: {"env_steps": 0, "trained": 0})  # resumed at its start
+    at_start = make_actor(cfg, 0)
+    monkeypatch.setattr(runmod, "load_run_state", lambda cfg: {"env_steps": 5000, "trained": 100})
+    later = make_actor(cfg, 0)
+    try:
+        for a, b in ((fresh, at_start), (fresh, later), (at_start, later)):
+            assert not np.isclose(a.actor.obs[:, None], b.actor.obs[None]).all(-1).any()
+        assert later.actor.env_steps == 5000 // cfg.workload.num_actors  # its exploration schedule continues
+    finally:
+        for side in (fresh, at_start, later):
+            side.close()
+
+
 def test_a_restarted_worker_component_knows_its_instance() -> None:
     """The backend tells the component which instance it is, before it builds its actor (the
     process backend's, in the worker's process: the duplicate-row test above fails without it)."""
