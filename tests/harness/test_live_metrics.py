@@ -125,18 +125,54 @@ def test_metric_sums_of_an_interrupted_run_become_a_row_at_the_orchestrators_sto
     assert len(orch.summary()["train_metrics"]) == 1
 
 
-def test_stalls_count_checks_without_progress_but_not_the_first_one_at_the_start() -> None:
+def test_a_slow_healthy_run_has_no_stalls_and_a_stuck_one_counts_each_spell_once() -> None:
+    """Issue 35 item 9: a stall is a spell in which nothing moved for longer than the run's own
+    pace allows, counted once, not every health check that found no new insert or update (a DQN
+    run on Pong at ~4 updates/s reported ``stalls: 328``)."""
     orch = orchestrator()
     orch.bind(type("Outbox", (), {"send": lambda self, dest, msg: None})())  # type: ignore[arg-type]
     t0 = time.monotonic()
-    orch.last_pong = {n: t0 + 100 for n in orch.roles}
-    orch._health(t0)  # the first step of a run: nothing to compare with yet
-    assert orch.stalls == 0
-    orch._health(t0 + 0.5)  # no insert and no update since
+    orch.last_pong = {n: t0 + 10_000 for n in orch.roles}
+    t, inserted, trained = t0, 0, 0
+    orch._health(t)  # the first step of a run: nothing to compare with yet
+    for i in range(1, 241):  # 2 minutes of checks every 0.5 s; something moves only every 2 s
+        t = t0 + 0.5 * i
+        if i % 4 == 0:
+            inserted, trained = inserted + 32, trained + 8
+            orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": inserted}))
+            orch.on_CountsMsg(CountsMsg("trainer", {"trained": trained}))
+        orch._health(t)
+    assert orch.stalls == 0  # slow, never stuck (the old count: 180 here)
+    for i in range(1, 61):  # then nothing at all moves for 30 s: one stall
+        orch._health(t + 0.5 * i)
     assert orch.stalls == 1
-    orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": 32}))
-    orch._health(t0 + 1.0)
-    assert orch.stalls == 1
+    t += 30.0
+    orch.on_CountsMsg(CountsMsg("worker-0", {"env_steps": 64, "episode_returns": []}))  # env steps move: not stuck
+    orch._health(t + 0.5)
+    for i in range(2, 61):
+        orch._health(t + 0.5 * i)
+    assert orch.stalls == 2  # a second spell, after the pipeline moved again
+
+
+def test_a_stall_is_judged_against_the_runs_own_pace_and_not_before_anything_moved() -> None:
+    from janus.runtime.orchestrator import STARTUP_STALL_S, StallWatch
+
+    watch = StallWatch()
+    watch.check(0.0, (0, 0, 0))
+    watch.check(STARTUP_STALL_S - 1, (0, 0, 0))  # processes spawn, environments build
+    assert watch.count == 0
+    for i in range(1, 20):  # something moves every 5 s: a 12 s pause is within its pace
+        watch.check(STARTUP_STALL_S + 5.0 * i, (i, 0, 0))
+    watch.check(STARTUP_STALL_S + 5.0 * 19 + 12.0, (19, 0, 0))
+    assert watch.count == 0
+    watch.check(STARTUP_STALL_S + 5.0 * 19 + 25.0, (19, 0, 0))  # 5x its pace: stuck
+    assert watch.count == 1
+    excused = StallWatch()
+    excused.check(0.0, (0,))
+    excused.check(1.0, (1,))
+    for i in range(2, 100):  # a checkpoint holds the pipeline on purpose
+        excused.check(float(i), (1,), excused=True)
+    assert excused.count == 0
 
 
 def test_episodes_of_one_piece_are_spread_over_its_env_steps() -> None:

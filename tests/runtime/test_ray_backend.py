@@ -149,6 +149,9 @@ def test_killed_worker_process_is_restarted_and_training_completes(ray_session: 
     assert fresh.get("params_loaded", 0) >= 1 and fresh.get("rollouts", 0) > 0, "the restarted worker loaded params"
     assert backend._final["worker-1"]["pid"] not in killed
     assert run["counts"]["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
+    # the killed instances' output counts too (their counters died with their processes)
+    assert run["counts"]["transitions_produced"] >= run["counts"]["transitions_inserted"] > 0
+    assert run["counts"]["env_steps"] >= run["counts"]["transitions_inserted"]
     assert_clean(backend)
 
 

@@ -117,7 +117,13 @@ class Algorithm:
     def validate(self, cfg: RunConfig) -> None:
         """Raise :class:`~janus.errors.ConfigError` for settings this algorithm cannot run."""
 
-    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0) -> ActorSide:
+    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
+              session: int = 0) -> ActorSide:
+        """What worker ``index`` runs. Its experience stream (environment and exploration seeds) is
+        named by ``(cfg.seed, index, session, instance)``: see :mod:`janus.algorithms.seeding`.
+        ``instance``: 0 for the worker's first instance, +1 per restart; ``session``: 0 for a fresh
+        run, ``1 + env steps resumed from`` for a ``--resume`` session; ``initial_env_steps``:
+        where this worker's schedules (exploration) continue from."""
         raise NotImplementedError
 
     def learner(self, cfg: RunConfig) -> LearnerSide:

@@ -35,6 +35,7 @@ from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorit
 from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
 from janus.algorithms.linear_chain import LinearChain, linear_chain
 from janus.algorithms.optim import adam, clip_grad_norm
+from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
 
@@ -122,12 +123,13 @@ class DQNActor:
     """Set (to ``worker index * num_envs``) when the replay stores frames once: pieces then carry
     ``stream``, the id of the env each row comes from (``stream_base + env``)."""
 
-    def __init__(self, cfg: DQNConfig, env_id: str, seed: int, num_envs: int | None = None,
+    def __init__(self, cfg: DQNConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
+        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
         if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         check_action_space("dqn", self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
@@ -135,10 +137,10 @@ class DQNActor:
         self.action_start = int(self.envs.single_action_space.start)
         self.obs_dtype = obs_dtype(self.envs.single_observation_space)  # uint8 images stay uint8
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(seeds.torch_seed)
             self.net = q_network(cfg, self.envs.single_observation_space, self.envs.single_action_space)
-        self.rng = np.random.default_rng(seed)
-        self.obs, _ = self.envs.reset(seed=seed)
+        self.rng = seeds.numpy()
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0  # env steps taken by this actor (sum over sub-envs)
@@ -370,10 +372,10 @@ class DQN(ReplayGymAlgorithm):
             spec = replace(spec, frame_stack=True)
         return spec
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> DQNActorSide:
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> DQNActorSide:
         w = cfg.workload
-        actor = DQNActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
-                         vector_env=w.vector_env)
+        seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
+        actor = DQNActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
         if self.config(cfg).frame_stack_dedup and is_frame_stack(actor.envs.single_observation_space):
             actor.stream_base = index * actor.num_envs
         return DQNActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)

@@ -128,8 +128,9 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     episodes, rewards clipped; the real ones in ``info``), not an evaluation's. ``vector_env``:
     ``sync``, ``async`` or ``auto`` (:func:`vector_env_kind`); close an ``async`` one (its
     subprocesses) with ``close()``. ``seed`` seeds the action and observation spaces;
-    the caller seeds the environments with the first ``envs.reset(seed=seed)`` (sub-env ``i`` gets
-    ``seed + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
+    the caller seeds the environments with the first ``envs.reset(seed=...)``: an actor gives each
+    sub-env a seed of its own (:mod:`janus.algorithms.seeding`; an int ``s`` gives sub-env ``i`` the
+    seed ``s + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
     for an unknown id, an environment that cannot be built (e.g. a missing optional dependency,
     a keyword it does not take) or a non-Box observation space.
     """

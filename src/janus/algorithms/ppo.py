@@ -38,6 +38,7 @@ from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
+from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.returns import gae
 
 
@@ -228,15 +229,16 @@ def draw(out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor | None,
 class PPOActor:
     """Actor side: on-policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: PPOConfig, env_id: str, seed: int, num_envs: int | None = None,
+    def __init__(self, cfg: PPOConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(seeds.torch_seed)
             self.agent = PPOAgent(cfg, self.envs.single_observation_space, space)
         if self.agent.continuous:
             self.low, self.high = space.low, space.high
@@ -244,9 +246,9 @@ class PPOActor:
             self.action_start = int(space.start)
         uint8 = obs_dtype(self.envs.single_observation_space) == np.uint8
         self.obs_dtype = torch.uint8 if uint8 else torch.float32
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seeds.torch_seed)
         self.policy = policy_value(self.agent)
-        self.obs, _ = self.envs.reset(seed=seed)
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0
@@ -384,10 +386,10 @@ class PPO(GymAlgorithm):
         iterations = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
         return Budget(iterations * cfg.updates_per_iteration, iterations)
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GymActorSide:
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GymActorSide:
         w = cfg.workload
-        actor = PPOActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
-                         vector_env=w.vector_env)
+        seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
+        actor = PPOActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
         return GymActorSide(actor, self.pacing(cfg).piece_steps, initial_env_steps)
 
     def make_learner(self, config: PPOConfig, obs_space: Any, action_space: Any, seed: int) -> PPOLearner:

@@ -30,6 +30,7 @@ from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_
 from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.optim import adam
+from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.errors import invalid
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -138,21 +139,22 @@ class ActionScale:
 class SACActor:
     """Actor side: stochastic policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: SACConfig, env_id: str, seed: int, num_envs: int | None = None,
+    def __init__(self, cfg: SACConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seed, env_kwargs,
+        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
+        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.action_dim = int(space.shape[0])
         self.scale = ActionScale(space)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(seeds.torch_seed)
             self.policy = policy_network(cfg, self.envs.single_observation_space, space)
-        self.generator = torch.Generator().manual_seed(seed)
-        self.rng = np.random.default_rng(seed)
-        self.obs, _ = self.envs.reset(seed=seed)
+        self.generator = torch.Generator().manual_seed(seeds.torch_seed)
+        self.rng = seeds.numpy()
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0
@@ -319,10 +321,10 @@ class SAC(ReplayGymAlgorithm):
         ``validate`` before any work."""
         _check_box(action_space)
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> GlobalStepActorSide:
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GlobalStepActorSide:
         w = cfg.workload
-        actor = SACActor(self.config(cfg), w.env, cfg.seed * 1000 + index, w.envs_per_actor, w.env_kwargs,
-                         vector_env=w.vector_env)
+        seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
+        actor = SACActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
         return GlobalStepActorSide(actor, self.pacing(cfg).piece_steps, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: SACConfig, obs_space: Any, action_space: Any, seed: int) -> SACLearner:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from janus.algorithms.base import Algorithm, register
+from janus.algorithms.seeding import stream_seeds
 from janus.config import WorkloadConfig
 
 DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
@@ -156,10 +157,12 @@ class Synthetic(Algorithm):
     def is_on_policy(self, cfg: Any) -> bool:
         return bool(cfg.janus.is_on_policy)
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0) -> SyntheticActorSide:
+    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
+              session: int = 0) -> SyntheticActorSide:
         j = cfg.janus
         piece_steps = self.pacing(cfg).piece_steps
-        return SyntheticActorSide(cfg.workload, j.actor_device, cfg.seed * 1000 + index, not j.is_on_policy, piece_steps)
+        seeds = stream_seeds(cfg.seed, index, cfg.workload.envs_per_actor, instance=instance, session=session)
+        return SyntheticActorSide(cfg.workload, j.actor_device, seeds.torch_seed, not j.is_on_policy, piece_steps)
 
     def learner(self, cfg: Any) -> SyntheticLearnerSide:
         return SyntheticLearnerSide(cfg.workload, cfg.janus.learner_device, cfg.seed)

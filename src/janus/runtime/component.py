@@ -38,6 +38,9 @@ class Component:
         self.started = False
         self.stopped = False
         self.counters: dict[str, float] = {}
+        self.instance = 0
+        """Which instance of this component it is: 0 the first, +1 per restart (set by the backend
+        that builds it, before it starts; a Worker's experience stream depends on it)."""
 
     def bind(self, outbox: Outbox) -> None:
         self.out = outbox

@@ -41,16 +41,22 @@ class Worker(Component):
     * ``lockstep`` (on-policy, correctness rather than a rate): rollout ``i`` acts with parameters
       of version ``>= base + i``, i.e. trained on rollout ``i-1``. Off-policy, a worker asks for a
       newer version after each piece but never waits for it.
+
+    ``make_actor`` builds the actor when the worker starts; with ``actor_takes_instance`` it is
+    given the worker's :attr:`instance` (0 the first, +1 per restart), so that a restarted worker
+    acts in an experience stream of its own (see :mod:`janus.algorithms.seeding`).
     """
 
     def __init__(
-        self, name: str, proxy: str, make_actor: Callable[[], ActorSide], lockstep: bool,
+        self, name: str, proxy: str, make_actor: Callable[..., ActorSide], lockstep: bool,
         max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None, paced: bool = False,
+        actor_takes_instance: bool = False,
     ) -> None:
         super().__init__(name)
         self.proxy = proxy
         self.orchestrator = orchestrator
         self.make_actor = make_actor
+        self.actor_takes_instance = actor_takes_instance
         self.lockstep = lockstep
         self.max_rollouts = max_rollouts  # pieces to produce; 0: unlimited
         self.pieces_per_rollout = pieces_per_rollout
@@ -71,7 +77,7 @@ class Worker(Component):
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
         if self.actor is None:
-            self.actor = self.make_actor()
+            self.actor = self.make_actor(self.instance) if self.actor_takes_instance else self.make_actor()
         self._fetch(0)
 
     def on_InsertCreditMsg(self, msg: InsertCreditMsg) -> None:
@@ -106,7 +112,6 @@ class Worker(Component):
         piece, info = self.actor.rollout()
         self.count("rollout_s", time.perf_counter() - t0)
         count = int(np.prod(next(iter(piece.values())).shape[:2]))
-        self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
         self.rollouts += 1
         self.insert_credit -= self.paced
         self.count("transitions", count)
@@ -117,9 +122,14 @@ class Worker(Component):
         returns = list(info.get("episode_returns", ()))
         if returns:
             self.count("episodes", len(returns))
-        if self.orchestrator is not None:  # metrics, not data: a few floats (every piece: env_steps stays exact)
-            self.send(self.orchestrator, CountsMsg(self.name, {"env_steps": self.counters["env_steps"], "episode_returns": returns,
-                                                               **actor_metrics}))
+        if self.orchestrator is not None:  # metrics, not data: a few floats (every piece: the counts stay exact)
+            # before the piece: an instance killed between the two has its piece counted as produced
+            # (and lost), never inserted without being produced; the Orchestrator keeps every
+            # instance's counts, so a replaced one's still count when its process took its counters
+            self.send(self.orchestrator, CountsMsg(self.name, {
+                "env_steps": self.counters["env_steps"], "transitions": self.counters["transitions"],
+                "instance": self.instance, "episode_returns": returns, **actor_metrics}))
+        self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
         if not self.lockstep:
             self._fetch(self.version + 1)
         return True

@@ -8,7 +8,8 @@ short-lived instances produced, and ends "successfully" with no word of the erro
 is reported (:attr:`WorkerFaults.errors`, printed by the driver, kept in results.json), and a
 worker whose instances raise ``limit`` times in a row, each within ``window_s`` of its start,
 fails the run with the error (like systemd's start limit). An instance that ran longer before its
-error starts a new count; one that hung (no error) resets it. A bad setting
+error starts a new count; one that hung (no error) resets it, and is reported too
+(:meth:`WorkerFaults.record_unresponsive`: a stopped process, a deadlock). A bad setting
 (:class:`~janus.errors.ConfigError`, e.g. an environment id a worker process cannot make) comes
 back on every restart by definition, so it fails the run at its first occurrence.
 """
@@ -57,6 +58,9 @@ class WorkerFaults:
     total: int = 0
     first_traceback: str | None = None
     in_a_row: dict[str, int] = field(default_factory=dict)
+    unresponsive_total: int = 0  # instances replaced for not answering pings (no error to report)
+    notices: list[dict[str, Any]] = field(default_factory=list)  # the newest MAX_ERRORS_KEPT of both, in order
+    notices_total: int = 0
 
     def record(self, worker: str, error: str | None, lived_s: float, at_s: float) -> str | None:
         """A worker instance was replaced; ``error`` is its traceback or how it died (None: it hung).
@@ -76,10 +80,26 @@ class WorkerFaults:
         elif self.limit and n >= self.limit:
             verdict = (f"worker {worker!r} raised an error {n} times in a row, each within {self.window_s:g}s of "
                        f"its (re)start, so restarting it does not help; its last error:\n{error.rstrip()}")
-        self.errors.append({"worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
-                            "error": last_line(error), "in_a_row": n, "stopped_run": verdict is not None})
+        entry = {"worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
+                 "error": last_line(error), "in_a_row": n, "stopped_run": verdict is not None}
+        self.errors.append(entry)
         del self.errors[:-MAX_ERRORS_KEPT]
+        self._notice({"kind": "error", **entry})
         return verdict
 
+    def record_unresponsive(self, worker: str, silent_s: float, lived_s: float, at_s: float) -> None:
+        """A worker instance that did not answer pings for ``silent_s`` (a stopped or hung process)
+        was replaced: no error, so no crash-loop count, but a notice to announce."""
+        self.unresponsive_total += 1
+        self._notice({"kind": "unresponsive", "worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
+                      "silent_s": round(silent_s, 3)})
+
+    def _notice(self, entry: dict[str, Any]) -> None:
+        self.notices.append(entry)
+        del self.notices[:-MAX_ERRORS_KEPT]
+        self.notices_total += 1
+
     def summary(self) -> dict[str, Any]:
-        return {"total": self.total, "recent": list(self.errors), "first_traceback": self.first_traceback}
+        return {"total": self.total, "recent": list(self.errors), "first_traceback": self.first_traceback,
+                "unresponsive_total": self.unresponsive_total, "notices": list(self.notices),
+                "notices_total": self.notices_total}

@@ -29,6 +29,52 @@ def run_state(summary: dict[str, Any]) -> dict[str, Any]:
             "train_metrics": summary["train_metrics"]}
 
 
+STALL_MIN_S = 3.0  # a stall: nothing moved for at least this long...
+STALL_PACE_FACTOR = 4.0  # ...and for this many times the run's usual time between moves
+STARTUP_STALL_S = 30.0  # before anything first moved (processes spawn, environments build)
+
+
+class StallWatch:
+    """Counts stalls: spells in which nothing of the pipeline moved (no env step reported, no
+    transition inserted, no batch trained) for longer than the run's own pace makes normal.
+
+    A slow learner is no stall: the bar is :data:`STALL_PACE_FACTOR` times the usual time between
+    moves (a moving average of the health checks' observations), and at least
+    :data:`STALL_MIN_S`; before the first move, :data:`STARTUP_STALL_S`. A spell counts once,
+    however long it lasts; a checkpoint or an evaluation in progress holds the pipeline on purpose
+    and is none."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.progress: tuple[int, ...] | None = None  # the counts at the last check
+        self.moved_at = 0.0  # when they last changed (or the first check, or an excused one)
+        self.moved = False  # anything changed since the first check
+        self.stalled = False  # the current spell was counted
+        self.pace_s: float | None = None  # moving average of the time between moves
+
+    @property
+    def threshold_s(self) -> float:
+        """How long nothing may move before it is a stall."""
+        if not self.moved:
+            return STARTUP_STALL_S
+        return max(STALL_MIN_S, STALL_PACE_FACTOR * (self.pace_s or 0.0))
+
+    def check(self, now: float, progress: tuple[int, ...], excused: bool = False) -> None:
+        """One health check's counts ``progress`` at ``now``; ``excused``: a pause on purpose."""
+        if self.progress is None:  # the first check: nothing could have moved yet
+            self.progress, self.moved_at = progress, now
+        elif progress != self.progress:
+            gap = now - self.moved_at
+            if self.moved and not self.stalled:  # a stall is not the run's pace
+                self.pace_s = gap if self.pace_s is None else 0.8 * self.pace_s + 0.2 * gap
+            self.progress, self.moved_at, self.moved, self.stalled = progress, now, True, False
+        elif excused:
+            self.moved_at = now
+        elif not self.stalled and now - self.moved_at > self.threshold_s:
+            self.count += 1
+            self.stalled = True
+
+
 class Orchestrator(Component):
     """Starts everyone, paces sampling, watches health, restarts workers, stops at the goal.
 
@@ -87,9 +133,10 @@ class Orchestrator(Component):
         self.instance_started: dict[str, float] = {}  # when each worker's current instance started
         self.failure: str | None = None
         self.finished = False
-        self.stalls = 0  # health checks that found no progress since the previous one
-        self.worker_steps: dict[str, int] = {}
-        self.retired_steps = 0  # env steps of worker instances replaced by a restart
+        self.stall_watch = StallWatch()  # counts spells in which nothing moved (``stalls``)
+        # (worker, instance) -> its last reported counts ("env_steps", "transitions"): every instance
+        # of this process's session, replaced ones included (their processes took their counters along)
+        self.instance_counts: dict[tuple[str, int], dict[str, int]] = {}
         self.started_at = time.monotonic()
         # a resumed run continues its counters, learning curve and clock
         initial = initial or {}
@@ -152,20 +199,23 @@ class Orchestrator(Component):
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
             self._add_metrics(msg.counters)
-        elif "episode_returns" in msg.counters:  # a worker's piece: the learning curve, its actor metrics
-            self._add_episodes(msg.sender, int(msg.counters.get("env_steps", 0)), msg.counters["episode_returns"])
+        elif "episode_returns" in msg.counters:  # a worker's piece: its counts, the learning curve, its actor metrics
+            instance = int(msg.counters.get("instance", self.restarts.get(msg.sender, 0)))
+            counts = self.instance_counts.setdefault((msg.sender, instance), {"env_steps": 0, "transitions": 0})
+            before = counts["env_steps"]
+            counts["env_steps"] = int(msg.counters.get("env_steps", before))
+            counts["transitions"] = int(msg.counters.get("transitions", counts["transitions"]))
+            self._add_episodes(msg.sender, counts["env_steps"] - before, msg.counters["episode_returns"])
             actor = {k: v for k, v in msg.counters.items() if k.startswith("actor.")}
             if actor:  # as fresh as the last piece (its Pong may come later: a short run's rows need them)
                 self.component_counters.setdefault(msg.sender, {}).update(actor)
 
-    def _add_episodes(self, worker: str, worker_steps: int, returns: list[float]) -> None:
-        """Episodes a worker finished in its last piece, spread evenly over the env steps and the
-        time of that piece in the order they finished (one rollout of PPO finishes many episodes:
-        they must not all share its last step)."""
-        before = self.worker_steps.get(worker, 0)
-        self.worker_steps[worker] = worker_steps
+    def _add_episodes(self, worker: str, span: int, returns: list[float]) -> None:
+        """Episodes a worker finished in its last piece (of ``span`` env steps), spread evenly over
+        the env steps and the time of that piece in the order they finished (one rollout of PPO
+        finishes many episodes: they must not all share its last step)."""
         steps, elapsed = self.env_steps, self.elapsed_s
-        span = max(worker_steps - before, 0)
+        span = max(span, 0)
         last_point = self.curve[-1][0] if self.curve else self.base_elapsed  # wall times never decrease
         since = min(max(self.worker_elapsed.get(worker, self.base_elapsed), last_point), elapsed)
         self.worker_elapsed[worker] = elapsed
@@ -327,7 +377,6 @@ class Orchestrator(Component):
         if not self._health_checked:  # at the first step: nothing could have progressed yet
             self._health_checked = True
         elif progress == self._last_progress and not self.checkpoint_open and not self.evaluation_pending:
-            self.stalls += 1
             if self.stall_timeout_s and now - self.progress_at > self.stall_timeout_s:
                 self.failure = self.stall_diagnosis(now - self.progress_at)
                 self.stop_all(self.failure)
@@ -335,6 +384,7 @@ class Orchestrator(Component):
         else:
             self.progress_at = now
         self._last_progress = progress
+        self.stall_watch.check(now, (*progress, self.env_steps), excused=self.checkpoint_open or self.evaluation_pending)
         for name, role in self.roles.items():
             started = self.starting.get(name)
             if started is not None:
@@ -343,7 +393,7 @@ class Orchestrator(Component):
                 silent, limit = now - self.last_pong.get(name, now), self.pong_timeout_s
             if silent > limit:
                 if role == "worker" and self.restart is not None:
-                    if not self._replace(name, now):
+                    if not self._replace(name, now, silent_s=silent):
                         return
                 else:
                     self.failure = f"{role} {name!r} did not answer a ping within {limit:g}s"
@@ -352,17 +402,19 @@ class Orchestrator(Component):
             self.seq += 1
             self.send(name, PingMsg(self.seq, now, self.name))
 
-    def _replace(self, worker: str, now: float) -> bool:
+    def _replace(self, worker: str, now: float, silent_s: float | None = None) -> bool:
         """Have the backend replace ``worker`` by a fresh instance and start it; False if its
-        errors amount to a crash loop (the run is then stopped)."""
+        errors amount to a crash loop (the run is then stopped). ``silent_s``: it is replaced for
+        not answering pings that long (else: the backend reported it down)."""
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.starting[worker] = (now, self.seq)
-        self.retired_steps += self.worker_steps.pop(worker, 0)  # the new instance counts from 0
         error = self.restart(worker)  # type: ignore[misc]
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
         self._forget_credit(worker)
         crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
+        if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, like an error
+            self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
         if crash_loop is not None:
             self.failure = crash_loop
             self.stop_all(crash_loop)
@@ -400,9 +452,20 @@ class Orchestrator(Component):
                 f"{lim.samples_per_insert:g}, {self.pieces_in_flight} pieces granted in flight) — check the ratio settings")
 
     @property
+    def stalls(self) -> int:
+        """Spells in which the pipeline was stuck (see :class:`StallWatch`)."""
+        return self.stall_watch.count
+
+    @property
     def env_steps(self) -> int:
-        """Environment steps reported by workers (plus those of the run being resumed)."""
-        return self.base_steps + self.retired_steps + sum(self.worker_steps.values())
+        """Environment steps reported by every worker instance (plus those of the run being resumed)."""
+        return self.base_steps + self.produced("env_steps")
+
+    def produced(self, key: str, retired_only: bool = False) -> int:
+        """The sum of count ``key`` (``env_steps``, ``transitions``) over every worker instance of this
+        session as last reported, or over those a restart replaced only."""
+        return sum(c[key] for (worker, instance), c in self.instance_counts.items()
+                   if not retired_only or instance < self.restarts.get(worker, 0))
 
     @property
     def elapsed_s(self) -> float:
@@ -431,6 +494,8 @@ class Orchestrator(Component):
             "worker_errors": self.faults.summary(),
             "batches_beyond_ratio": self.beyond_ratio,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
-            "evaluations": list(self.evaluations), "retired_env_steps": self.retired_steps,
+            "evaluations": list(self.evaluations), "retired_env_steps": self.produced("env_steps", retired_only=True),
+            "retired_transitions": self.produced("transitions", retired_only=True),
+            "worker_env_steps": self.produced("env_steps"), "worker_transitions": self.produced("transitions"),
             "train_metrics": list(self.train_metrics),
         }

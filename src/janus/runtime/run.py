@@ -94,9 +94,15 @@ def _built(thing: Any) -> Any:
     return thing
 
 
-def make_actor(cfg: RunConfig, index: int) -> Any:
-    restored = load_run_state(cfg).get("env_steps", 0) // cfg.workload.num_actors  # epsilon continues
-    return algo_of(cfg).actor(cfg, index, initial_env_steps=restored)
+def make_actor(cfg: RunConfig, index: int, instance: int = 0) -> Any:
+    """Worker ``index``'s actor, instance ``instance`` (0 the first, +1 per restart). A resumed
+    session acts in streams of its own (session ``1 + env steps resumed from``), not those of the
+    session it resumes, whose experience up to the checkpoint is in the replay."""
+    state = load_run_state(cfg)
+    restored = int(state.get("env_steps", 0))
+    session = 1 + restored if state else 0
+    return algo_of(cfg).actor(cfg, index, initial_env_steps=restored // cfg.workload.num_actors,  # epsilon continues
+                              instance=instance, session=session)
 
 
 def make_learner(cfg: RunConfig) -> Any:
@@ -116,7 +122,7 @@ def new_worker(cfg: RunConfig, index: int, proxy: str) -> Worker:
     p = algo_of(cfg).pacing(cfg)
     return Worker(f"worker-{index}", proxy, partial(make_actor, cfg, index), lockstep=p.lockstep,
                   max_rollouts=pieces_per_worker(cfg), pieces_per_rollout=p.pieces_per_rollout, orchestrator="orchestrator",
-                  paced=make_limiter(cfg).limits_inserts)
+                  paced=make_limiter(cfg).limits_inserts, actor_takes_instance=True)
 
 
 def new_proxy(cfg: RunConfig, name: str, workers_on_node: int) -> WorkerProxy:
@@ -418,20 +424,29 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
 
 
 def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
-    """Print on stderr the worker errors the Orchestrator recorded since ``shown`` of them were
-    (the first with its traceback); returns how many are shown now."""
-    if not faults or faults["total"] <= shown:
+    """Print on stderr the worker replacements the Orchestrator recorded since ``shown`` of them
+    were: errors (the first with its traceback) and instances replaced for not answering pings
+    (stopped or hung); returns how many are shown now."""
+    faults = faults or {}
+    total = int(faults.get("notices_total", 0))
+    if total <= shown:
         return shown
+    new = faults["notices"][-(total - shown):]
+    errors = [e for e in new if e["kind"] == "error"]
     # The error that stopped the run is not "restarted": the run's failure reports it.
-    new = [e for e in faults["recent"][-(faults["total"] - shown):] if not e.get("stopped_run")]
-    if new and shown == 0 and faults.get("first_traceback"):
+    restarted = [e for e in errors if not e["stopped_run"]]
+    if restarted and faults["total"] == len(errors) and faults.get("first_traceback"):  # the run's first error
         print(f"janus: a worker raised an error; it is restarted (a worker that keeps failing within a minute "
               f"of its start stops the run). Its traceback:\n{faults['first_traceback'].rstrip()}",
               file=sys.stderr, flush=True)
     for e in new:
-        print(f"janus: worker {e['worker']!r} raised {e['error']} ({e['in_a_row']} in a row); restarted it "
-              f"{e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
-    return faults["total"]
+        if e["kind"] == "unresponsive":
+            print(f"janus: worker {e['worker']!r} did not answer a ping for {e['silent_s']:.1f}s (a stopped or hung "
+                  f"process); replaced it {e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
+        elif not e["stopped_run"]:
+            print(f"janus: worker {e['worker']!r} raised {e['error']} ({e['in_a_row']} in a row); restarted it "
+                  f"{e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
+    return total
 
 
 def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
@@ -453,6 +468,19 @@ def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: f
     return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier, outcome="running")
 
 
+def produced(workers: Mapping[str, Mapping[str, float]], status: Mapping[str, Any], key: str) -> int:
+    """What every worker instance of this session produced (``key``: ``env_steps`` or
+    ``transitions``), retired instances included, on every backend.
+
+    Two lower bounds, the larger wins: the Orchestrator's count of each instance's last report
+    (live on every backend: a process-backend worker's own counters reach the learner only when it
+    stops, and a killed one's never), and the current instances' counters plus the retired ones'
+    as the Orchestrator last heard them (ahead when a stop drained pieces after the last status)."""
+    reported = int(status.get(f"worker_{key}", 0))
+    current = int(sum(c.get(key, 0) for c in workers.values())) + int(status.get(f"retired_{key}", 0))
+    return max(reported, current)
+
+
 def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
               earlier: Mapping[str, Any] | None = None, outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
@@ -462,14 +490,14 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
-    transitions = sum(c.get("transitions", 0) for c in workers.values())
+    transitions = produced(workers, status, "transitions")
     trained = int(trainer.get("batches_trained", status.get("trained", 0)))
     update_s = trainer.get("update_s", 0.0)
     limiter = make_limiter(cfg)
     inserted = int(tm.get("transitions_inserted", 0))
     curve = learning_curve(status.get("curve", []))
     metrics = metric_columns(status.get("train_metrics", []))
-    env_steps = int(sum(c.get("env_steps", 0) for c in workers.values())) + int(status.get("retired_env_steps", 0))
+    env_steps = produced(workers, status, "env_steps")
     faults = status.get("worker_errors", {})
     return RunResult(
         name=cfg.name,

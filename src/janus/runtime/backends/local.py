@@ -67,10 +67,13 @@ class LocalBackend:
         self.nodes[name] = node
         self.hosts[name] = self._host(name)
 
-    def _host(self, name: str) -> Host:
+    def _host(self, name: str, instance: int = 0) -> Host:
         component = self.factories[name]()
+        component.instance = instance
         component.bind(self.outbox_type(self, name))
-        return Host(component)
+        host = Host(component)
+        host.instance = instance
+        return host
 
     def start(self) -> None:
         if self.serial:
@@ -139,10 +142,10 @@ class LocalBackend:
             old.component.stopped = True
             self.retired.append(old)
             try:
-                host = self._host(name)
+                host = self._host(name, old.instance + 1)
             except Exception as exc:  # noqa: BLE001 - the Orchestrator counts it and tries again
                 host = Host.of_failed_build(name, exc)
-            host.instance = old.instance + 1
+                host.instance = old.instance + 1
             self.hosts[name] = host
         if host.done.is_set():
             self._on_exit(host)

@@ -162,7 +162,8 @@ def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
             host.post(loaded)
 
 
-def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str) -> None:
+def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str,
+                instance: int = 0) -> None:
     """Entry point of a worker process: host the component until it stops, then report."""
     # Ctrl-C, or a SIGTERM/SIGHUP to the whole process group (kill -- -PGID, scancel, a closed
     # terminal), reaches the learner too, which stops us cleanly and collects our counts; a worker
@@ -176,6 +177,7 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
     outbox = WorkerOutbox(name, conn, slots, ring_name)
     try:
         component = factory()
+        component.instance = instance  # its experience stream: a restarted worker's is not its predecessor's
         component.bind(outbox)
     except BaseException as exc:  # noqa: BLE001 - reported to the learner
         conn.send(("failed", name, error_text(exc)))
@@ -290,7 +292,7 @@ class ProcessBackend(LocalBackend):
         saved = {k: os.environ.get(k) for k in WORKER_ENV}
         os.environ.update(WORKER_ENV)  # the child's torch/BLAS read these at import
         try:
-            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name),
+            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance),
                                     name=f"janus-{name}", daemon=False)  # its envs may be subprocesses
             proc.start()
             _LIVE_WORKERS.add(proc)

@@ -269,6 +269,7 @@ class ComponentActor:
         on_exit = self._report_failure if role == "worker" else None
         try:
             component = factory()
+            component.instance = instance  # its experience stream: a restarted worker's is not its predecessor's
             component.bind(self.outbox)
             self.host = Host(component)
         except Exception as exc:
