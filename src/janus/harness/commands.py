@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from janus import fileio
+from janus import fileio, stopping
 from janus.config import RunConfig
 from janus.harness import run_folder
 from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
@@ -179,13 +179,16 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
             for c in configs:  # a run refused here leaves no config.yaml, so its --out can be used again
                 check_progress_possible(c)
             fileio.write_text(out_dir / "config.yaml", prepared[0][1])
-    try:
-        # a resumed run's live logs and results wait for its first commit, like its config.yaml
-        ready = (lambda: resumed.written) if resumed is not None else None
-        return _run_configs(args, label, out_dir, configs, skipped, baseline, ready)
-    finally:
-        if resumed is not None:
-            resumed.finish()
+    # a stop signal interrupts only a run's start-up and loop (janus.stopping): one that comes while
+    # results, charts or the resumed run's config.yaml are written is recorded and acted on after
+    with stopping.saving():
+        try:
+            # a resumed run's live logs and results wait for its first commit, like its config.yaml
+            ready = (lambda: resumed.written) if resumed is not None else None
+            return _run_configs(args, label, out_dir, configs, skipped, baseline, ready)
+        finally:
+            if resumed is not None:
+                resumed.finish()
 
 
 def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
@@ -216,9 +219,11 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 progress.finish(f"interrupted after {partial['wall_s']:.2f}s; writing the run so far")
                 if live is not None:
                     live.finish(partial)
-                write_outputs(args, label, out_dir, [*runs, partial], skipped, baseline)
             if live is not None:
                 live.close()
+            so_far = [*runs, partial] if partial is not None else runs  # stopped as it started: the earlier ones
+            if so_far and not isinstance(exc, stopping.Aborted):
+                write_outputs(args, label, out_dir, so_far, skipped, baseline)
             raise
         except BaseException:
             if live is not None:

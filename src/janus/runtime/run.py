@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from janus import stopping
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
 from janus.buffer.native import warm_up
@@ -353,11 +354,20 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     backend = backend or make_backend(cfg)
     total = algo_of(cfg).budget(cfg).total_updates
     earlier = load_run_state(cfg)  # a resumed run's sessions before this one ({} otherwise)
-    base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
     shared = SharedBuffer(cfg) if trainer_takes_batches(cfg) else None
+    with stopping.saving():  # a stop signal cuts only the start-up and the loop below, never the saving
+        return _run_built(cfg, backend, shared, total, earlier, progress, timeout_s, observer)
+
+
+def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total: int, earlier: dict[str, Any],
+               progress: Progress | None, timeout_s: float, observer: Observer | None) -> RunResult:
+    """:func:`run_runtime` from the build on: start-up and the poll loop may be interrupted by a
+    stop signal (:func:`janus.stopping.interruptible`); the shutdown, the final commit and the
+    summary that follow may not (a signal then is recorded, and the run saved as it ended)."""
     try:
-        build(cfg, backend, shared)  # local: builds every component now
-        backend.start()  # process: builds this process's; ray: returns once every actor is up (wall_s excludes it)
+        with stopping.interruptible():
+            build(cfg, backend, shared)  # local: builds every component now
+            backend.start()  # process: builds this process's; ray: returns once every actor is up (wall_s excludes it)
     except BaseException:  # a component that cannot be built, Ctrl-C: close what was built
         backend.shutdown(timeout=5.0)
         if shared is not None:
@@ -365,31 +375,17 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         raise
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
-    status: dict[str, Any] = {}
+    status: dict[str, Any] = {}  # the last poll's
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
-    errors_shown = 0
     try:
-        while True:
-            status = backend.orchestrator_status()
-            errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
-            if progress is not None:
-                note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
-                progress(min(status["trained"], total), total, note)
-            if observer is not None:
-                observer(status, partial(result_so_far, cfg, backend, status, start, earlier))
-            if backend.fatal is not None:
-                name, text = backend.fatal
-                raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
-            if status["failure"]:
-                raise RunFailed(f"the run was stopped: {status['failure']}")
-            if status["finished"]:
-                break
-            if time.perf_counter() - start > timeout_s:
-                raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
-            time.sleep(0.05)
+        with stopping.interruptible():
+            _poll_until_finished(cfg, backend, start, total, earlier, progress, timeout_s, observer, status)
         wall = time.perf_counter() - start
     except KeyboardInterrupt as exc:
-        interrupted, wall = exc, time.perf_counter() - start
+        wall = time.perf_counter() - start
+        # the signal came as the loop ended with the goal reached: the run is saved as finished
+        if not (status.get("finished") and stopping.defer(exc)):
+            interrupted = exc
     finally:
         alive = backend.shutdown()
         counters = backend.counters()
@@ -415,6 +411,36 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
                                                outcome="interrupted")
         raise interrupted
     return summarize(cfg, backend, status, counters, wall, earlier)
+
+
+def _poll_until_finished(cfg: RunConfig, backend: Any, start: float, total: int, earlier: dict[str, Any],
+                         progress: Progress | None, timeout_s: float, observer: Observer | None,
+                         status: dict[str, Any]) -> None:
+    """Poll the Orchestrator until the run finishes (``status``: the last poll's, updated in place);
+    :class:`RunFailed` when a component fails, the Orchestrator gives up or ``timeout_s`` passes."""
+    base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
+    errors_shown = 0
+    while True:
+        status.clear()
+        status.update(backend.orchestrator_status())
+        errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
+        if progress is not None:
+            note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
+            progress(min(status["trained"], total), total, note)
+        if observer is not None:
+            with stopping.saving():  # its periodic results files are written whole; a stop is raised after
+                observer(status, partial(result_so_far, cfg, backend, dict(status), start, earlier))
+            stopping.raise_if_stopped()
+        if backend.fatal is not None:
+            name, text = backend.fatal
+            raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
+        if status["failure"]:
+            raise RunFailed(f"the run was stopped: {status['failure']}")
+        if status["finished"]:
+            return
+        if time.perf_counter() - start > timeout_s:
+            raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
+        time.sleep(0.05)
 
 
 def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
