@@ -375,23 +375,30 @@ def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total:
         raise
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
-    status: dict[str, Any] = {}  # the last poll's
+    last: list[dict[str, Any]] = [{}]  # the last poll's status
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
     try:
         with stopping.interruptible():
-            _poll_until_finished(cfg, backend, start, total, earlier, progress, timeout_s, observer, status)
+            _poll_until_finished(cfg, backend, start, total, earlier, progress, timeout_s, observer, last)
         wall = time.perf_counter() - start
     except KeyboardInterrupt as exc:
-        wall = time.perf_counter() - start
-        # the signal came as the loop ended with the goal reached: the run is saved as finished
-        if not (status.get("finished") and stopping.defer(exc)):
-            interrupted = exc
+        interrupted, wall = exc, time.perf_counter() - start
     finally:
         alive = backend.shutdown()
         counters = backend.counters()
         failed = backend.fatal  # also an error while draining, after the goal was reached
         if failed is None:
             commit_final_checkpoint(cfg, backend)
+    status = last[0]
+    if interrupted is not None:
+        try:
+            status = backend.orchestrator_status()  # after the drain: the last counts
+        except Exception:  # noqa: BLE001 - keep the last status seen in the loop
+            pass
+        # the signal came as the run reached its goal (the Orchestrator says finished only then): the
+        # CLI saves it as finished and exits as stopped once everything is written
+        if status.get("finished") and stopping.defer(interrupted):
+            interrupted = None
     if failed is not None:
         name, text = failed
         raise RunFailed(f"component {name!r} failed while the run was stopping; the final checkpoint was not "
@@ -403,10 +410,6 @@ def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total:
             raise RunFailed(problem)
         print(f"janus: {problem}", file=sys.stderr)  # Ctrl-C: still hand back the run so far, below
     if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
-        try:
-            status = backend.orchestrator_status()  # after the drain: the last counts
-        except Exception:  # noqa: BLE001 - keep the last status seen in the loop
-            pass
         interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]
                                                outcome="interrupted")
         raise interrupted
@@ -415,21 +418,20 @@ def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total:
 
 def _poll_until_finished(cfg: RunConfig, backend: Any, start: float, total: int, earlier: dict[str, Any],
                          progress: Progress | None, timeout_s: float, observer: Observer | None,
-                         status: dict[str, Any]) -> None:
-    """Poll the Orchestrator until the run finishes (``status``: the last poll's, updated in place);
+                         last: list[dict[str, Any]]) -> None:
+    """Poll the Orchestrator until the run finishes (``last[0]``: the last poll's status);
     :class:`RunFailed` when a component fails, the Orchestrator gives up or ``timeout_s`` passes."""
     base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
     errors_shown = 0
     while True:
-        status.clear()
-        status.update(backend.orchestrator_status())
+        status = last[0] = backend.orchestrator_status()
         errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
         if progress is not None:
             note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
             progress(min(status["trained"], total), total, note)
         if observer is not None:
             with stopping.saving():  # its periodic results files are written whole; a stop is raised after
-                observer(status, partial(result_so_far, cfg, backend, dict(status), start, earlier))
+                observer(status, partial(result_so_far, cfg, backend, status, start, earlier))
             stopping.raise_if_stopped()
         if backend.fatal is not None:
             name, text = backend.fatal
