@@ -177,3 +177,43 @@ def test_a_stop_before_the_command_starts_exits_as_stopped_with_a_word(tmp_path:
     by = "" if sig == "SIGINT" else f" by {sig}"
     assert f"janus: interrupted{by} before the command started" in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "run").exists() and time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("lost", ["missing", "running"])
+def test_resume_writes_the_results_a_stop_lost_from_the_final_commit(finished_dqn_run: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str], lost: str) -> None:
+    """Item 1, last part: a run at its budget whose final checkpoint is committed but whose results
+    are missing (SIGKILL or power loss as they were written) or a periodic ``running`` snapshot:
+    ``--resume`` refused ("already at N env steps ... results.json and results.csv are as they
+    were"), so they were gone for good. It now writes them from run_state.json, trains nothing
+    and changes no checkpoint file; a second ``--resume`` is refused as before."""
+    import shutil
+
+    from janus.cli import main
+
+    run = tmp_path / "R"
+    shutil.copytree(finished_dqn_run, run)
+    original = json.loads((run / "results.json").read_text())["runs"][-1]
+    if lost == "missing":
+        for name in ("results.json", "results.csv", "chart.png", "learning_curve.png"):
+            (run / name).unlink(missing_ok=True)
+    else:
+        doc = json.loads((run / "results.json").read_text())
+        doc["runs"][-1]["status"] = "running"
+        (run / "results.json").write_text(json.dumps(doc))
+    kept = {p.name: p.read_bytes() for p in [*(run / "checkpoint").iterdir(), run / "config.yaml"]}
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "already at its budget" in out and "writing them from" in out and "nothing is trained" in out, out
+    rebuilt = json.loads((run / "results.json").read_text())["runs"][-1]
+    assert rebuilt["status"] == "finished" and "results_from" in rebuilt["runtime"]
+    for key in ("updates", "env_steps", "run_updates", "run_env_steps"):
+        assert rebuilt["counts"][key] == original["counts"][key], key
+    for key in ("learning_curve", "episodes", "final_mean_return", "train_metrics"):
+        assert rebuilt[key] == original[key], key
+    for name in ("results.csv", "chart.png", "learning_curve.png"):
+        assert (run / name).is_file(), name
+    assert {p.name: p.read_bytes() for p in [*(run / "checkpoint").iterdir(), run / "config.yaml"]} == kept
+    assert main(["train", "--resume", str(run)]) == 2
+    assert "the run is already at" in capsys.readouterr().err

@@ -555,6 +555,33 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     )
 
 
+RESULTS_FROM_RUN_STATE = (
+    "the run's final commit (checkpoint/run_state.json): the session that trained it stopped before it wrote its "
+    "results, and janus train --resume wrote them from the commit. Counts and rates are the whole run's; stage "
+    "times, message counts and the other runtime figures are not recorded in a commit and are left out")
+
+
+def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult:
+    """The finished :class:`RunResult` of a run that reached its budget, rebuilt from its commit
+    record ``state`` (:func:`janus.runtime.checkpoints.read_run_state`): learning curve,
+    evaluations, training scalars and counters as committed. What a commit does not record
+    (stage times, messages) is left out, never made up, and ``runtime.results_from`` says so."""
+    trained, steps, wall = int(state["trained"]), int(state["env_steps"]), float(state["wall_s"])
+    counts = {"updates": trained, "env_steps": steps, "run_env_steps": steps, "run_updates": trained}
+    if "inserted" in state:
+        counts["transitions_inserted"] = int(state["inserted"])
+    return RunResult(
+        name=cfg.name, config=reported_config(cfg.to_dict()), status="finished",
+        samples_per_s=trained * cfg.minibatch_size / wall if wall > 0 else 0.0,
+        actor_steps_per_s=steps / wall if wall > 0 else 0.0, wall_s=wall, stage_s={}, counts=counts,
+        runtime={"backend": cfg.runtime.backend, "worker_restarts": dict(state.get("restarts", {})),
+                 "results_from": RESULTS_FROM_RUN_STATE},
+        evaluations=[dict(e) for e in state.get("evaluations", [])] if evaluates(cfg) else None,
+        train_metrics=metric_columns(list(state.get("train_metrics", []))) or None,
+        **learning_curve([(t, s, r) for t, s, r in state.get("curve", [])]),
+    )
+
+
 def metric_columns(rows: list[dict[str, float]]) -> dict[str, list[float | None]]:
     """The Orchestrator's rows of training scalars as columns (``None`` where a row lacks one)."""
     names: dict[str, None] = {}
