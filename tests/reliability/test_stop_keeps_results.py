@@ -66,6 +66,14 @@ if moment == "commit":
     run.commit_final_checkpoint = signalling(run.commit_final_checkpoint)
 elif moment == "results":
     commands.write_files = signalling(commands.write_files)
+elif moment == "second_build":  # compare: the next configuration starts as the signal comes
+    build, builds = run.build, []
+    def build_twice(*args, **kwargs):
+        builds.append(1)
+        if len(builds) == 2:
+            stop()
+        return build(*args, **kwargs)
+    run.build = build_twice
 elif moment == "parsing":  # a stop in the first second, before the command starts
     cli.build_parser = signalling(cli.build_parser)
 sys.exit(cli.main(sys.argv[4:]))
@@ -217,3 +225,13 @@ def test_resume_writes_the_results_a_stop_lost_from_the_final_commit(finished_dq
     assert {p.name: p.read_bytes() for p in [*(run / "checkpoint").iterdir(), run / "config.yaml"]} == kept
     assert main(["train", "--resume", str(run)]) == 2
     assert "the run is already at" in capsys.readouterr().err
+
+
+def test_a_stop_as_the_next_compare_configuration_starts_writes_those_that_ran(tmp_path: Path) -> None:
+    """A stop while ``compare`` builds its second configuration: the first, finished, is written
+    (before, the interrupt carried no run so far and every result was lost)."""
+    out = tmp_path / "cmp"
+    proc = _signalled("second_build", "SIGTERM", 1, ["compare", "--quick", "--iterations", "2", "--env_step_ms", "0", "--out", str(out)])
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in proc.stderr, proc.stderr[-3000:]
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["finished"] and runs[0]["name"] == "baseline", runs
