@@ -586,6 +586,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         code = _run(args)
     except KeyboardInterrupt as exc:
         by = _stopped_by(exc)
+        if by == "SIGINT" and signals is not None and signals.first is not None:
+            by = signals.first  # the signal itself: Ray turns a Terminated raised inside ray.get into a KeyboardInterrupt
         what = "aborted without saving" if isinstance(exc, Aborted) else "interrupted"
         print(f"janus {args.command}: {what}{'' if by == 'SIGINT' else f' by {by}'}", file=sys.stderr)
         return _exit_code(by)

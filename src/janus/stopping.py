@@ -60,6 +60,7 @@ class StopSignals:
         self.count = 0
         self.first: str | None = None  # the name of the first stop signal
         self.delivered = False  # whether the first one was raised (else it waits: see late())
+        self.announced = False  # whether SAVING_NOTE said it waits
 
     def install(self) -> StopSignals:
         """Handle the three signals, except those this process was started ignoring: ``nohup``
@@ -85,6 +86,7 @@ class StopSignals:
                 self.delivered = True
                 raise self.interrupt()
             print(self.SAVING_NOTE.format(name=name), file=sys.stderr, flush=True)
+            self.announced = True
             return
         if self.count == 2:
             print(self.NOTE, file=sys.stderr, flush=True)
@@ -154,11 +156,12 @@ def defer(exc: KeyboardInterrupt) -> bool:
     recorded as :meth:`StopSignals.late` (the run is saved as finished, the exit code says it was
     stopped). False (nothing changed) when ``exc`` was not the CLI handler's first signal."""
     handler = _handler
+    # any KeyboardInterrupt once the handler raised its first: Ray turns the Terminated raised inside
+    # ray.get into a plain KeyboardInterrupt
     if handler is None or not handler.delivered or not _main_thread() or isinstance(exc, Aborted):
         return False
-    if type(exc) is not type(handler.interrupt()):  # a KeyboardInterrupt of someone else's
-        return False
     handler.delivered = False
-    print(f"janus: {handler.first} received as the run reached its budget: the run is saved as finished, "
-          f"then janus stops", file=sys.stderr, flush=True)
+    if not handler.announced:
+        print(f"janus: {handler.first} received as the run reached its budget: the run is saved as finished, "
+              f"then janus stops", file=sys.stderr, flush=True)
     return True
