@@ -53,8 +53,8 @@ class StopSignals:
 
     NOTE = ("janus: stopping: writing the final checkpoint and the results (a few seconds); "
             "signal once more to abort without saving")
-    SAVING_NOTE = ("janus: {name} received while the run's files are being written: they are finished first, "
-                   "then janus stops (signal twice more to abort without saving)")
+    SAVING_NOTE = ("janus: {name} received while files are being written: janus stops once they are "
+                   "(signal twice more to abort without saving)")
 
     def __init__(self) -> None:
         self.count = 0
@@ -97,11 +97,6 @@ class StopSignals:
         """The name of a stop signal that was recorded and never raised (it came while the run's
         files were written, after its loop had ended), else None."""
         return self.first if self.first is not None and not self.delivered else None
-
-
-def installed() -> StopSignals | None:
-    """The handler :meth:`StopSignals.install` put in place in this process, if any."""
-    return _handler
 
 
 @contextlib.contextmanager
