@@ -22,7 +22,6 @@ import inspect
 import json
 import os
 import re
-import signal
 import sys
 import textwrap
 import threading
@@ -32,6 +31,7 @@ from typing import Any, Iterator, Sequence, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
+from janus.stopping import Aborted, StopSignals, Terminated
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 BOOL_FIELDS = {"is_on_policy"}
@@ -485,44 +485,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return from_dict(overrides, base=cfg) if overrides else cfg
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: stop like Ctrl-C (clean shutdown, final checkpoint), then exit."""
-
-
-class Aborted(KeyboardInterrupt):
-    """A third stop signal: leave without waiting for the final checkpoint and results."""
-
-
-class StopSignals:
-    """The CLI's SIGINT/SIGTERM/SIGHUP handler. The first stops the run cleanly (final checkpoint,
-    results written); a second, while that runs (as when Ctrl-C is pressed twice, or a group
-    signal follows), only says so: it would otherwise cut the saving short and lose the run; a
-    third aborts without saving."""
-
-    NOTE = ("janus: stopping: writing the final checkpoint and the results (a few seconds); "
-            "signal once more to abort without saving")
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def install(self) -> None:
-        """Handle the three signals, except those this process was started ignoring: ``nohup``
-        ignores SIGHUP (closing the terminal must not stop the run), a shell's background job
-        SIGINT."""
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, self)
-
-    def __call__(self, signum: int, frame: object) -> None:
-        self.count += 1
-        if self.count == 1:
-            raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signal.Signals(signum).name)
-        if self.count == 2:
-            print(self.NOTE, file=sys.stderr, flush=True)
-            return
-        raise Aborted(signal.Signals(signum).name)
-
-
 class UnreadOutput:
     """A text stream (stdout, stderr) that drops what it is given once nobody reads it: a closed
     pipe (``janus train | head``, or a ``| tee log`` killed by the same Ctrl-C or SIGTERM as janus).
@@ -601,14 +563,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+def _stopped_by(exc: KeyboardInterrupt) -> str:
+    """The signal behind an interrupt: SIGINT for Ctrl-C, else the one :class:`Terminated` names."""
+    return exc.args[0] if isinstance(exc, (Terminated, Aborted)) and exc.args else "SIGINT"
+
+
+def _exit_code(signal_name: str) -> int:
+    return 130 if signal_name == "SIGINT" else 143
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
+    # first of all (parsing the flags takes seconds on a loaded machine): a stop signal in the first
+    # second ended the process with -15 and no word before the handler was in place
+    signals = StopSignals().install() if threading.current_thread() is threading.main_thread() else None
     try:
         args = parse_args(argv)
-    except KeyboardInterrupt:  # Ctrl-C before anything started
-        print("janus: interrupted", file=sys.stderr)
-        return 130
-    if threading.current_thread() is threading.main_thread():
-        StopSignals().install()
+    except KeyboardInterrupt as exc:  # a stop signal before anything started
+        by = _stopped_by(exc)
+        print(f"janus: interrupted{'' if by == 'SIGINT' else f' by {by}'} before the command started", file=sys.stderr)
+        return _exit_code(by)
+    try:
+        code = _run(args)
+    except KeyboardInterrupt as exc:
+        by = _stopped_by(exc)
+        if by == "SIGINT" and signals is not None and signals.first is not None:
+            by = signals.first  # the signal itself: Ray turns a Terminated raised inside ray.get into a KeyboardInterrupt
+        what = "aborted without saving" if isinstance(exc, Aborted) else "interrupted"
+        print(f"janus {args.command}: {what}{'' if by == 'SIGINT' else f' by {by}'}", file=sys.stderr)
+        return _exit_code(by)
+    late = signals.late() if signals is not None else None
+    if late is None or code != 0:
+        return code
+    what = ("the run had reached its budget: its results (status finished) and its final checkpoint are written"
+            if args.command == "train" else "every configuration had finished: the results (status finished) are written")
+    print(f"janus {args.command}: {late} came as the run ended; {what}; exit code {_exit_code(late)} as for any "
+          f"{late}", file=sys.stderr)
+    return _exit_code(late)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; a :class:`JanusError` is printed and exits 2."""
     try:
         from janus.harness.commands import run_command, run_rollout
 
@@ -625,11 +619,6 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except JanusError as exc:
         print(f"janus {args.command}: error: {named_by_flag(exc, args)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:
-        by = exc.args[0] if isinstance(exc, (Terminated, Aborted)) and exc.args else "SIGINT"
-        what = "aborted without saving" if isinstance(exc, Aborted) else "interrupted"
-        print(f"janus {args.command}: {what}{'' if by == 'SIGINT' else f' by {by}'}", file=sys.stderr)
-        return 130 if by == "SIGINT" else 143
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from janus import fileio
+from janus import fileio, stopping
 from janus.config import RunConfig
 from janus.harness import run_folder
 from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
@@ -128,10 +128,12 @@ def open_out_dir(args: argparse.Namespace, label: str) -> tuple[Path, run_folder
     return run_folder.open_new(Path(args.out), getattr(args, "force", False))
 
 
-def check_resume(out_dir: Path, cfg: RunConfig) -> None:
+def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """``--resume``: refuse, before anything is written, a run that keeps no checkpoint, a change
     the checkpoint does not allow or a budget already reached (the stored config against ``cfg``,
-    the config planned now)."""
+    the config planned now). A run at its budget whose results are missing or not those of its
+    final commit (stopped or killed while it wrote them) is not refused: returns its commit
+    record, from which :func:`complete_results` writes them; None otherwise."""
     from janus.algorithms.base import algorithm
     from janus.runtime import checkpoints
 
@@ -141,10 +143,33 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> None:
     checkpoint_dir = str(cfg.runtime.checkpoint_dir)
     state = checkpoints.read_run_state(checkpoint_dir)
     run_folder.check_changes(out_dir, stored, cfg)  # as planned: resolved, --quick
+    at_budget = bool(state) and int(state["trained"]) >= algo.budget(cfg).total_updates
+    if at_budget and run_folder.results_missing(out_dir, state) is not None:
+        checkpoints.verify_committed(checkpoint_dir, state)  # results only from a commit whose files are whole
+        return state
     run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, "--total_env_steps")
     run_folder.check_checkpoint_kept(out_dir, checkpoint_dir, state)
     checkpoints.verify_committed(checkpoint_dir, state)  # a corrupt file is refused first
     _print_resume_point(cfg, state)
+    return None
+
+
+def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> int:
+    """Write the results of a run that reached its budget (commit record ``state``) but whose
+    results are missing or stale; nothing is trained and config.yaml is not changed."""
+    from janus.runtime.run import result_from_run_state
+
+    why = run_folder.results_missing(out_dir, state)
+    print(f"janus train: the run is already at its budget ({int(state['env_steps']):,} env steps, "
+          f"{int(state['trained']):,} updates, final checkpoint committed) but {why}: the session that trained "
+          f"it stopped before writing its results; writing them from {Path(str(cfg.runtime.checkpoint_dir)) / 'run_state.json'} "
+          f"(nothing is trained)", flush=True)
+    run = result_from_run_state(cfg, state)
+    paths = write_files(command_line("train"), out_dir, [run], [], run.name)
+    print(f"\n{run.name}: mean return of the last 20 episodes {run.final_mean_return:.1f} ({run.episodes} episodes)"
+          if run.final_mean_return is not None else "", flush=True)
+    print("wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
+    return 0
 
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
@@ -167,7 +192,10 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
         prepared = [prepare_train(args, c, out_dir) for c in configs]
         configs = [c for c, _ in prepared]
         if getattr(args, "resume", None) is not None:
-            check_resume(out_dir, configs[0])
+            committed = check_resume(out_dir, configs[0])
+            if committed is not None:  # at its budget, results lost with the session that trained it
+                with stopping.saving():
+                    return complete_results(out_dir, configs[0], committed)
             ckpt = configs[0].runtime.checkpoint_dir
             best = configs[0].runtime.best_dir
             resumed = run_folder.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None,
@@ -179,13 +207,16 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
             for c in configs:  # a run refused here leaves no config.yaml, so its --out can be used again
                 check_progress_possible(c)
             fileio.write_text(out_dir / "config.yaml", prepared[0][1])
-    try:
-        # a resumed run's live logs and results wait for its first commit, like its config.yaml
-        ready = (lambda: resumed.written) if resumed is not None else None
-        return _run_configs(args, label, out_dir, configs, skipped, baseline, ready)
-    finally:
-        if resumed is not None:
-            resumed.finish()
+    # a stop signal interrupts only a run's start-up and loop (janus.stopping): one that comes while
+    # results, charts or the resumed run's config.yaml are written is recorded and acted on after
+    with stopping.saving():
+        try:
+            # a resumed run's live logs and results wait for its first commit, like its config.yaml
+            ready = (lambda: resumed.written) if resumed is not None else None
+            return _run_configs(args, label, out_dir, configs, skipped, baseline, ready)
+        finally:
+            if resumed is not None:
+                resumed.finish()
 
 
 def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
@@ -216,9 +247,11 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 progress.finish(f"interrupted after {partial['wall_s']:.2f}s; writing the run so far")
                 if live is not None:
                     live.finish(partial)
-                write_outputs(args, label, out_dir, [*runs, partial], skipped, baseline)
             if live is not None:
                 live.close()
+            so_far = [*runs, partial] if partial is not None else runs  # stopped as it started: the earlier ones
+            if so_far and not isinstance(exc, stopping.Aborted):
+                write_outputs(args, label, out_dir, so_far, skipped, baseline)
             raise
         except BaseException:
             if live is not None:

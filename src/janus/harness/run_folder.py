@@ -348,6 +348,26 @@ def check_changes(folder: Path, stored: RunConfig, requested: RunConfig) -> None
             f"with other settings. {folder} was not changed")
 
 
+def results_missing(folder: Path, state: dict[str, Any]) -> str | None:
+    """Why the results of the run in ``folder`` are not those of its commit ``state`` (no
+    results.json, one that cannot be read, not ``finished``, or of another update count); None
+    when they are."""
+    path = folder / "results.json"
+    if not path.is_file():
+        return "there is no results.json"
+    try:
+        last = json.loads(path.read_text())["runs"][-1]
+        status, counts = last["status"], last["counts"]
+        updates = int(counts.get("run_updates", counts["updates"]))
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return f"its results.json cannot be read ({type(exc).__name__})"
+    if status != "finished":
+        return f"its results.json says {status!r}"
+    if updates != int(state.get("trained", -1)):
+        return f"its results.json records {updates:,} updates, its final checkpoint {int(state.get('trained', 0)):,}"
+    return None
+
+
 def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], total_updates: int, budget_flag: str) -> None:
     """Refuse a resume whose budget (``total_updates`` learner updates) the run in ``folder``,
     at the commit ``state``, has already reached."""

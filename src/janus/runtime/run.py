@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from janus import stopping
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
 from janus.buffer.native import warm_up
@@ -359,11 +360,20 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
     backend = backend or make_backend(cfg)
     total = algo_of(cfg).budget(cfg).total_updates
     earlier = load_run_state(cfg)  # a resumed run's sessions before this one ({} otherwise)
-    base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
     shared = SharedBuffer(cfg) if trainer_takes_batches(cfg) else None
+    with stopping.saving():  # a stop signal cuts only the start-up and the loop below, never the saving
+        return _run_built(cfg, backend, shared, total, earlier, progress, timeout_s, observer)
+
+
+def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total: int, earlier: dict[str, Any],
+               progress: Progress | None, timeout_s: float, observer: Observer | None) -> RunResult:
+    """:func:`run_runtime` from the build on: start-up and the poll loop may be interrupted by a
+    stop signal (:func:`janus.stopping.interruptible`); the shutdown, the final commit and the
+    summary that follow may not (a signal then is recorded, and the run saved as it ended)."""
     try:
-        build(cfg, backend, shared)  # local: builds every component now
-        backend.start()  # process: builds this process's; ray: returns once every actor is up (wall_s excludes it)
+        with stopping.interruptible():
+            build(cfg, backend, shared)  # local: builds every component now
+            backend.start()  # process: builds this process's; ray: returns once every actor is up (wall_s excludes it)
     except BaseException:  # a component that cannot be built, Ctrl-C: close what was built
         backend.shutdown(timeout=5.0)
         if shared is not None:
@@ -371,28 +381,11 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         raise
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
-    status: dict[str, Any] = {}
+    last: list[dict[str, Any]] = [{}]  # the last poll's status
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
-    errors_shown = 0
     try:
-        while True:
-            status = backend.orchestrator_status()
-            errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
-            if progress is not None:
-                note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
-                progress(min(status["trained"], total), total, note)
-            if observer is not None:
-                observer(status, partial(result_so_far, cfg, backend, status, start, earlier))
-            if backend.fatal is not None:
-                name, text = backend.fatal
-                raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
-            if status["failure"]:
-                raise RunFailed(f"the run was stopped: {status['failure']}")
-            if status["finished"]:
-                break
-            if time.perf_counter() - start > timeout_s:
-                raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
-            time.sleep(0.05)
+        with stopping.interruptible():
+            _poll_until_finished(cfg, backend, start, total, earlier, progress, timeout_s, observer, last)
         wall = time.perf_counter() - start
     except KeyboardInterrupt as exc:
         interrupted, wall = exc, time.perf_counter() - start
@@ -402,6 +395,16 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         failed = backend.fatal  # also an error while draining, after the goal was reached
         if failed is None:
             commit_final_checkpoint(cfg, backend)
+    status = last[0]
+    if interrupted is not None:
+        try:
+            status = backend.orchestrator_status()  # after the drain: the last counts
+        except Exception:  # noqa: BLE001 - keep the last status seen in the loop
+            pass
+        # the signal came as the run reached its goal (the Orchestrator says finished only then): the
+        # CLI saves it as finished and exits as stopped once everything is written
+        if status.get("finished") and stopping.defer(interrupted):
+            interrupted = None
     if failed is not None:
         name, text = failed
         raise RunFailed(f"component {name!r} failed while the run was stopping; the final checkpoint was not "
@@ -413,14 +416,39 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
             raise RunFailed(problem)
         print(f"janus: {problem}", file=sys.stderr)  # Ctrl-C: still hand back the run so far, below
     if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
-        try:
-            status = backend.orchestrator_status()  # after the drain: the last counts
-        except Exception:  # noqa: BLE001 - keep the last status seen in the loop
-            pass
         interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]
                                                outcome="interrupted")
         raise interrupted
     return summarize(cfg, backend, status, counters, wall, earlier)
+
+
+def _poll_until_finished(cfg: RunConfig, backend: Any, start: float, total: int, earlier: dict[str, Any],
+                         progress: Progress | None, timeout_s: float, observer: Observer | None,
+                         last: list[dict[str, Any]]) -> None:
+    """Poll the Orchestrator until the run finishes (``last[0]``: the last poll's status);
+    :class:`RunFailed` when a component fails, the Orchestrator gives up or ``timeout_s`` passes."""
+    base_steps = int(earlier.get("env_steps", 0))  # a resumed run's rates count from here
+    errors_shown = 0
+    while True:
+        status = last[0] = backend.orchestrator_status()
+        errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
+        if progress is not None:
+            note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
+            progress(min(status["trained"], total), total, note)
+        if observer is not None:
+            with stopping.saving():  # its periodic results files are written whole; a stop is raised after
+                observer(status, partial(result_so_far, cfg, backend, status, start, earlier))
+            stopping.raise_if_stopped()
+        if backend.fatal is not None:
+            name, text = backend.fatal
+            raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
+        if status["failure"]:
+            raise RunFailed(f"the run was stopped: {status['failure']}")
+        if status["finished"]:
+            return
+        if time.perf_counter() - start > timeout_s:
+            raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
+        time.sleep(0.05)
 
 
 def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
@@ -552,6 +580,33 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
         evaluations=list(status.get("evaluations", [])) if evaluates(cfg) else None,
         train_metrics=metrics or None,
         **curve,
+    )
+
+
+RESULTS_FROM_RUN_STATE = (
+    "the run's final commit (checkpoint/run_state.json): the session that trained it stopped before it wrote its "
+    "results, and janus train --resume wrote them from the commit. Counts and rates are the whole run's; stage "
+    "times, message counts and the other runtime figures are not recorded in a commit and are left out")
+
+
+def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult:
+    """The finished :class:`RunResult` of a run that reached its budget, rebuilt from its commit
+    record ``state`` (:func:`janus.runtime.checkpoints.read_run_state`): learning curve,
+    evaluations, training scalars and counters as committed. What a commit does not record
+    (stage times, messages) is left out, never made up, and ``runtime.results_from`` says so."""
+    trained, steps, wall = int(state["trained"]), int(state["env_steps"]), float(state["wall_s"])
+    counts = {"updates": trained, "env_steps": steps, "run_env_steps": steps, "run_updates": trained}
+    if "inserted" in state:
+        counts["transitions_inserted"] = int(state["inserted"])
+    return RunResult(
+        name=cfg.name, config=reported_config(cfg.to_dict()), status="finished",
+        samples_per_s=trained * cfg.minibatch_size / wall if wall > 0 else 0.0,
+        actor_steps_per_s=steps / wall if wall > 0 else 0.0, wall_s=wall, stage_s={}, counts=counts,
+        runtime={"backend": cfg.runtime.backend, "worker_restarts": dict(state.get("restarts", {})),
+                 "results_from": RESULTS_FROM_RUN_STATE},
+        evaluations=[dict(e) for e in state.get("evaluations", [])] if evaluates(cfg) else None,
+        train_metrics=metric_columns(list(state.get("train_metrics", []))) or None,
+        **learning_curve([(t, s, r) for t, s, r in state.get("curve", [])]),
     )
 
 

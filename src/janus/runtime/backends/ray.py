@@ -16,6 +16,7 @@ component raises reports it; one whose process dies is reported by a :class:`Dea
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import socket
@@ -24,7 +25,7 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -51,6 +52,34 @@ _OUTBOX: "RayOutbox | None" = None  # the outbox of the component hosted by this
 _SPAWNED: dict[tuple[str, str], Any] = {}  # (namespace, name) -> handle of an actor this process created
 
 
+@contextlib.contextmanager
+def keeping_stop_handlers() -> Iterator[Callable[[], None]]:
+    """Keep this process's SIGINT/SIGTERM/SIGHUP handlers across ``ray.init``; yields a function
+    that puts them back at once (call it while a helper thread runs ``ray.init``).
+
+    ``ray.init`` in the main thread replaces the SIGTERM handler with ``sys.exit(15)`` (a local
+    node's with one that kills Ray's processes and exits 1), and the driver's core worker installs
+    a C++ failure handler that aborts on SIGTERM (janus exited 15, or died of SIGABRT or SIGSEGV,
+    with no final checkpoint and no results). The handlers in place before it are put back (a
+    signal handler set from Python is installed again with ``sigaction``, over the C++ one)."""
+    from janus.stopping import STOP_SIGNALS
+
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def restore() -> None:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+    try:
+        yield restore
+    finally:
+        restore()
+
+
 def start_local_ray(**kwargs: Any) -> None:
     """Start a single-node Ray whose GCS, raylet and workers listen on 127.0.0.1 only.
 
@@ -63,8 +92,18 @@ def start_local_ray(**kwargs: Any) -> None:
     old_env, old_flag = os.environ.get(rc.ENABLE_RAY_CLUSTERS_ENV_VAR), rc.ENABLE_RAY_CLUSTER
     os.environ[rc.ENABLE_RAY_CLUSTERS_ENV_VAR], rc.ENABLE_RAY_CLUSTER = "0", False  # raylet and workers inherit it
     try:
-        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="warning",
-                 _system_config={"preload_python_modules": PRELOAD}, **kwargs)
+        with keeping_stop_handlers():
+            try:
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="warning",
+                         _system_config={"preload_python_modules": PRELOAD}, **kwargs)
+            except BaseException as exc:  # Ctrl-C or SIGTERM as it starts: stop the node processes it started
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                if isinstance(exc, SystemExit) and exc.code == signal.SIGTERM:  # Ray's own handler, meanwhile
+                    from janus.stopping import Terminated
+
+                    raise Terminated("SIGTERM") from None
+                raise
     finally:
         rc.ENABLE_RAY_CLUSTER = old_flag
         os.environ.pop(rc.ENABLE_RAY_CLUSTERS_ENV_VAR)
@@ -143,14 +182,30 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         finally:
             done.set()
 
-    threading.Thread(target=attempt, name="janus-ray-connect", daemon=True).start()
-    if not done.wait(max(0.0, deadline - time.monotonic())):
+    helper = threading.Thread(target=attempt, name="janus-ray-connect", daemon=True)
+    with keeping_stop_handlers() as restore:
+        helper.start()
+        try:
+            while not done.wait(max(0.0, min(0.05, deadline - time.monotonic()))) and time.monotonic() < deadline:
+                restore()  # ray.init's core worker, starting in the helper, installs a handler that aborts on SIGTERM
+        except BaseException:  # Ctrl-C, SIGTERM: stop waiting; leave Ray as whole as it can be left
+            _abandon(done)
+            raise
+    if not done.is_set():
         raise RunFailed(f"--address {address}: no Ray cluster answered at {target} within {timeout_s:.0f}s "
                         f"(is it the GCS port of a Ray head, `ray start --head --port PORT`?)")
     if outcome[0] is not None:
         exc = outcome[0]
         raise RunFailed(f"--address {address}: could not join the Ray cluster at {target}: "
                         f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+
+
+def _abandon(done: threading.Event, grace_s: float = 2.0) -> None:
+    """A connect the user stopped: give ``ray.init`` ``grace_s`` to finish and disconnect it, so
+    the interpreter does not exit (and run Ray's own exit hook) in the middle of its start-up."""
+    if done.wait(grace_s) and ray.is_initialized():
+        with contextlib.suppress(Exception):
+            ray.shutdown()
 
 
 @dataclass(frozen=True)
