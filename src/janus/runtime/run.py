@@ -394,7 +394,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         alive = backend.shutdown()
         counters = backend.counters()
         failed = backend.fatal  # also an error while draining, after the goal was reached
-        if failed is None:
+        if failed is None and not getattr(backend, "gcs_lost", None):  # Ray's coordinator lost: counts unknown
             commit_final_checkpoint(cfg, backend)
     if failed is not None:
         name, text = failed
