@@ -290,6 +290,40 @@ def test_lost_gcs_stops_the_run_with_a_clear_error_and_no_actor_left(ray_session
     assert_clean(backend)
 
 
+def test_a_local_ray_that_fails_to_start_is_a_clear_error_and_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ray.init`` failing half-way (its GCS killed while it starts: "The current node timed out
+    during startup") is a RunFailed naming it, and the processes of the session this process
+    started are killed, found by the session folder they name (their raylet may be gone); those of
+    a Ray this process was running already are not."""
+    from janus.runtime.backends import ray as raymod
+
+    earlier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",  # a session of this process
+                                f"--session-dir=/tmp/ray/session_2025-01-01_00-00-00_000001_{os.getpid()}"])
+
+    started: list[subprocess.Popen] = []
+
+    def failing_start(**_: Any) -> None:
+        session = f"/tmp/ray/session_2026-01-01_00-00-00_000001_{os.getpid()}"
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", f"--session-dir={session}"],
+                                        start_new_session=True))  # an agent handed to init, in its own session
+        raise Exception("The current node timed out during startup. This could happen because ...")
+
+    monkeypatch.setattr(raymod, "start_local_ray", failing_start)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # the session's Ray (if any) is not this backend's
+    backend = RayBackend(None)
+    backend.add("orchestrator", "orchestrator", broken_factory)
+    try:
+        with pytest.raises(RunFailed, match="could not start a local Ray: Exception: The current node timed out"):
+            backend.start()
+        assert started and started[0].wait(timeout=10) == -signal.SIGKILL, "the session's process outlived the failure"
+        assert earlier.poll() is None, "a process of a Ray this process ran before was killed"
+    finally:
+        for p in [*started, earlier]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     try:
         return [p for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import socket
 import threading
@@ -183,17 +184,38 @@ def session_processes(node: Any) -> list[int]:
     own = {p.process.pid for procs in node.all_processes.values() for p in procs if p.process is not None}
     session_dir = str(getattr(node, "_session_dir", "") or "")
     table = _process_table()
-    found, todo = set(own), list(own)
+    if session_dir:
+        own |= {pid for pid, (_, cmd) in table.items() if session_dir in cmd}
+    return _with_descendants(own, table)
+
+
+def processes_of_sessions_started_here() -> list[int]:
+    """PIDs of the processes of every Ray session this process started (a session folder is
+    named ``session_<date>_<time>_<microseconds>_<pid of its starter>``), with their descendants:
+    what to kill when ``ray.init`` fails half-way and no node object is left to ask."""
+    named = re.compile(rf"session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{os.getpid()}(?!\d)")
+    table = _process_table()
+    return _with_descendants({pid for pid, (_, cmd) in table.items() if named.search(cmd)}, table)
+
+
+def _with_descendants(pids: set[int], table: dict[int, tuple[int, str]]) -> list[int]:
+    """``pids`` and every process below them in ``table`` (:func:`_process_table`), but this one."""
+    found, todo = set(pids), list(pids)
     while todo:
         pid = todo.pop()
         for child, (ppid, _) in table.items():
             if ppid == pid and child not in found:
                 found.add(child)
                 todo.append(child)
-    if session_dir:
-        found |= {pid for pid, (_, cmd) in table.items() if session_dir in cmd}
     found.discard(os.getpid())
     return sorted(found)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:  # gone already
+        pass
 
 
 def _process_table() -> dict[int, tuple[int, str]]:
@@ -225,10 +247,7 @@ def kill_session(node: Any) -> list[int]:
     reap the ones this process started; returns their PIDs."""
     pids = session_processes(node)
     for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:  # gone already
-            pass
+        _kill(pid)
     for procs in node.all_processes.values():
         for p in procs:
             if p.process is not None:
@@ -658,7 +677,15 @@ class RayBackend:
         """Connect to (or start) Ray, place node labels on Ray nodes, create every actor (and wait for it)."""
         if not ray.is_initialized():
             if self.address is None:
-                start_local_ray()
+                earlier = set(processes_of_sessions_started_here())  # a Ray this process runs already: not ours
+                try:
+                    start_local_ray()
+                except Exception as exc:  # its GCS or raylet died while it started, say
+                    for pid in set(processes_of_sessions_started_here()) - earlier:
+                        _kill(pid)
+                    first = str(exc).strip().splitlines()
+                    raise RunFailed(f"could not start a local Ray: {type(exc).__name__}: "
+                                    f"{first[0] if first else ''}") from exc
                 self.started_ray = True
             else:
                 connect(self.address)
@@ -667,12 +694,8 @@ class RayBackend:
                                   lost_after_s=self.gcs_lost_after_s)
         self.gcs_watch.start()
         self.outbox = RayOutbox(self.namespace, "driver", self.restart.max_calls_in_flight, self._lookup)
-        nodes = [n for n in self._ask_gcs(ray.nodes, "nodes") if n["Alive"]]
-        nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeManagerAddress"], n["NodeID"]))
-        labels = sorted(set(self.labels.values()), key=lambda s: int(s.rsplit("-", 1)[1]))
-        by_label = {label: nodes[i % len(nodes)]["NodeID"] for i, label in enumerate(labels)}
-        self.restart.node_ids.update({name: by_label[label] for name, label in self.labels.items()})
         try:
+            self._place_labels()
             for name in self.roles:
                 handle = self.handles[name] = self._ask_gcs(partial(self.restart.spawn, name), "spawn")
                 if self.roles[name] != "worker":
@@ -687,6 +710,14 @@ class RayBackend:
             if isinstance(exc, (ray.exceptions.RayError, TimeoutError)):
                 raise RunFailed(f"the ray backend could not start its components: {exc}") from exc
             raise
+
+    def _place_labels(self) -> None:
+        """Map each node label to a live Ray node (``node-0`` to the head), for every component."""
+        nodes = [n for n in self._ask_gcs(ray.nodes, "nodes") if n["Alive"]]
+        nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeManagerAddress"], n["NodeID"]))
+        labels = sorted(set(self.labels.values()), key=lambda s: int(s.rsplit("-", 1)[1]))
+        by_label = {label: nodes[i % len(nodes)]["NodeID"] for i, label in enumerate(labels)}
+        self.restart.node_ids.update({name: by_label[label] for name, label in self.labels.items()})
 
     def _wait_up(self, refs: list[Any], timeout: float) -> None:
         """Wait until every call in ``refs`` answered (the first error raised as Ray raises it),
@@ -779,10 +810,7 @@ class RayBackend:
         return out
 
     def counters(self) -> dict[str, dict[str, float]]:
-        try:
-            final = self._final if self._final is not None else self._gather(10.0)
-        except GcsLost:  # the actors' counters cannot be asked for any more
-            final = {}
+        final = self._final if self._final is not None else self._gather(10.0)  # GcsLost: none to give
         return {name: f["counters"] for name, f in final.items()}
 
     def node_summary(self) -> dict[str, str]:
@@ -861,7 +889,8 @@ class RayBackend:
                 ray.kill(handle, no_restart=True)
             except Exception:  # noqa: BLE001 - its process is gone too
                 pass
-        _SPAWNED.clear()  # this process's handles: a lost GCS ends every run of it
+        for key in [k for k in _SPAWNED if k[0] == self.namespace]:
+            del _SPAWNED[key]
         if self.started_ray:
             node = ray._private.worker._global_node
             if node is not None:
