@@ -281,7 +281,7 @@ def test_lost_gcs_stops_the_run_with_a_clear_error_and_no_actor_left(ray_session
             lost_at.append(time.monotonic())
 
     backend.gcs_probe, backend.gcs_lost_after_s = probe, 1.0
-    with pytest.raises(RunFailed, match=r"the run was stopped: Ray's GCS at 127\.0\.0\.1:\d+ stopped answering"):
+    with pytest.raises(RunFailed, match=r"Ray's GCS at 127\.0\.0\.1:\d+ stopped answering"):
         run_runtime(cfg, progress=progress, backend=backend, timeout_s=120)
     assert lost_at and time.monotonic() - lost_at[0] < 10
     deadline = time.monotonic() + 10
@@ -362,7 +362,7 @@ def test_cli_run_whose_gcs_is_killed_ends_within_20s_with_a_clear_error_and_no_o
             proc.wait(10)
     assert took < 20, f"the run took {took:.0f}s to end after its GCS was killed"
     assert proc.returncode == 2, err[-3000:]
-    assert "janus train: error: the run was stopped: Ray's GCS at 127.0.0.1:" in err and "stopped answering" in err, err
+    assert "janus train: error: " in err and "Ray's GCS at 127.0.0.1:" in err and "stopped answering" in err, err
     assert "Traceback" not in err, err[-3000:]
     time.sleep(0.5)
     orphans = [f"{p.pid} {p.name()}" for p in session if running(p.pid)]
