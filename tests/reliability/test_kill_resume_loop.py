@@ -41,6 +41,7 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
     run = tmp_path / "run"
     extra = ["--backend", backend]
     history: list[str] = []
+    killed: list[int] = []  # the PIDs of the killed runs' learners (their segments carry them)
     checks = 0
     try:
         for i in range(iterations):
@@ -52,6 +53,7 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
             args = ["train", "--resume", str(run), "--total_env_steps", "1000000", "--checkpoint_interval_s", "0.3"] \
                 if resume else ["train", *TRAIN, *extra, "--out", str(run)]
             proc = spawn(*args, env=janus_env(capture=capture, fail_after=fail_after))
+            killed.append(proc.pid)
             if i == 0 and inject_every is not None:  # the short loop: make sure there is a commit to resume
                 _wait_for_a_commit(run, proc)
                 delay = rng.uniform(0.0, 1.0)
@@ -79,9 +81,9 @@ def _kill_resume_loop(tmp_path: Path, backend: str, iterations: int, inject_ever
         assert_resumed_identically(expected, seen)
         final = checkpoints.read_run_state(run / "checkpoint")
         if backend == "process":  # the last resume removed what the killed ones left in /dev/shm
-            from janus.runtime.shm import remove_orphaned_segments
+            from janus.runtime.shm import segments_of
 
-            assert remove_orphaned_segments() == [], "segments of killed runs left in /dev/shm"
+            assert not segments_of(killed), "segments of killed runs left in /dev/shm"
         # the run stops at its update goal; env steps are reported at episode ends and the ratio
         # limiter keeps workers within its error buffer, so they may fall a little short of `steps`
         assert final["tag"] == checkpoints.FINAL and steps - 600 <= final["env_steps"]

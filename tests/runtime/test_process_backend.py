@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,13 +33,16 @@ from janus.runtime.component import Component
 from janus.runtime.components import Worker, WorkerProxy
 from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, StartMsg
 from janus.runtime.run import RunFailed, run_runtime
+from janus.runtime.shm import segments_of
 
 SHM = Path("/dev/shm")
 T, ENVS = 4, 3  # steps and environments per piece of the tagged actor
 
 
-def segments() -> set[str]:
-    return {p.name for p in SHM.glob("janus-*")} if SHM.is_dir() else set()
+def segments(pid: int | None = None) -> set[str]:
+    """The shared-memory segments of the run whose learner is process ``pid`` (default: this one,
+    for runs in this process): other janus runs on the machine have their own, and come and go."""
+    return segments_of([os.getpid() if pid is None else pid])
 
 
 def worker_processes() -> list[psutil.Process]:
@@ -245,7 +249,6 @@ def test_interrupt_stops_every_worker_process() -> None:
 # covered by default by test_resume.py's signal test (local backend) and test_live_metrics.py's Ctrl-C.
 @pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM])
 def test_cli_signal_exits_cleanly_without_orphans_or_segments(tmp_path: Path, sig: int) -> None:
-    before = segments()
     proc = start_cli_train(tmp_path / "run", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     chunks, reader = read_output(proc)
@@ -269,21 +272,20 @@ def test_cli_signal_exits_cleanly_without_orphans_or_segments(tmp_path: Path, si
     assert "interrupted" in out
     gone = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert gone == [], f"orphan processes {gone}"
-    assert segments() == before, "shared-memory segments left behind"
+    assert segments(proc.pid) == set(), "shared-memory segments left behind"
 
 
 def test_a_second_group_signal_does_not_cut_the_saving_short(tmp_path: Path) -> None:
     """SIGTERM to the whole process group (kill -- -PGID, scancel), twice: the workers leave the
     stopping to the learner, so their counts reach the results, and the second signal, arriving
     while the learner saves, only says so: checkpoint and results are still written."""
-    before = segments()
     run = tmp_path / "run"
     proc = start_cli_train(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     chunks, reader = read_output(proc)
     try:
         deadline = time.monotonic() + 150
-        while b"backend=process" not in b"".join(chunks) or len(segments() - before) < 3:  # workers are stepping
+        while b"backend=process" not in b"".join(chunks) or len(segments(proc.pid)) < 3:  # workers are stepping
             assert proc.poll() is None, b"".join(chunks).decode(errors="replace")
             assert time.monotonic() < deadline, "the run did not start within 150 s"
             time.sleep(0.2)
@@ -302,7 +304,7 @@ def test_a_second_group_signal_does_not_cut_the_saving_short(tmp_path: Path) -> 
     steps = results["runs"][0]["counts"]["env_steps"]
     assert steps > 0, "the workers' counts were lost"
     assert json.loads((run / "checkpoint" / "run_state.json").read_text())["env_steps"] == steps
-    assert segments() == before and not worker_processes()
+    assert segments(proc.pid) == set() and not worker_processes()
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (Linux) to list segments")
@@ -312,40 +314,47 @@ def test_a_full_dev_shm_is_a_clear_error_of_the_command(tmp_path: Path) -> None:
     hooks = Path(__file__).resolve().parents[1] / "reliability" / "hooks"
     env = {**os.environ, "JANUS_TEST_SHM_FREE": "20000", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(hooks), str(Path(runmod.__file__).resolve().parents[2])])}
-    before = segments()
-    proc = subprocess.run([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "process", "--quick",
-                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=240, env=env)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "SharedMemoryFull: the process backend needs" in proc.stderr and "--shm-size" in proc.stderr, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-    assert segments() == before
+    proc = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "process", "--quick",
+                             "--out", str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, stderr[-3000:]
+    assert "SharedMemoryFull: the process backend needs" in stderr and "--shm-size" in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert segments(proc.pid) == set()
 
 
 @pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm (Linux) to list segments")
 def test_segments_of_a_run_killed_with_its_resource_tracker_are_removed_by_the_next_run(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """SIGKILL to the whole process group (the learner, its workers and Python's resource tracker)
-    leaves the run's segments in /dev/shm; the next process-backend run removes them, and says so."""
+    leaves the run's segments in /dev/shm; the next process-backend run removes them, and says so
+    (with any other killed run's: the count is at least this one's)."""
     before = segments()
     proc = start_cli_train(tmp_path / "run", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 150
-        while len(segments() - before) < 3:  # two rings and the parameter store: the run is set up
+        while len(segments(proc.pid)) < 3:  # two rings and the parameter store: the run is set up
             assert proc.poll() is None, proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "no segments within 150 s"
             time.sleep(0.2)
-        leaked = segments() - before
+        leaked = segments(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         time.sleep(0.5)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert leaked <= segments(), "the resource tracker was killed too: the segments must still be there"
+    assert leaked <= segments(proc.pid), "the resource tracker was killed too: the segments must still be there"
     run = run_runtime(tiny(False, workers=2, samples_per_insert=1.0, min_inserts=256), timeout_s=120)
     assert run["counts"]["updates"] > 0
-    assert not leaked & segments(), f"left behind: {sorted(leaked & segments())}"
-    assert f"removed {len(leaked)} shared-memory segment(s) of killed runs" in capsys.readouterr().err
+    assert not segments(proc.pid), f"left behind: {sorted(segments(proc.pid))}"
+    said = re.search(r"removed (\d+) shared-memory segment\(s\) of killed runs", capsys.readouterr().err)
+    assert said is not None and int(said.group(1)) >= len(leaked), "the next run did not say it removed them"
     assert segments() == before
 
 
@@ -365,7 +374,6 @@ def test_learner_end_delivers_batches_on_the_gpu(placement: str) -> None:
 def test_a_script_without_a_main_guard_gets_an_error_that_says_so(tmp_path: Path) -> None:
     """Spawned workers import the user's script again; without ``if __name__ == "__main__":`` each
     worker dies at once. The learner's error names the guard instead of only "it exited"."""
-    before = segments()
     script = tmp_path / "train.py"
     script.write_text(
         "from janus.config import from_dict, resolve\n"
@@ -373,9 +381,16 @@ def test_a_script_without_a_main_guard_gets_an_error_that_says_so(tmp_path: Path
         "run_runtime(resolve(from_dict({'runtime': {'backend': 'process'}, 'workload': {'iterations': 2}})))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
+    last = stderr.strip().splitlines()[-1]
     assert "WorkerStartError" in last and "exited (exit code 1) before it was ready" in last, last
     assert 'if __name__ == "__main__":' in last, last
-    assert segments() <= before  # the learner removed its segments on the way out
+    assert segments(proc.pid) == set()  # the learner removed its segments on the way out

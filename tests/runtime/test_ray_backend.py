@@ -28,7 +28,7 @@ psutil = pytest.importorskip("psutil")
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve  # noqa: E402
 from janus.runtime import run as runmod  # noqa: E402
-from janus.runtime.backends.ray import RayBackend, RayOutbox, RayParams  # noqa: E402
+from janus.runtime.backends.ray import GcsWatch, RayBackend, RayOutbox, RayParams  # noqa: E402
 from janus.runtime.messages import ParamsSnapshot  # noqa: E402
 from janus.runtime.run import RunFailed, run_runtime  # noqa: E402
 
@@ -233,6 +233,148 @@ def test_interrupt_leaves_no_actor_behind(ray_session: Any) -> None:
     with pytest.raises(KeyboardInterrupt):
         run_runtime(cfg, progress=progress, backend=backend, timeout_s=60)
     assert_clean(backend)
+
+
+# ---- losing Ray's GCS (the cluster's coordinator) ----------------------------------------------
+@pytest.mark.parametrize("failure", ["raises", "hangs"])
+def test_a_gcs_that_stops_answering_is_reported_within_the_bound(failure: str) -> None:
+    """A probe that fails, or one stuck in Ray's C++ (never returning), makes the watch report the
+    GCS lost once nothing answered for ``lost_after_s``; an answering GCS never is."""
+    broken, release = threading.Event(), threading.Event()
+
+    def probe(timeout_s: float) -> None:
+        if broken.is_set():
+            if failure == "hangs":
+                release.wait()
+            raise ConnectionError("Timed out while waiting for GCS to become available.")
+
+    watch = GcsWatch("10.1.2.3:6379", probe, interval_s=0.05, lost_after_s=0.5)
+    watch.start()
+    try:
+        time.sleep(1.0)
+        assert watch.lost is None, "a GCS that answers was reported lost"
+        broken.set()
+        since = time.monotonic()
+        while watch.lost is None:
+            assert time.monotonic() - since < 3.0, "a silent GCS was not reported"
+            time.sleep(0.02)
+        assert time.monotonic() - since >= 0.4
+        assert "Ray's GCS at 10.1.2.3:6379 stopped answering" in watch.lost and "--resume" in watch.lost
+        if failure == "raises":
+            assert "ConnectionError: Timed out while waiting for GCS to become available)" in watch.lost
+    finally:
+        release.set()
+        watch.stop()
+
+
+def test_lost_gcs_stops_the_run_with_a_clear_error_and_no_actor_left(ray_session: Any) -> None:
+    """The driver's GCS probe starts failing mid-run (the session's GCS itself stays up, so the
+    test can see the actors): the run fails naming the GCS within seconds, with no actor left."""
+    cfg = tiny(workers=1)
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, env_step_ms=4.0))
+    backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
+    lost_at: list[float] = []
+
+    def probe(timeout_s: float) -> None:
+        if lost_at:
+            raise ConnectionError("GCS unreachable")
+
+    def progress(done: int, total: int, *_: Any) -> None:
+        if done >= 2 and not lost_at:
+            lost_at.append(time.monotonic())
+
+    backend.gcs_probe, backend.gcs_lost_after_s = probe, 1.0
+    with pytest.raises(RunFailed, match=r"Ray's GCS at 127\.0\.0\.1:\d+ stopped answering"):
+        run_runtime(cfg, progress=progress, backend=backend, timeout_s=120)
+    assert lost_at and time.monotonic() - lost_at[0] < 10
+    deadline = time.monotonic() + 10
+    while actors_of(backend) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert_clean(backend)
+
+
+def test_a_local_ray_that_fails_to_start_is_a_clear_error_and_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ray.init`` failing half-way (its GCS killed while it starts: "The current node timed out
+    during startup") is a RunFailed naming it, and the processes of the session this process
+    started are killed, found by the session folder they name (their raylet may be gone); those of
+    a Ray this process was running already are not."""
+    from janus.runtime.backends import ray as raymod
+
+    earlier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",  # a session of this process
+                                f"--session-dir=/tmp/ray/session_2025-01-01_00-00-00_000001_{os.getpid()}"])
+
+    started: list[subprocess.Popen] = []
+
+    def failing_start(**_: Any) -> None:
+        session = f"/tmp/ray/session_2026-01-01_00-00-00_000001_{os.getpid()}"
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", f"--session-dir={session}"],
+                                        start_new_session=True))  # an agent handed to init, in its own session
+        raise Exception("The current node timed out during startup. This could happen because ...")
+
+    monkeypatch.setattr(raymod, "start_local_ray", failing_start)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # the session's Ray (if any) is not this backend's
+    backend = RayBackend(None)
+    backend.add("orchestrator", "orchestrator", broken_factory)
+    try:
+        with pytest.raises(RunFailed, match="could not start a local Ray: Exception: The current node timed out"):
+            backend.start()
+        assert started and started[0].wait(timeout=10) == -signal.SIGKILL, "the session's process outlived the failure"
+        assert earlier.poll() is None, "a process of a Ray this process ran before was killed"
+    finally:
+        for p in [*started, earlier]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.slow
+def test_cli_run_whose_gcs_is_killed_ends_within_20s_with_a_clear_error_and_no_orphan(tmp_path: Path) -> None:
+    """SIGKILL of the run's own gcs_server mid-training (its actors keep talking without it): the
+    run ends within 20 s with an error naming the GCS, every process of its Ray is gone, the run
+    folder's lock is released and the last periodic checkpoint is a whole commit."""
+    from janus.runtime import checkpoints
+
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "ray", "--total_env_steps",
+            "10000000", "--checkpoint_interval_s", "2", "--out", str(run)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while not checkpoints.read_run_state(run / "checkpoint"):  # training, and a periodic commit made
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no periodic checkpoint within 180 s"
+            time.sleep(0.5)
+        session = _descendants(proc.pid)
+        gcs = [p for p in session if p.name() == "gcs_server"]
+        assert len(gcs) == 1, [p.name() for p in session]
+        gcs[0].kill()
+        killed = time.monotonic()
+        _, err = proc.communicate(timeout=40)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert took < 20, f"the run took {took:.0f}s to end after its GCS was killed"
+    assert proc.returncode == 2, err[-3000:]
+    assert "janus train: error: " in err and "Ray's GCS at 127.0.0.1:" in err and "stopped answering" in err, err
+    assert "Traceback" not in err, err[-3000:]
+    time.sleep(0.5)
+    orphans = [f"{p.pid} {p.name()}" for p in session if running(p.pid)]
+    assert orphans == [], f"processes of the run's Ray outlived it: {orphans}"
+    assert not (run / ".janus.lock").exists(), "the run folder's lock was not released"
+    checkpoints.recover(run / "checkpoint")  # as --resume does first: the commit is whole
+    state = checkpoints.read_run_state(run / "checkpoint")
+    assert state["env_steps"] > 0
+    checkpoints.verify_committed(run / "checkpoint", state)
 
 
 # ---- multi-node simulation: its own cluster, its own processes -----------------------------------

@@ -5,17 +5,19 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from janus.runtime.shm import Layout, ParamStore, RingClosed, SlotRing, unlink_segment
+from janus.runtime.shm import Layout, ParamStore, RingClosed, SlotRing, segments_of, unlink_segment
 
 SHM = "/dev/shm"
 
 
 def segments() -> set[str]:
-    return {n for n in os.listdir(SHM) if n.startswith("janus-")} if os.path.isdir(SHM) else set()
+    """This process's segments (other janus runs on the machine have their own, and come and go)."""
+    return segments_of([os.getpid()])
 
 
 def piece(i: int) -> dict[str, np.ndarray]:
@@ -139,8 +141,9 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-@pytest.mark.skipif(not os.path.isdir(SHM), reason="needs /dev/shm (Linux) to list segments")
-def test_segments_of_a_dead_owner_are_removed_and_every_other_is_left_alone() -> None:
+def test_segments_of_a_dead_owner_are_removed_and_every_other_is_left_alone(tmp_path: Path) -> None:
+    """In a folder of its own (a janus run starting beside it would remove the dead owner's
+    segments from /dev/shm first)."""
     from janus.runtime import shm
 
     ns, dead = shm._namespace_tag(), _dead_pid()
@@ -152,19 +155,34 @@ def test_segments_of_a_dead_owner_are_removed_and_every_other_is_left_alone() ->
         "old_format": "janus-ring-0123456789ab", "not_janus": f"other-ring-{ns}{dead:x}-0",
     }
     for name in names.values():
-        with open(os.path.join(SHM, name), "wb") as f:
-            f.write(b"\0" * 4096)
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    removed = shm.remove_orphaned_segments(str(tmp_path))
+    assert sorted(removed) == sorted([(names["dead"], 4096), (names["dead_params"], 4096)])
+    left = set(os.listdir(tmp_path))
+    assert left == {names[k] for k in ("live", "other_namespace", "old_format", "not_janus")}
+    assert shm.remove_orphaned_segments(str(tmp_path)) == []
+    assert shm.segments_of([dead, os.getpid()], str(tmp_path)) == {names["live"]}
+
+
+def test_segments_are_told_apart_by_their_owner() -> None:
+    """A run's segments are named by its learner's PID: a test (or a tool) can list one run's
+    segments while other janus runs share /dev/shm."""
+    from janus.runtime import shm
+
+    ns = shm._namespace_tag()
+    other_ns = f"{(int(ns, 16) + 1) & 0xFFFF:04x}"
+    assert shm.segment_owner(shm.new_segment_name("ring")) == os.getpid()
+    assert shm.segment_owner(f"janus-params-{ns}{12345:x}-3") == 12345
+    assert shm.segment_owner(f"janus-ring-{other_ns}{os.getpid():x}-0") is None  # a PID of another namespace
+    assert shm.segment_owner("janus-ring-0123456789ab") is None and shm.segment_owner("psm_1234") is None
+    ring = SlotRing.create(Layout.of(piece(0)), slots=2)
     try:
-        removed = shm.remove_orphaned_segments()
-        assert sorted(removed) == sorted([(names["dead"], 4096), (names["dead_params"], 4096)])
-        left = set(os.listdir(SHM))
-        assert not {names["dead"], names["dead_params"]} & left
-        assert {names[k] for k in ("live", "other_namespace", "old_format", "not_janus")} <= left
-        assert shm.remove_orphaned_segments() == []
+        assert ring.name.lstrip("/") in segments()
+        assert ring.name.lstrip("/") not in shm.segments_of([os.getppid()])
     finally:
-        for name in names.values():
-            if os.path.exists(os.path.join(SHM, name)):
-                os.unlink(os.path.join(SHM, name))
+        ring.close()
+        ring.unlink()
+    assert ring.name.lstrip("/") not in segments()
 
 
 def test_segment_names_name_their_owner_and_stay_within_macos_limit() -> None:

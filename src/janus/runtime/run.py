@@ -393,7 +393,7 @@ def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total:
         alive = backend.shutdown()
         counters = backend.counters()
         failed = backend.fatal  # also an error while draining, after the goal was reached
-        if failed is None:
+        if failed is None and not getattr(backend, "gcs_lost", None):  # Ray's coordinator lost: counts unknown
             commit_final_checkpoint(cfg, backend)
     status = last[0]
     if interrupted is not None:

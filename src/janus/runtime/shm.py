@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass
 from multiprocessing import shared_memory
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -151,6 +151,24 @@ def _full(size: int, what: str, free: int | None) -> SharedMemoryFull:
         f"{have}: make it larger (docker run --shm-size=2g; a container's default is 64 MiB) or use --backend local")
 
 
+def segment_owner(name: str) -> int | None:
+    """The PID of the process that owns (and will unlink) the janus segment ``name``, if that
+    process is in this PID namespace; None for any other name."""
+    m = _NAME.match(name)
+    if m is None or m.group(1) != _namespace_tag():
+        return None
+    return int(m.group(2), 16)
+
+
+def segments_of(pids: Iterable[int], shm_dir: str = SHM_DIR) -> set[str]:
+    """Names of the janus segments in ``shm_dir`` owned by the processes ``pids`` (a run's learner:
+    it names every segment of its run), so that one run can be told apart from others on the machine."""
+    wanted = set(pids)
+    if not os.path.isdir(shm_dir):
+        return set()
+    return {n for n in os.listdir(shm_dir) if segment_owner(n) in wanted}
+
+
 def remove_orphaned_segments(shm_dir: str = SHM_DIR) -> list[tuple[str, int]]:
     """Unlink the janus segments whose owner process no longer exists; returns ``(name, bytes)``.
 
@@ -161,10 +179,10 @@ def remove_orphaned_segments(shm_dir: str = SHM_DIR) -> list[tuple[str, int]]:
     """
     if not os.path.isdir(shm_dir):
         return []
-    ns, removed = _namespace_tag(), []
+    removed: list[tuple[str, int]] = []
     for entry in os.scandir(shm_dir):
-        m = _NAME.match(entry.name)
-        if m is None or m.group(1) != ns or _alive(int(m.group(2), 16)):
+        owner = segment_owner(entry.name)
+        if owner is None or _alive(owner):
             continue
         try:
             st = entry.stat(follow_symlinks=False)

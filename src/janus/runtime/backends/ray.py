@@ -11,6 +11,11 @@ Actors are named, in a namespace of their own per run, and placed on Ray nodes b
 labels (``node-0`` on the head). The Orchestrator restarts a dead worker through a picklable
 :class:`Restarter` (``backend.restart``): it runs inside the Orchestrator's actor. A worker whose
 component raises reports it; one whose process dies is reported by a :class:`DeathWatch`.
+
+A :class:`GcsWatch` probes Ray's GCS (the cluster's coordinator) from a thread of the driver: actors
+keep talking to each other without it, so a dead GCS is otherwise noticed only when Ray gives up
+(minutes). Once it stops answering the run fails with an error naming it, nothing asks the GCS
+again, and the processes of a Ray this run started are killed (a joined cluster is left alone).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import signal
 import socket
 import threading
@@ -25,6 +31,7 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import partial
 from typing import Any, Callable, Iterator, Mapping
 
 import torch
@@ -113,6 +120,181 @@ def start_local_ray(**kwargs: Any) -> None:
 
 CONNECT_TIMEOUT_S = 10.0
 """How long joining a cluster (``--address``) may take before the run fails with an error naming it."""
+
+
+GCS_PROBE_INTERVAL_S = 0.5
+"""How often the driver asks Ray's GCS for a key (a call that answers in well under a millisecond)."""
+GCS_LOST_AFTER_S = 5.0
+"""The GCS is taken for lost once no probe has succeeded for this long (its restart fits within it)."""
+
+
+class GcsLost(RunFailed):
+    """Ray's GCS stopped answering: the run cannot go on (nor ask Ray anything that needs it)."""
+
+
+class GcsWatch:
+    """Probes Ray's GCS from a helper thread; :attr:`lost` says so once none answered for ``lost_after_s``.
+
+    A call to a dead GCS can block inside Ray's C++ (``ray.get_actor`` does, for a minute): the
+    probe is given a timeout, and :attr:`lost` is judged by the caller from the time of the last
+    answer, so it is bounded even if the probe itself hangs.
+    """
+
+    def __init__(self, address: str, probe: Callable[[float], Any] | None = None,
+                 interval_s: float = GCS_PROBE_INTERVAL_S, lost_after_s: float = GCS_LOST_AFTER_S) -> None:
+        self.address = address
+        self.probe = probe or _probe_gcs
+        self.interval_s, self.lost_after_s = interval_s, lost_after_s
+        self._last_ok = time.monotonic()
+        self._last_error = "no answer"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lost: str | None = None
+
+    def start(self) -> None:
+        self._last_ok = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="janus-ray-gcs-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """End the probing thread (waits up to ``timeout`` for a probe in progress)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.probe(min(2.0, self.lost_after_s))
+                self._last_ok = time.monotonic()
+            except Exception as exc:  # noqa: BLE001 - any failure to answer counts the same
+                text = str(exc).strip().splitlines()
+                self._last_error = f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": .")
+            self._stop.wait(self.interval_s)
+
+    @property
+    def lost(self) -> str | None:
+        """None while the GCS answers; once it has not for ``lost_after_s``, why the run stops (stays set)."""
+        if self._lost is None and self._thread is not None:
+            silent = time.monotonic() - self._last_ok
+            if silent > self.lost_after_s:
+                self._lost = (f"Ray's GCS at {self.address} stopped answering: no answer for {silent:.0f}s "
+                              f"({self._last_error}). The Ray cluster's coordinator died or hung, and the run cannot "
+                              f"go on without it; no final checkpoint was written (--resume continues from the last "
+                              f"committed one, if any)")
+        return self._lost
+
+
+def _probe_gcs(timeout_s: float) -> None:
+    """Read one key from the GCS of the connected Ray (raises once it does not answer in ``timeout_s``)."""
+    ray._private.worker.global_worker.gcs_client.internal_kv_get(b"janus-gcs-probe", b"janus", timeout=timeout_s)
+
+
+def run_bounded(fn: Callable[[], Any], give_up: Callable[[], str | None], what: str) -> Any:
+    """``fn()`` in a helper thread, waited for until it returns or ``give_up()`` names a reason
+    (then :class:`GcsLost` with it; the thread is left to Ray's own timeout)."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name=f"janus-ray-{what}", daemon=True).start()
+    while not done.wait(0.05):
+        reason = give_up()
+        if reason is not None:
+            raise GcsLost(reason)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def session_processes(node: Any) -> list[int]:
+    """PIDs of every process of the local Ray session ``node`` (a ``ray._private.node.Node``
+    this process started): its GCS, raylet, dashboard and monitors, every process they started
+    (workers, agents) and any process that names the session's folder (an agent whose raylet is
+    gone and who was handed to init). Linux (/proc); elsewhere only the node's own processes."""
+    own = {p.process.pid for procs in node.all_processes.values() for p in procs if p.process is not None}
+    session_dir = str(getattr(node, "_session_dir", "") or "")
+    table = _process_table()
+    if session_dir:
+        own |= {pid for pid, (_, cmd) in table.items() if session_dir in cmd}
+    return _with_descendants(own, table)
+
+
+def processes_of_sessions_started_here() -> list[int]:
+    """PIDs of the processes of every Ray session this process started (a session folder is
+    named ``session_<date>_<time>_<microseconds>_<pid of its starter>``), with their descendants:
+    what to kill when ``ray.init`` fails half-way and no node object is left to ask."""
+    named = re.compile(rf"session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{os.getpid()}(?!\d)")
+    table = _process_table()
+    return _with_descendants({pid for pid, (_, cmd) in table.items() if named.search(cmd)}, table)
+
+
+def _with_descendants(pids: set[int], table: dict[int, tuple[int, str]]) -> list[int]:
+    """``pids`` and every process below them in ``table`` (:func:`_process_table`), but this one."""
+    found, todo = set(pids), list(pids)
+    while todo:
+        pid = todo.pop()
+        for child, (ppid, _) in table.items():
+            if ppid == pid and child not in found:
+                found.add(child)
+                todo.append(child)
+    found.discard(os.getpid())
+    return sorted(found)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:  # gone already
+        pass
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of this user's processes (empty where /proc is missing)."""
+    table: dict[int, tuple[int, str]] = {}
+    if not os.path.isdir("/proc"):
+        return table
+    uid = os.getuid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        fields_after_name = stat.rsplit(")", 1)[-1].split()
+        if fields_after_name and fields_after_name[0] != "Z":
+            table[int(entry.name)] = (int(fields_after_name[1]), cmd)
+    return table
+
+
+def kill_session(node: Any) -> list[int]:
+    """SIGKILL every process of the local Ray session ``node`` (see :func:`session_processes`) and
+    reap the ones this process started; returns their PIDs."""
+    pids = session_processes(node)
+    for pid in pids:
+        _kill(pid)
+    for procs in node.all_processes.values():
+        for p in procs:
+            if p.process is not None:
+                try:
+                    p.process.wait(timeout=5)
+                except Exception:  # noqa: BLE001 - not reaped: a zombie until this process exits
+                    pass
+    return pids
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -233,8 +415,10 @@ def _wait_all(refs: list[Any], timeout: float) -> None:
 class RayOutbox:
     """Sends to named actors (handles cached), bounds calls in flight, shares/resolves parameters."""
 
-    def __init__(self, namespace: str, sender: str, max_calls_in_flight: int) -> None:
+    def __init__(self, namespace: str, sender: str, max_calls_in_flight: int,
+                 lookup: Callable[[str], Any] | None = None) -> None:
         self.namespace = namespace
+        self.lookup = lookup or (lambda name: _lookup(name, namespace))  # dest -> handle or None
         self.sender = sender
         self.max_calls = max(1, max_calls_in_flight)
         self.stats = MessageStats()
@@ -251,7 +435,7 @@ class RayOutbox:
         with self._lock:
             route = self._routes.get(dest)
             if route is None:
-                handle = _lookup(dest, self.namespace)
+                handle = self.lookup(dest)
                 if handle is None:
                     self.stats.dropped += 1
                     return
@@ -529,7 +713,11 @@ class RayBackend:
         self.stats = MessageStats()
         self._fatal: tuple[str, str] | None = None
         self.handles: dict[str, Any] = {}  # as created by start(); restarted workers are looked up by name
-        self.owns_ray = False
+        self.owns_ray = False  # this backend connected to Ray (it disconnects at shutdown)
+        self.started_ray = False  # ... and started that Ray itself (its processes are this run's)
+        self.gcs_watch: GcsWatch | None = None
+        self.gcs_probe: Callable[[float], Any] | None = None  # replaces the GCS probe (tests)
+        self.gcs_lost_after_s = GCS_LOST_AFTER_S
         self.outbox: RayOutbox | None = None
         self._watch: dict[Any, str] = {}  # wait_done ref -> name, for non-workers
         self._last_poll = 0.0
@@ -545,23 +733,31 @@ class RayBackend:
         """Connect to (or start) Ray, place node labels on Ray nodes, create every actor (and wait for it)."""
         if not ray.is_initialized():
             if self.address is None:
-                start_local_ray()
+                earlier = set(processes_of_sessions_started_here())  # a Ray this process runs already: not ours
+                try:
+                    start_local_ray()
+                except Exception as exc:  # its GCS or raylet died while it started, say
+                    for pid in set(processes_of_sessions_started_here()) - earlier:
+                        _kill(pid)
+                    first = str(exc).strip().splitlines()
+                    raise RunFailed(f"could not start a local Ray: {type(exc).__name__}: "
+                                    f"{first[0] if first else ''}") from exc
+                self.started_ray = True
             else:
                 connect(self.address)
             self.owns_ray = True
-        self.outbox = RayOutbox(self.namespace, "driver", self.restart.max_calls_in_flight)
-        nodes = [n for n in ray.nodes() if n["Alive"]]
-        nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeManagerAddress"], n["NodeID"]))
-        labels = sorted(set(self.labels.values()), key=lambda s: int(s.rsplit("-", 1)[1]))
-        by_label = {label: nodes[i % len(nodes)]["NodeID"] for i, label in enumerate(labels)}
-        self.restart.node_ids.update({name: by_label[label] for name, label in self.labels.items()})
+        self.gcs_watch = GcsWatch(ray.get_runtime_context().gcs_address, self.gcs_probe,
+                                  lost_after_s=self.gcs_lost_after_s)
+        self.gcs_watch.start()
+        self.outbox = RayOutbox(self.namespace, "driver", self.restart.max_calls_in_flight, self._lookup)
         try:
+            self._place_labels()
             for name in self.roles:
-                handle = self.handles[name] = self.restart.spawn(name)
+                handle = self.handles[name] = self._ask_gcs(partial(self.restart.spawn, name), "spawn")
                 if self.roles[name] != "worker":
                     self._watch[handle.wait_done.remote()] = name
             # every process up and every component constructed before the run starts
-            ray.get([h.pid.remote() for h in self.handles.values()], timeout=start_timeout)
+            self._wait_up([h.pid.remote() for h in self.handles.values()], start_timeout)
             for name, handle in self.handles.items():  # up: from now on a dead process is reported at once
                 if self.roles[name] == "worker":
                     _DEATHS.watch(handle, self.namespace, name, 0)
@@ -571,13 +767,49 @@ class RayBackend:
                 raise RunFailed(f"the ray backend could not start its components: {exc}") from exc
             raise
 
+    def _place_labels(self) -> None:
+        """Map each node label to a live Ray node (``node-0`` to the head), for every component."""
+        nodes = [n for n in self._ask_gcs(ray.nodes, "nodes") if n["Alive"]]
+        nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeManagerAddress"], n["NodeID"]))
+        labels = sorted(set(self.labels.values()), key=lambda s: int(s.rsplit("-", 1)[1]))
+        by_label = {label: nodes[i % len(nodes)]["NodeID"] for i, label in enumerate(labels)}
+        self.restart.node_ids.update({name: by_label[label] for name, label in self.labels.items()})
+
+    def _wait_up(self, refs: list[Any], timeout: float) -> None:
+        """Wait until every call in ``refs`` answered (the first error raised as Ray raises it),
+        within ``timeout``; :class:`GcsLost` as soon as the GCS is (actors cannot start without it)."""
+        deadline = time.monotonic() + timeout
+        pending = list(refs)
+        while pending:
+            lost = self.gcs_lost
+            if lost is not None:
+                raise GcsLost(lost)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} of {len(refs)} components did not start within {timeout:.0f}s")
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5, fetch_local=False)
+            ray.get(ready)
+
     def deliver(self, dest: str, msg: Any) -> None:
         assert self.outbox is not None, "start() the backend first"
         self.outbox.send(dest, msg)
 
+    @property
+    def gcs_lost(self) -> str | None:
+        """Why the run's Ray cannot be used any more (its GCS stopped answering), or None."""
+        return self.gcs_watch.lost if self.gcs_watch is not None else None
+
+    def _ask_gcs(self, fn: Callable[[], Any], what: str) -> Any:
+        """``fn()``, a call that needs the GCS; :class:`GcsLost` (never a hang) once it is lost."""
+        if self.gcs_lost is not None:
+            raise GcsLost(self.gcs_lost)
+        return run_bounded(fn, lambda: self.gcs_lost, what)
+
+    def _lookup(self, name: str) -> Any:
+        return self._ask_gcs(lambda: _lookup(name, self.namespace), "lookup")
+
     def kill(self, name: str) -> None:
         """SIGKILL the process of component ``name`` (for fault tests)."""
-        handle = _lookup(name, self.namespace)
+        handle = self._lookup(name)
         if handle is not None:
             handle.die.remote()
 
@@ -587,7 +819,8 @@ class RayBackend:
 
         Checks the ``wait_done`` calls started with the actors, without blocking, every POLL_S.
         """
-        if self._final is not None or self._fatal is not None or not self._watch or time.monotonic() - self._last_poll < self.POLL_S:
+        if (self._final is not None or self._fatal is not None or not self._watch or self.gcs_lost is not None
+                or time.monotonic() - self._last_poll < self.POLL_S):
             return self._fatal  # after shutdown: as gathered then (Ray may be gone)
         self._last_poll = time.monotonic()
         ready, _ = ray.wait(list(self._watch), num_returns=len(self._watch), timeout=0)
@@ -602,11 +835,16 @@ class RayBackend:
         return self._fatal
 
     def orchestrator_status(self) -> dict[str, Any]:
-        """The Orchestrator's summary plus ``finished``; a dead Orchestrator reads as a failure.
+        """The Orchestrator's summary plus ``finished``; a dead Orchestrator, or a lost GCS, reads as
+        a failure.
 
         After :meth:`shutdown` this is the summary taken while shutting down (Ray may be gone).
         """
         if self._final is not None:
+            return self._status
+        lost = self.gcs_lost
+        if lost is not None:
+            self._status = {"trained": 0, **self._status, "finished": False, "failure": lost}
             return self._status
         try:
             self._status = ray.get(self.handles["orchestrator"].status.remote(), timeout=30)
@@ -616,7 +854,7 @@ class RayBackend:
         return self._status
 
     def _gather(self, timeout: float) -> dict[str, dict[str, Any]]:
-        handles = {n: h for n in self.roles if (h := _lookup(n, self.namespace)) is not None}
+        handles = {n: h for n in self.roles if (h := self._lookup(n)) is not None}
         refs = {n: h.final.remote() for n, h in handles.items()}
         _wait_all(list(refs.values()), timeout)
         out = {}
@@ -628,7 +866,7 @@ class RayBackend:
         return out
 
     def counters(self) -> dict[str, dict[str, float]]:
-        final = self._final if self._final is not None else self._gather(10.0)
+        final = self._final if self._final is not None else self._gather(10.0)  # GcsLost: none to give
         return {name: f["counters"] for name, f in final.items()}
 
     def node_summary(self) -> dict[str, str]:
@@ -642,15 +880,25 @@ class RayBackend:
         As on the local backend, each role stops (and its outbox drains into the next role's
         inbox) before the next role gets its StopMsg, so nothing produced is dropped. Components
         that did not stop within ``timeout`` are killed too. Returns the actors still alive and the
-        components whose ``close()`` raised.
+        components whose ``close()`` raised. Once the GCS is lost it only cleans up (:meth:`_abandon`).
         """
-        from janus.runtime.messages import StopMsg
-
         if self.outbox is None or self._final is not None or not ray.is_initialized():
             return []  # never started, or already shut down
-        deadline = time.monotonic() + timeout
         _DEATHS.forget(self.namespace)
-        handles = {n: h for n in self.roles if (h := _lookup(n, self.namespace)) is not None}
+        try:
+            return self._stop_components(timeout)
+        except GcsLost:
+            return self._abandon()
+        finally:
+            if self.gcs_watch is not None:
+                self.gcs_watch.stop()
+
+    def _stop_components(self, timeout: float) -> list[str]:
+        """:meth:`shutdown` while the GCS answers (:class:`GcsLost` once it does not)."""
+        from janus.runtime.messages import StopMsg
+
+        deadline = time.monotonic() + timeout
+        handles = {n: h for n in self.roles if (h := self._lookup(n)) is not None}
         for role in SHUTDOWN_ORDER:
             group = [n for n in handles if self.roles[n] == role]
             for name in group:
@@ -686,6 +934,30 @@ class RayBackend:
             ray.shutdown()
         return left_alive + [f["close_failure"] for f in self._final.values() if f.get("close_failure")]
 
+    def _abandon(self) -> list[str]:
+        """Shutdown without the GCS: no drain and no counters (the actors cannot be found). Kill the
+        actors this driver holds handles of (a direct call), and every process of the Ray this run
+        started; a cluster it joined (``--address``) is left running. Returns ``[]``: the run failed
+        already, with the reason in its status."""
+        self._final = {}
+        for handle in self.handles.values():
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001 - its process is gone too
+                pass
+        for key in [k for k in _SPAWNED if k[0] == self.namespace]:
+            del _SPAWNED[key]
+        if self.started_ray:
+            node = ray._private.worker._global_node
+            if node is not None:
+                kill_session(node)
+        if self.owns_ray:  # Ray's disconnect waits for the dead GCS a few seconds; never longer than 15 s
+            stopper = threading.Thread(target=ray.shutdown, name="janus-ray-shutdown", daemon=True)
+            stopper.start()
+            stopper.join(15.0)
+        return []
+
     def _named_actors(self) -> list[str]:
         """Names of this run's actors that Ray still knows as alive."""
-        return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == self.namespace)
+        actors = self._ask_gcs(lambda: ray.util.list_named_actors(all_namespaces=True), "list-actors")
+        return sorted(a["name"] for a in actors if a["namespace"] == self.namespace)
