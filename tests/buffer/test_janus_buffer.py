@@ -20,7 +20,7 @@ import torch
 
 from janus import ExperienceBuffer, JanusBuffer, JanusConfig
 from janus.buffer.staging import StagingTimeout
-from janus.errors import ConfigError, PipelineClosedError
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -863,6 +863,20 @@ def test_update_priority_is_public_and_steers_sampling():
         assert jb.update_priority(keys, prios) == 32
         assert set(jb.get(timeout=10)["index"].tolist()) == {5}
         assert "weight" in batch
+    finally:
+        jb.close()
+
+
+def test_update_priority_of_a_uniform_janus_buffer_is_an_error():
+    """A uniform JanusBuffer has no priorities: update_priority returned the pairs "applied" and
+    changed nothing; it raises, naming sampler='prioritized'."""
+    jb = JanusBuffer(off_policy(0, 0, g_collect=1, g_select=1), seed=0)
+    try:
+        jb.put(piece(range(32), 4, 8))
+        jb.flush()
+        batch = jb.get(timeout=10)
+        with pytest.raises(BufferInputError, match="sampler='prioritized'"):
+            jb.update_priority(batch["index"], torch.ones(len(batch["index"])))
     finally:
         jb.close()
 

@@ -302,7 +302,8 @@ class JanusBuffer:
         """Set the priorities of delivered items: ``index`` is a batch's ``"index"`` (keys),
         ``priority`` one number >= 0 per key (e.g. ``|td_error|``). Returns how many were applied:
         keys of items overwritten since they were sampled are dropped; the last duplicate wins.
-        Only the prioritized sampler uses priorities (uniform: counted, then ignored)."""
+        Only a prioritized buffer (``sampler="prioritized"``) has priorities: any other raises
+        :class:`~janus.errors.BufferInputError` (they would be ignored)."""
         return self.experience.update_priority(index, priority)
 
     def _select_once(self, inline: bool, deadline: float | None = None) -> None:
