@@ -867,6 +867,30 @@ def test_update_priority_is_public_and_steers_sampling():
         jb.close()
 
 
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_get_timeout_says_collection_waits_for_g_collect_pieces_and_names_flush(oc, os_, cleanup):
+    """One piece staged with g_collect=4: get() timed out "waiting to get a batch" (or for stored
+    transitions), which hid the cause. It now says collection waits for g_collect pieces, how
+    many are staged, and that flush() writes them; after flush() the batch comes."""
+    jb = JanusBuffer(off_policy(oc, os_, g_collect=4, g_select=1), seed=0)
+    cleanup(jb)
+    jb.put(piece(range(T * E), T, E), timeout=GET_S)
+    with pytest.raises(StagingTimeout, match=r"g_collect=4 pieces.*1 piece\(s\) \(8 transitions\).*flush\(\)"):
+        jb.get(timeout=0.3)
+    jb.flush()
+    assert len(jb.get(timeout=GET_S)["id"]) == 8
+
+
+def test_on_policy_get_timeout_names_the_transitions_collection_waits_for(cleanup):
+    """On-policy, collection writes a fraction g_collect of the rollout at a time: a get that times
+    out with less staged says how many transitions it waits for."""
+    jb = JanusBuffer(on_policy(0, 0, "1/2", 1), rollout_size=16, seed=0)
+    cleanup(jb)
+    jb.put(piece(range(4), 2, 2), timeout=GET_S)
+    with pytest.raises(StagingTimeout, match=r"8 transitions \(g_collect=0.5 of a rollout\).*flush\(\)"):
+        jb.get(timeout=0.3)
+
+
 def test_update_priority_of_a_uniform_janus_buffer_is_an_error():
     """A uniform JanusBuffer has no priorities: update_priority returned the pairs "applied" and
     changed nothing; it raises, naming sampler='prioritized'."""

@@ -283,20 +283,45 @@ class JanusBuffer:
         if not self.config.overlap_select and self.learner_buffer.ready() == 0:
             try:
                 self._select_once(inline=True, deadline=deadline)
-            except (PipelineClosedError, StagingTimeout):
+            except StagingTimeout as exc:
+                self._raise_if_failed()
+                raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
+            except PipelineClosedError:
                 self._raise_if_failed()  # closed by a background failure: raise the cause
                 raise
             except BaseException as exc:  # an inline operator failed: the whole pipeline stops
                 self._fail(exc)
                 raise
         remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        pending, waited = self.learner_buffer.get(remaining)
+        try:
+            pending, waited = self.learner_buffer.get(remaining)
+        except StagingTimeout as exc:
+            raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
         with self._stats_lock:
             self.stats.learner_wait_s += waited
             self.stats.batches_delivered += 1
             self.stats.select_s += pending.select_s
             self.stats.select_ahead_s -= pending.select_s
         return pending.wait()
+
+    def _no_batch_message(self, timeout: float | None, exc: StagingTimeout) -> str:
+        """Why :meth:`get` found no batch within ``timeout``: the pieces staged below the collection
+        granularity (which :meth:`flush` writes now), too little stored, or the stage's own message."""
+        head = "JanusBuffer.get: no batch" + (f" within {timeout:g}s" if timeout is not None else "")
+        staged, transitions = len(self.actor_buffer), self.actor_buffer.transitions
+        pieces_needed, transitions_needed = self._collect_threshold()
+        if staged and (pieces_needed is not None and staged < pieces_needed
+                       or transitions_needed is not None and transitions < transitions_needed):
+            unit = (f"g_collect={pieces_needed} pieces" if pieces_needed is not None else
+                    f"{transitions_needed} transitions (g_collect={self.config.g_collect:g} of a rollout)")
+            return (f"{head}: collection is waiting for {unit} before it writes, and {staged} piece(s) "
+                    f"({transitions} transitions) are staged; put more pieces, or call flush() to write "
+                    "the staged ones now")
+        stored = len(self.experience)
+        if self.schedule is None and stored < self.min_size:
+            return (f"{head}: the buffer stores {stored} transitions and sampling starts at min_size="
+                    f"{self.min_size}; {staged} piece(s) are staged: put more pieces")
+        return f"{head}: {exc}"
 
     def update_priority(self, index: Any, priority: Any) -> int:
         """Set the priorities of delivered items: ``index`` is a batch's ``"index"`` (keys),
