@@ -28,6 +28,7 @@ from typing import Any, Mapping
 import yaml
 
 from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of, shown
+from janus.fileio import checking_path
 
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
 DEVICES = ("cpu", "cuda")
@@ -325,29 +326,59 @@ _NoAliasLoader.add_implicit_resolver(
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML config file; clear errors for a missing or malformed file."""
+    """The mapping in a YAML config file; clear errors for a missing or malformed file.
+
+    A FIFO or a character device (``--config /dev/stdin``, ``--config <(make_config)``) is read
+    like a file, up to :data:`MAX_CONFIG_BYTES`."""
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"config file {str(path)!r} is a directory; give the YAML file in it")
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {str(path)!r}")
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {str(path)!r} is {size:,} bytes; a janus config is at most {MAX_CONFIG_BYTES:,}")
+    name = shown(str(path), 300)
+    text = _config_text(path, name)
     try:
-        data = yaml.load(path.read_text(), Loader=_NoAliasLoader) or {}
+        data = yaml.load(text, Loader=_NoAliasLoader) or {}
     except ConfigError as exc:  # an alias or a key given twice
-        raise ConfigError(f"config file {str(path)!r}: {exc}") from None
+        raise ConfigError(f"config file {name}: {exc}") from None
     except yaml.MarkedYAMLError as exc:  # where, then what: "line 3, column 2: expected <block end>, ..."
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         what = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {where}{what[:300]}") from None
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {shown(str(exc), 400)}") from None
+        raise ConfigError(f"config file {name} is not valid YAML: {where}{what[:300]}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: {shown(str(exc), 400)}") from None
+    except (ValueError, OverflowError) as exc:  # a value PyYAML cannot build: a huge integer, a bad date
+        raise ConfigError(f"config file {name} holds a value that cannot be read: {_unreadable_value(exc)}") from None
     if not isinstance(data, Mapping):
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping of keys to values, not {type(data).__name__}")
+        raise ConfigError(f"config file {name} must hold a mapping of keys to values, not {type(data).__name__}")
     return dict(data)
+
+
+def _config_text(path: Path, name: str) -> str:
+    """The text of config file ``path`` (a regular file, FIFO or character device), at most
+    :data:`MAX_CONFIG_BYTES`; a ConfigError for a missing, unreadable or oversized one."""
+    with checking_path("config file", path):  # a path part too long, no permission, a socket ...
+        if path.is_dir():
+            raise ConfigError(f"config file {name} is a directory; give the YAML file in it")
+        if not path.exists():
+            raise ConfigError(f"config file not found: {name}")
+        with open(path, "rb") as f:  # not read_text(): a FIFO or /dev/stdin has no size to check first
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {name} is over {MAX_CONFIG_BYTES:,} bytes; a janus config is at most "
+                          f"{MAX_CONFIG_BYTES:,}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
+
+
+def _unreadable_value(exc: BaseException) -> str:
+    """What PyYAML failed to build, in words (Python's int-digit limit named as such)."""
+    text = str(exc)
+    if "integer string conversion" in text:
+        limit = sys.get_int_max_str_digits()
+        return (f"an integer of more than {limit:,} digits (Python's limit for reading one); "
+                f"no janus setting takes a number that large")
+    return shown(text, 300)
 
 
 def load_yaml(path: str | Path) -> RunConfig:
