@@ -44,7 +44,7 @@ class RunResult:
     train_metrics: dict[str, list[float | None]] | None = None
     """The learner's training scalars as columns: ``wall_s``, ``env_steps``, ``updates`` and the
     mean of each metric over the updates of each row (DQN: ``loss``, ``q_mean``, ``grad_norm``, ``lr``,
-    ``td_abs_mean`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
+    ``td_abs_mean`` and ``per_beta`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
     ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
 
     def to_dict(self) -> dict[str, Any]:

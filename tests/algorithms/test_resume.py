@@ -90,6 +90,40 @@ def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
     assert any(p.name.startswith("events.out.tfevents") for p in (out / "tensorboard").rglob("*"))
 
 
+def test_per_beta_is_annealed_to_per_beta_final_over_the_run(tmp_path: Path) -> None:
+    """Issue 35 item 7: --per_beta's help promised annealing to 1 and the exponent stayed 0.4 all run.
+    It rises from per_beta to per_beta_final (default 1.0) over the run's updates, as the results'
+    training metrics show (a row: the mean over its updates)."""
+    import yaml
+
+    out = tmp_path / "per"
+    assert main(["train", "--algo", "dqn", "--prioritized", "--total_env_steps", "2000", "--learning_starts", "400",
+                 "--results_interval_s", "0.5", "--out", str(out)]) == 0
+    beta = json.loads((out / "results.json").read_text())["runs"][0]["train_metrics"]["per_beta"]  # row means
+    assert beta == sorted(beta) and 0.4 <= beta[0] < beta[-1] and beta[-1] > 0.75, beta
+
+
+def test_per_beta_schedule_spans_the_budget_and_continues_from_the_trained_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay of a prioritized DQN run starts at --per_beta and reaches --per_beta_final at the
+    budget's last update; a resumed run continues from the updates it had trained."""
+    from janus.algorithms.base import algorithm
+    from janus.cli import config_from_args, parse_args
+    from janus.config import resolve
+    from janus.runtime import run
+
+    argv = ["train", "--algo", "dqn", "--prioritized", "--per_beta", "0.5", "--per_beta_final", "0.9",
+            "--total_env_steps", "3000", "--backend", "local"]
+    cfg = resolve(config_from_args(parse_args(argv)))
+    total = algorithm("dqn").budget(cfg).total_updates
+    for trained, beta in ((0, 0.5), (total // 2, 0.7), (total, 0.9), (2 * total, 0.9)):
+        monkeypatch.setattr(run, "load_run_state", lambda c, t=trained: {"trained": t} if t else {})
+        buffer = run.make_buffer(cfg)
+        try:
+            assert buffer.beta == pytest.approx(beta), trained
+        finally:
+            buffer.close()
+
+
 def test_process_backend_checkpoints_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Worker processes over shared memory: the same commit, the same resume (here across backends)."""
     run = tmp_path / "run"

@@ -891,6 +891,40 @@ def test_on_policy_get_timeout_names_the_transitions_collection_waits_for(cleanu
         jb.get(timeout=0.3)
 
 
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_beta_schedule_anneals_the_importance_exponent_batch_by_batch(oc, os_, cleanup):
+    """``--per_beta`` promised annealing to 1 and the exponent stayed fixed. With a beta_schedule the
+    n-th batch's weights are ``(min leaf / leaf) ** schedule(n)``: recovered from the weights here,
+    batch after batch, up to the final value (and :attr:`JanusBuffer.beta` says the next one)."""
+    from janus.buffer.prioritized import LinearSchedule
+
+    schedule = LinearSchedule(0.4, 1.0, 6, offset=1)  # a resumed run: one batch was trained before
+    jb = JanusBuffer(off_policy(oc, os_, g_collect=1, g_select=1, batch_size=64, prefetch=1), sampler="prioritized",
+                     seed=0, alpha=1.0, min_size=8, beta_schedule=schedule)
+    cleanup(jb)
+    assert jb.beta == pytest.approx(0.5)  # the first batch's
+    jb.put(piece(range(32), 4, 8))
+    jb.flush()
+    leaf = torch.arange(1.0, 33.0, dtype=torch.float64)  # priority of key k: k + 1 (alpha 1)
+    jb.update_priority(torch.arange(32), leaf - 1e-6)  # eps 1e-6 is added back
+    for n in range(8):  # batches come in the order they were selected: the n-th got schedule(n)
+        batch = jb.get(timeout=GET_S)
+        if n < 2:
+            continue  # selected (ahead, prefetch 1) before the priorities were set
+        ratio = leaf.min() / leaf[batch["index"]]
+        varies = ratio < 1
+        beta = torch.log(batch["weight"].double()[varies]) / torch.log(ratio[varies])
+        assert torch.allclose(beta, torch.full_like(beta, schedule(n)), atol=1e-4), (n, beta)
+    assert schedule(7) == 1.0  # past the schedule's end beta stays at the final value
+
+
+def test_beta_schedule_needs_a_prioritized_off_policy_buffer():
+    from janus.buffer.prioritized import LinearSchedule
+
+    with pytest.raises(ConfigError, match="sampler='prioritized'"):
+        JanusBuffer(off_policy(0, 0), beta_schedule=LinearSchedule(0.4, 1.0, 10))
+
+
 def test_update_priority_of_a_uniform_janus_buffer_is_an_error():
     """A uniform JanusBuffer has no priorities: update_priority returned the pairs "applied" and
     changed nothing; it raises, naming sampler='prioritized'."""

@@ -50,6 +50,9 @@ class BufferSpec:
     on_policy: bool
     sampler: str = "uniform"
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+    beta_final: float | None = None
+    """Prioritized: the importance exponent is annealed linearly from ``sampler_kwargs["beta"]``
+    to this over the run's updates (None: fixed)."""
     checkpoint_replay: bool = False
     """The replay buffer is part of a checkpoint (off-policy RL: it cannot be rebuilt)."""
     checkpoint_learner: bool = False

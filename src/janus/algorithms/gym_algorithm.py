@@ -20,7 +20,7 @@ MAPPED = {  # algorithm field -> where the data-path config sets it
     "batch_size": "batch_size (top level)", "buffer_size": "buffer_capacity (top level)",
     "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
 }
-UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "tau"}
+UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau"}
 ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number

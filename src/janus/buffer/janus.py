@@ -83,6 +83,10 @@ class JanusBuffer:
             :class:`~janus.buffer.frames.FrameStackReplay`, which stores each frame once (pieces may
             carry a ``stream`` field naming each row's environment). It keeps frames in host memory:
             placement ``auto`` means ``cpu_pageable`` for it, ``cuda`` is refused.
+        beta_schedule: prioritized only: the importance exponent of the ``n``-th batch selected
+            (``n`` from 0), e.g. ``LinearSchedule(0.4, 1.0, total_updates)`` from
+            :mod:`janus.buffer.prioritized`, which anneals it as the PER paper does; ``None``:
+            the sampler's ``beta`` throughout. :attr:`beta` is the value the next batch gets.
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class JanusBuffer:
         seed: int | None = None,
         min_size: int | None = None,
         frame_stack: bool = False,
+        beta_schedule: Callable[[int], float] | None = None,
         **sampler_kwargs: Any,
     ) -> None:
         if not isinstance(config, JanusConfig):
@@ -151,9 +156,13 @@ class JanusBuffer:
         )
         self.learner_buffer = LearnerBuffer(cfg.prefetch)
         self.collection = CollectionOp(self.experience, time_major_dims, preprocess, self.schedule)
+        if beta_schedule is not None and (sampler != "prioritized" or cfg.is_on_policy or not callable(beta_schedule)):
+            raise ConfigError(f"invalid beta_schedule: got {type(beta_schedule).__name__}; accepted: a function of the "
+                              "batch count, with sampler='prioritized' off-policy (it anneals prioritized "
+                              "replay's importance exponent beta)")
         self.selection = SelectionOp(
             self.experience, batch_size, batches_per_call, learner_device, self.schedule,
-            None if seed is None else seed + 2, self._wait_for_data,
+            None if seed is None else seed + 2, self._wait_for_data, beta_schedule,
         )
         self._collect_lock = threading.Lock()
         self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
@@ -303,6 +312,14 @@ class JanusBuffer:
             self.stats.select_s += pending.select_s
             self.stats.select_ahead_s -= pending.select_s
         return pending.wait()
+
+    @property
+    def beta(self) -> float | None:
+        """Prioritized: the importance exponent the next selected batch gets (None: uniform)."""
+        if self.selection.beta_schedule is not None:
+            return float(self.selection.beta_schedule(self.selection.selected))
+        beta = getattr(getattr(self.experience, "_sampler", None), "beta", None)
+        return None if beta is None else float(beta)
 
     def _no_batch_message(self, timeout: float | None, exc: StagingTimeout) -> str:
         """Why :meth:`get` found no batch within ``timeout``: the pieces staged below the collection

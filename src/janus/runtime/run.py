@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
+from janus.buffer.prioritized import LinearSchedule
 from janus.buffer.native import warm_up
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
@@ -85,8 +86,21 @@ def make_buffer(cfg: RunConfig) -> JanusBuffer:
     return JanusBuffer(
         replace(j, learner_device=learner_end_device(cfg)),
         rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
-        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, frame_stack=spec.frame_stack, **spec.sampler_kwargs,
+        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, frame_stack=spec.frame_stack,
+        beta_schedule=beta_schedule(cfg, spec), **spec.sampler_kwargs,
     )
+
+
+def beta_schedule(cfg: RunConfig, spec: Any) -> LinearSchedule | None:
+    """Prioritized replay's importance exponent over the run's updates (``spec.beta_final`` set):
+    linear from ``beta`` at update 0 to ``beta_final`` at the budget's last, continued by a resumed
+    run from the updates it had trained (as PPO's learning rate, it follows the budget: one raised
+    on resume spreads the schedule over the new budget, so beta resumes at its value there)."""
+    if spec.beta_final is None:
+        return None
+    total = algo_of(cfg).budget(cfg).total_updates
+    return LinearSchedule(spec.sampler_kwargs["beta"], spec.beta_final, total,
+                          offset=int(load_run_state(cfg).get("trained", 0)))
 
 
 def _built(thing: Any) -> Any:
