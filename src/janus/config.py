@@ -235,6 +235,55 @@ class RunConfig:
         return out
 
 
+# ---- what a run reads: the fields config.yaml and results.json record ------------------------------
+SYNTHETIC_ONLY = ("workload.obs_shape", "workload.obs_dtype", "workload.env_step_ms", "workload.env_compute_ms",
+                  "workload.hidden_size", "workload.num_layers", "workload.num_actions", "workload.iterations",
+                  "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""Fields only the synthetic workload reads (a Gymnasium run takes them from its env, its budget and its
+``algorithm:`` section, and publishes parameters per round of pieces)."""
+GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.total_env_steps",
+            "runtime.eval_interval_steps", "runtime.eval_episodes")
+"""Fields only the Gymnasium algorithms (dqn, ppo, sac) read."""
+ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
+OFF_POLICY_ONLY = ("batch_size", "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""On-policy a learner batch is a minibatch, ``rollout / num_minibatches`` transitions: ``batch_size`` is not read."""
+RAY_ONLY = ("runtime.address", "runtime.max_calls_in_flight")
+
+
+def unread_fields(cfg: RunConfig) -> set[str]:
+    """The configuration paths (``batch_size``, ``workload.obs_shape`` ...) a run of ``cfg`` never reads:
+    those of the other kind of workload (synthetic or Gymnasium), of the other policy mode, of Ray
+    on another backend."""
+    from janus.algorithms.base import algorithm
+    from janus.algorithms.gym_algorithm import GymAlgorithm
+
+    algo = algorithm(cfg.workload.algo)
+    unread = set(SYNTHETIC_ONLY if isinstance(algo, GymAlgorithm) else GYM_ONLY)
+    unread |= set(OFF_POLICY_ONLY if algo.is_on_policy(cfg) else ON_POLICY_ONLY)
+    if cfg.runtime.backend != "ray":
+        unread |= set(RAY_ONLY)
+    return unread
+
+
+def recorded(cfg: RunConfig) -> dict[str, Any]:
+    """The run as ``config.yaml`` and ``results.json`` record it: :meth:`RunConfig.to_dict` without the
+    fields the run never reads (:func:`unread_fields`), with its algorithm's every hyperparameter in
+    ``algorithm:`` (defaults included, the data-path knobs that set some of them left at their own
+    place; see :meth:`~janus.algorithms.base.Algorithm.hyperparameters`). It loads back as the same
+    run (:func:`from_dict` on the algorithm's preset)."""
+    from janus.algorithms.base import algorithm
+
+    out = cfg.to_dict()
+    for path in unread_fields(cfg):
+        section, _, key = path.rpartition(".")
+        (out[section] if section else out).pop(key, None)
+    out.pop("algorithm", None)
+    hyperparameters = algorithm(cfg.workload.algo).hyperparameters(cfg)
+    if hyperparameters:
+        out["algorithm"] = hyperparameters
+    return out
+
+
 _TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime", "algorithm"}
 _WORKLOAD = {f.name for f in fields(WorkloadConfig)}
 _RUNTIME = {f.name for f in fields(RuntimeConfig)}

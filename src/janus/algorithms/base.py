@@ -120,6 +120,11 @@ class Algorithm:
     def validate(self, cfg: RunConfig) -> None:
         """Raise :class:`~janus.errors.ConfigError` for settings this algorithm cannot run."""
 
+    def hyperparameters(self, cfg: RunConfig) -> dict[str, Any]:
+        """Every hyperparameter a run of ``cfg`` uses, as the ``algorithm:`` section of its
+        config.yaml records it (none: the data-path config is the whole configuration)."""
+        return {}
+
     def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0) -> ActorSide:
         raise NotImplementedError
 

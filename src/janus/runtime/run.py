@@ -487,7 +487,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     faults = status.get("worker_errors", {})
     return RunResult(
         name=cfg.name,
-        config=reported_config(cfg.to_dict()),
+        config=reported_config(cfg),
         status=outcome,
         samples_per_s=trained * cfg.minibatch_size / wall,
         actor_steps_per_s=transitions / wall,
