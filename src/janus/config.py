@@ -255,10 +255,9 @@ def unread_fields(cfg: RunConfig) -> set[str]:
     those of the other kind of workload (synthetic or Gymnasium), of the other policy mode, of Ray
     on another backend."""
     from janus.algorithms.base import algorithm
-    from janus.algorithms.gym_algorithm import GymAlgorithm
 
     algo = algorithm(cfg.workload.algo)
-    unread = set(SYNTHETIC_ONLY if isinstance(algo, GymAlgorithm) else GYM_ONLY)
+    unread = set(SYNTHETIC_ONLY if algo.acts_in_gymnasium else GYM_ONLY)
     unread |= set(OFF_POLICY_ONLY if algo.is_on_policy(cfg) else ON_POLICY_ONLY)
     if cfg.runtime.backend != "ray":
         unread |= set(RAY_ONLY)

@@ -112,6 +112,9 @@ class Algorithm:
     """``--quick``: at most this many env steps (None: the workload's ``iterations`` bound it)."""
     has_policy: bool = False
     """``janus rollout`` can run its checkpointed policy; ``janus train`` checkpoints it."""
+    acts_in_gymnasium: bool = False
+    """It acts in Gymnasium environments (reads ``workload.env`` and the env-step budget), not in the
+    synthetic workload (``workload.obs_shape``, ``iterations`` ...)."""
 
     def is_on_policy(self, cfg: RunConfig) -> bool:
         """Whether a run of this algorithm is on-policy (fixed, except for the synthetic workload)."""

@@ -40,6 +40,7 @@ class GymAlgorithm(Algorithm):
     image_observations = True
     """Whether it has a CNN for image observations (see :mod:`janus.algorithms.networks`)."""
     has_policy = True
+    acts_in_gymnasium = True
 
     def mapped(self, cfg: Any) -> dict[str, Any]:
         """The config fields the data-path config sets (see the module doc)."""
