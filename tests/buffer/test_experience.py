@@ -382,12 +382,12 @@ def test_bad_sampler_and_placement_names():
 
 
 # ---------------------------------------------------------------------------------------------
-# priorities (uniform sampler: validated, stale keys dropped, count returned)
+# priorities (validated, stale keys dropped, count returned; a uniform buffer refuses them)
 # ---------------------------------------------------------------------------------------------
 
 
 def test_update_priority_drops_stale_keys_and_returns_applied_count():
-    buf = ExperienceBuffer(8, seed=0)
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0)
     buf.extend(batch(range(8)))
     sampled = buf.sample(16)["index"]
     assert buf.update_priority(sampled, torch.ones(16)) == 16
@@ -411,7 +411,7 @@ def test_update_priority_drops_stale_keys_and_returns_applied_count():
     ],
 )
 def test_update_priority_rejects_bad_input(index, priority, match):
-    buf = ExperienceBuffer(8, seed=0)
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0)
     buf.extend(batch(range(8)))
     before = snapshot(buf)
     with pytest.raises(BufferInputError, match=match):
@@ -420,7 +420,7 @@ def test_update_priority_rejects_bad_input(index, priority, match):
 
 
 def test_update_priority_on_empty_buffer_rejects_any_key():
-    buf = ExperienceBuffer(8, seed=0)
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0)
     with pytest.raises(BufferInputError):
         buf.update_priority([0], [1.0])
 
