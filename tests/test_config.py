@@ -6,7 +6,7 @@ CUDA availability is patched (``janus.config.cuda_available``) so every test run
 from __future__ import annotations
 
 import textwrap
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -435,3 +435,48 @@ def test_env_kwargs_round_trip_and_validation(write_yaml, no_cuda):
     assert config.from_dict(cfg.to_dict()).workload.env_kwargs == {"max_episode_steps": 50}
     with pytest.raises(ConfigError, match="workload.env_kwargs"):
         config.validate(config.load_yaml(write_yaml("workload:\n  env_kwargs: [1, 2]\n")))
+
+
+# ---- issue 35 item 6: records that say what ran ----------------------------------------------------
+RECORDED_RUNS = {
+    "synthetic off-policy": ["train"], "synthetic on-policy": ["train", "--is_on_policy", "1", "--g_collect", "1", "--g_select", "1"],
+    "dqn": ["train", "--algo", "dqn", "--gamma", "0.9"], "ppo": ["train", "--algo", "ppo"],
+    "sac": ["train", "--algo", "sac"], "dqn image": ["train", "--algo", "dqn", "--env", "janus/ImageCatch-v0"],
+}
+
+
+@pytest.mark.parametrize("argv", RECORDED_RUNS.values(), ids=RECORDED_RUNS.keys())
+def test_recorded_config_is_resolved_holds_only_what_the_run_reads_and_loads_back(argv: list[str]) -> None:
+    """config.yaml and results.json recorded PPO's unread batch_size (256, its minibatches being 128),
+    the synthetic workload's obs_shape/num_actions/iterations for RL runs, and of the hyperparameters
+    only those set by flag. The record now holds every hyperparameter of the algorithm that ran and no
+    field the run does not read; it loads back (as --resume loads config.yaml) as the same run."""
+    import yaml
+
+    from janus.algorithms.base import algorithm
+    from janus.algorithms.gym_algorithm import MAPPED, GymAlgorithm
+    from janus.cli import config_from_args, parse_args
+    from janus.result import reported_config
+
+    cfg = config.resolve(config_from_args(parse_args(argv)))
+    rec = config.recorded(cfg)
+    flat = {f"{s}.{k}" if isinstance(v, dict) and s != "algorithm" else s: None
+            for s, v in rec.items() for k in (v if isinstance(v, dict) else [None])}
+    flat = {p.removesuffix(".None") for p in flat}
+    assert not flat & config.unread_fields(cfg), flat & config.unread_fields(cfg)
+    algo = algorithm(cfg.workload.algo)
+    if isinstance(algo, GymAlgorithm):
+        assert not {"workload.obs_shape", "workload.num_actions", "workload.iterations"} & flat
+        names = {f.name for f in fields(algo.config_class)} - set(MAPPED)
+        image = cfg.workload.env.startswith("janus/Image")
+        assert set(rec["algorithm"]) == names - ({"hidden"} if image else set())  # every one, defaults too
+    else:
+        assert "algorithm" not in rec and "workload.env" not in flat
+    if cfg.janus.is_on_policy:  # a learner batch is a minibatch: rollout / num_minibatches
+        assert "batch_size" not in rec and reported_config(cfg)["minibatch_size"] == cfg.rollout_transitions // cfg.janus.num_minibatches
+    else:
+        assert "num_minibatches" not in rec and reported_config(cfg)["minibatch_size"] == rec["batch_size"]
+    text = yaml.safe_dump(rec, sort_keys=False)
+    preset = algorithm(cfg.workload.algo).preset
+    back = config.from_dict(yaml.safe_load(text), base=config.from_dict(preset) if preset else None)
+    assert config.recorded(config.resolve(back)) == rec

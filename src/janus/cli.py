@@ -31,6 +31,7 @@ from typing import Any, Iterator, Sequence, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
+from janus.errors import shown as errors_shown
 from janus.stopping import Aborted, StopSignals, Terminated
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
@@ -79,6 +80,8 @@ def _mapping(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"max_episode_steps\": 50}}': {exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer over Python's digit limit, nesting too deep
+        raise argparse.ArgumentTypeError(f"cannot read this JSON: {errors_shown(str(exc), 200)}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"max_episode_steps\": 50}}', got {text!r}")
     return value
@@ -350,7 +353,11 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> Ru
 
     raw: dict[str, Any] = {}
     if resume is not None:
-        if not (Path(resume) / "config.yaml").is_file():
+        from janus.fileio import checking_path
+
+        with checking_path("--resume", resume):
+            found = (Path(resume) / "config.yaml").is_file()
+        if not found:
             raise ConfigError(f"invalid --resume: {str(resume)!r} is not a janus train run folder (no config.yaml)")
         raw = read_yaml(Path(resume) / "config.yaml")
     elif path is not None:

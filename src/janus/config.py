@@ -28,6 +28,7 @@ from typing import Any, Mapping
 import yaml
 
 from janus.errors import ConfigError, PlacementUnavailableError, invalid, one_of, shown
+from janus.fileio import checking_path
 
 PLACEMENTS = ("cpu_pageable", "cpu_pinned", "cuda")
 DEVICES = ("cpu", "cuda")
@@ -234,6 +235,54 @@ class RunConfig:
         return out
 
 
+# ---- what a run reads: the fields config.yaml and results.json record ------------------------------
+SYNTHETIC_ONLY = ("workload.obs_shape", "workload.obs_dtype", "workload.env_step_ms", "workload.env_compute_ms",
+                  "workload.hidden_size", "workload.num_layers", "workload.num_actions", "workload.iterations",
+                  "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""Fields only the synthetic workload reads (a Gymnasium run takes them from its env, its budget and its
+``algorithm:`` section, and publishes parameters per round of pieces)."""
+GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.total_env_steps",
+            "runtime.eval_interval_steps", "runtime.eval_episodes")
+"""Fields only the Gymnasium algorithms (dqn, ppo, sac) read."""
+ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
+OFF_POLICY_ONLY = ("batch_size", "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""On-policy a learner batch is a minibatch, ``rollout / num_minibatches`` transitions: ``batch_size`` is not read."""
+RAY_ONLY = ("runtime.address", "runtime.max_calls_in_flight")
+
+
+def unread_fields(cfg: RunConfig) -> set[str]:
+    """The configuration paths (``batch_size``, ``workload.obs_shape`` ...) a run of ``cfg`` never reads:
+    those of the other kind of workload (synthetic or Gymnasium), of the other policy mode, of Ray
+    on another backend."""
+    from janus.algorithms.base import algorithm
+
+    algo = algorithm(cfg.workload.algo)
+    unread = set(SYNTHETIC_ONLY if algo.acts_in_gymnasium else GYM_ONLY)
+    unread |= set(OFF_POLICY_ONLY if algo.is_on_policy(cfg) else ON_POLICY_ONLY)
+    if cfg.runtime.backend != "ray":
+        unread |= set(RAY_ONLY)
+    return unread
+
+
+def recorded(cfg: RunConfig) -> dict[str, Any]:
+    """The run as ``config.yaml`` and ``results.json`` record it: :meth:`RunConfig.to_dict` without the
+    fields the run never reads (:func:`unread_fields`), with its algorithm's every hyperparameter in
+    ``algorithm:`` (defaults included, the data-path knobs that set some of them left at their own
+    place; see :meth:`~janus.algorithms.base.Algorithm.hyperparameters`). It loads back as the same
+    run (:func:`from_dict` on the algorithm's preset)."""
+    from janus.algorithms.base import algorithm
+
+    out = cfg.to_dict()
+    for path in unread_fields(cfg):
+        section, _, key = path.rpartition(".")
+        (out[section] if section else out).pop(key, None)
+    out.pop("algorithm", None)
+    hyperparameters = algorithm(cfg.workload.algo).hyperparameters(cfg)
+    if hyperparameters:
+        out["algorithm"] = hyperparameters
+    return out
+
+
 _TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime", "algorithm"}
 _WORKLOAD = {f.name for f in fields(WorkloadConfig)}
 _RUNTIME = {f.name for f in fields(RuntimeConfig)}
@@ -325,29 +374,59 @@ _NoAliasLoader.add_implicit_resolver(
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML config file; clear errors for a missing or malformed file."""
+    """The mapping in a YAML config file; clear errors for a missing or malformed file.
+
+    A FIFO or a character device (``--config /dev/stdin``, ``--config <(make_config)``) is read
+    like a file, up to :data:`MAX_CONFIG_BYTES`."""
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"config file {str(path)!r} is a directory; give the YAML file in it")
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {str(path)!r}")
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {str(path)!r} is {size:,} bytes; a janus config is at most {MAX_CONFIG_BYTES:,}")
+    name = shown(str(path), 300)
+    text = _config_text(path, name)
     try:
-        data = yaml.load(path.read_text(), Loader=_NoAliasLoader) or {}
+        data = yaml.load(text, Loader=_NoAliasLoader) or {}
     except ConfigError as exc:  # an alias or a key given twice
-        raise ConfigError(f"config file {str(path)!r}: {exc}") from None
+        raise ConfigError(f"config file {name}: {exc}") from None
     except yaml.MarkedYAMLError as exc:  # where, then what: "line 3, column 2: expected <block end>, ..."
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         what = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {where}{what[:300]}") from None
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {shown(str(exc), 400)}") from None
+        raise ConfigError(f"config file {name} is not valid YAML: {where}{what[:300]}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: {shown(str(exc), 400)}") from None
+    except (ValueError, OverflowError) as exc:  # a value PyYAML cannot build: a huge integer, a bad date
+        raise ConfigError(f"config file {name} holds a value that cannot be read: {_unreadable_value(exc)}") from None
     if not isinstance(data, Mapping):
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping of keys to values, not {type(data).__name__}")
+        raise ConfigError(f"config file {name} must hold a mapping of keys to values, not {type(data).__name__}")
     return dict(data)
+
+
+def _config_text(path: Path, name: str) -> str:
+    """The text of config file ``path`` (a regular file, FIFO or character device), at most
+    :data:`MAX_CONFIG_BYTES`; a ConfigError for a missing, unreadable or oversized one."""
+    with checking_path("config file", path):  # a path part too long, no permission, a socket ...
+        if path.is_dir():
+            raise ConfigError(f"config file {name} is a directory; give the YAML file in it")
+        if not path.exists():
+            raise ConfigError(f"config file not found: {name}")
+        with open(path, "rb") as f:  # not read_text(): a FIFO or /dev/stdin has no size to check first
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {name} is over {MAX_CONFIG_BYTES:,} bytes; a janus config is at most "
+                          f"{MAX_CONFIG_BYTES:,}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
+
+
+def _unreadable_value(exc: BaseException) -> str:
+    """What PyYAML failed to build, in words (Python's int-digit limit named as such)."""
+    text = str(exc)
+    if "integer string conversion" in text:
+        limit = sys.get_int_max_str_digits()
+        return (f"an integer of more than {limit:,} digits (Python's limit for reading one); "
+                f"no janus setting takes a number that large")
+    return shown(text, 300)
 
 
 def load_yaml(path: str | Path) -> RunConfig:

@@ -18,12 +18,29 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
-from janus.errors import CheckpointError, JanusError
+from janus.errors import CheckpointError, ConfigError, JanusError, shown
 
 TMP_SUFFIX = ".tmp"
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+@contextlib.contextmanager
+def checking_path(flag: str, path: str | Path, error: Callable[[str], JanusError] = ConfigError) -> Iterator[None]:
+    """Look at a path a user gave (``exists``, ``is_dir`` ...) inside this block: an ``OSError``
+    the look raises (a name part longer than the file system allows, ENAMETOOLONG; a folder
+    without search permission) becomes ``error`` naming ``flag``, the path and the reason, not a
+    traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, JanusError):
+            raise
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.ENAMETOOLONG:
+            why += " (a file system takes names of at most 255 bytes per folder or file, and paths of 4096)"
+        raise error(f"invalid {flag}: {shown(str(path), 200)}: {why}") from None
 
 
 class UnsafePathError(JanusError, OSError):

@@ -15,6 +15,7 @@ import torch
 
 from janus.config import RunConfig, from_dict, read_yaml, resolve
 from janus.errors import CheckpointError, ConfigError
+from janus.fileio import checking_path
 
 TRAINER_FILE = "trainer.pt"
 BEST_FILE = "policy.pt"
@@ -25,9 +26,11 @@ def locate(path: str | Path) -> tuple[Path, Path]:
     """``(run_dir, policy file)`` from a run folder, its ``checkpoint/`` or ``best/`` folder, or a file."""
     path = Path(path)
     candidates = [path / "checkpoint" / TRAINER_FILE, path / TRAINER_FILE, path / BEST_FILE, path]
-    found = next((c for c in candidates if c.is_file()), None)
+    with checking_path("--checkpoint", path, CheckpointError):
+        found = next((c for c in candidates if c.is_file()), None)
+        exists = path.exists()
     if found is None:
-        why = "it does not exist" if not path.exists() else "no checkpoint/trainer.pt, trainer.pt or policy.pt in it"
+        why = "it does not exist" if not exists else "no checkpoint/trainer.pt, trainer.pt or policy.pt in it"
         raise CheckpointError(f"no policy checkpoint at {str(path)!r} ({why}): expected a janus train RUN_DIR, RUN_DIR/best, "
                               f"RUN_DIR/checkpoint or one of their files")
     run_dir = found.parent.parent if found.parent.name in ("checkpoint", "best") else found.parent

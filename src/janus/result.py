@@ -8,7 +8,12 @@ from ``results.json``, so a result also reads like that dict (``result["counts"]
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+from janus import config
+
+if TYPE_CHECKING:
+    from janus.config import RunConfig
 
 STAGE_NAMES = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
 
@@ -44,7 +49,7 @@ class RunResult:
     train_metrics: dict[str, list[float | None]] | None = None
     """The learner's training scalars as columns: ``wall_s``, ``env_steps``, ``updates`` and the
     mean of each metric over the updates of each row (DQN: ``loss``, ``q_mean``, ``grad_norm``, ``lr``,
-    ``td_abs_mean`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
+    ``td_abs_mean`` and ``per_beta`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
     ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,20 +77,18 @@ class RunResult:
         return {f.name for f in fields(cls)}
 
 
-SYNTHETIC_ONLY = ("obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "hidden_size", "num_layers",
-                  "num_actions", "iterations", "updates_per_iteration")
+SYNTHETIC_ONLY = tuple(p.partition(".")[2] for p in config.SYNTHETIC_ONLY if p.startswith("workload."))
 """Workload fields only the synthetic workload reads (an RL run's result leaves them out)."""
-RL_ONLY = ("env", "env_kwargs", "total_env_steps")
+RL_ONLY = tuple(p.partition(".")[2] for p in config.GYM_ONLY if p.startswith("workload."))
 """Workload fields only RL algorithms read (a synthetic run's result leaves them out)."""
 
 
-def reported_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A run's config (``RunConfig.to_dict()``) as its result reports it: without the workload
-    fields its algorithm never reads (see :data:`SYNTHETIC_ONLY`, :data:`RL_ONLY`). The run
-    folder's config.yaml keeps every field."""
-    workload = dict(config.get("workload") or {})
-    unused = SYNTHETIC_ONLY if workload.get("algo", "synthetic") != "synthetic" else RL_ONLY
-    return {**config, "workload": {k: v for k, v in workload.items() if k not in unused}}
+def reported_config(cfg: RunConfig) -> dict[str, Any]:
+    """A run's config as its result reports it: as config.yaml records it (:func:`janus.config.recorded`:
+    fully resolved, only what the run's algorithm reads), and ``minibatch_size``, the transitions
+    of each learner batch (on-policy ``rollout / num_minibatches``, where ``batch_size`` is not read)."""
+    out = config.recorded(cfg)
+    return {**out, "minibatch_size": cfg.minibatch_size}
 
 
 def as_dict(run: RunResult | dict[str, Any]) -> dict[str, Any]:

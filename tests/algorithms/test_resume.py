@@ -84,10 +84,45 @@ def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
     argv = ["train", "--algo", "dqn", "--prioritized", "--n_step", "2", "--total_env_steps", "2500", "--out", str(out)]
     tensorboard = pytest.importorskip("tensorboard", reason="tensorboard not installed (optional extra)") is not None
     assert main(argv + (["--tensorboard"] if tensorboard else [])) == 0
-    assert yaml.safe_load((out / "config.yaml").read_text())["algorithm"] == {"prioritized": True, "n_step": 2}
+    algorithm = yaml.safe_load((out / "config.yaml").read_text())["algorithm"]  # every hyperparameter (issue 35)
+    assert algorithm["prioritized"] is True and algorithm["n_step"] == 2 and algorithm["gamma"] == 0.99
     replay = load_state(out / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")
     assert replay["buffer"]["sampler"] == "prioritized"
     assert any(p.name.startswith("events.out.tfevents") for p in (out / "tensorboard").rglob("*"))
+
+
+def test_per_beta_is_annealed_to_per_beta_final_over_the_run(tmp_path: Path) -> None:
+    """Issue 35 item 7: --per_beta's help promised annealing to 1 and the exponent stayed 0.4 all run.
+    It rises from per_beta to per_beta_final (default 1.0) over the run's updates, as the results'
+    training metrics show (a row: the mean over its updates)."""
+    import yaml
+
+    out = tmp_path / "per"
+    assert main(["train", "--algo", "dqn", "--prioritized", "--total_env_steps", "2000", "--learning_starts", "400",
+                 "--results_interval_s", "0.5", "--out", str(out)]) == 0
+    beta = json.loads((out / "results.json").read_text())["runs"][0]["train_metrics"]["per_beta"]  # row means
+    assert beta == sorted(beta) and 0.4 <= beta[0] < beta[-1] and beta[-1] > 0.75, beta
+
+
+def test_per_beta_schedule_spans_the_budget_and_continues_from_the_trained_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay of a prioritized DQN run starts at --per_beta and reaches --per_beta_final at the
+    budget's last update; a resumed run continues from the updates it had trained."""
+    from janus.algorithms.base import algorithm
+    from janus.cli import config_from_args, parse_args
+    from janus.config import resolve
+    from janus.runtime import run
+
+    argv = ["train", "--algo", "dqn", "--prioritized", "--per_beta", "0.5", "--per_beta_final", "0.9",
+            "--total_env_steps", "3000", "--backend", "local"]
+    cfg = resolve(config_from_args(parse_args(argv)))
+    total = algorithm("dqn").budget(cfg).total_updates
+    for trained, beta in ((0, 0.5), (total // 2, 0.7), (total, 0.9), (2 * total, 0.9)):
+        monkeypatch.setattr(run, "load_run_state", lambda c, t=trained: {"trained": t} if t else {})
+        buffer = run.make_buffer(cfg)
+        try:
+            assert buffer.beta == pytest.approx(beta), trained
+        finally:
+            buffer.close()
 
 
 def test_process_backend_checkpoints_and_resumes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -204,3 +239,57 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> 
             proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "SIGHUP" not in err, err[-2000:]
     assert json.loads((run / "checkpoint" / "run_state.json").read_text())["tag"] == "final"
+
+
+def test_config_yaml_and_results_record_the_resolved_run(trained: Path) -> None:
+    """Issue 35 item 6: config.yaml held only the hyperparameters set by flag and the synthetic
+    workload's fields (obs_shape [1024], num_actions 8, iterations) for an RL run. It holds every
+    DQN hyperparameter (the epsilon schedule, the target interval, PER's exponents ...), nothing
+    of other algorithms, and results.json reports the same configuration."""
+    import yaml
+
+    saved = yaml.safe_load((trained / "config.yaml").read_text())
+    assert {"gamma", "eps_start", "eps_end", "exploration_steps", "target_update_interval", "per_beta",
+            "per_beta_final", "n_step", "lr"} <= set(saved["algorithm"])
+    assert not {"obs_shape", "num_actions", "iterations", "num_epochs"} & set(saved["workload"])
+    assert "num_minibatches" not in saved and "clip_coef" not in saved["algorithm"]  # PPO's
+    reported = json.loads((trained / "results.json").read_text())["runs"][0]["config"]
+    assert reported["algorithm"] == saved["algorithm"] and reported["workload"] == saved["workload"]
+    assert reported["minibatch_size"] == saved["batch_size"] == 128
+
+
+def test_ppo_records_its_minibatch_size_not_an_unread_batch_size(tmp_path: Path) -> None:
+    """PPO's results.json, results.csv and config.yaml said batch_size 256 while its minibatches were
+    128 (a rollout of 4 x 128 over num_minibatches 4); they now say minibatch_size 128 and no batch_size."""
+    import csv
+
+    import yaml
+
+    out = tmp_path / "ppo"
+    assert main(["train", "--algo", "ppo", "--total_env_steps", "1024", "--out", str(out)]) == 0
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert "batch_size" not in saved and saved["num_minibatches"] == 4 and "gae_lambda" in saved["algorithm"]
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    assert "batch_size" not in run["config"] and run["config"]["minibatch_size"] == 128
+    with (out / "results.csv").open(newline="") as fh:
+        row = next(csv.DictReader(fh))
+    assert row["batch_size"] == "" and row["minibatch_size"] == "128"
+
+
+def test_a_run_whose_config_yaml_the_old_code_wrote_still_resumes(trained: Path, tmp_path: Path) -> None:
+    """A run folder of the code before issue 35 (config.yaml: every field of every workload, the
+    algorithm section only as set by flag) resumes as before; its config.yaml is then rewritten in
+    the recorded form (every hyperparameter, only the fields the run reads)."""
+    import yaml
+
+    from janus.harness.run_folder import stored_config
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    old = stored_config(run).to_dict()  # all fields, as RunConfig.to_dict wrote them
+    del old["algorithm"]  # _train set no hyperparameter flag: the old code wrote no algorithm section
+    (run / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    assert main(["train", "--resume", str(run), "--total_env_steps", "4000"]) == 0
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert "obs_shape" not in saved["workload"] and saved["algorithm"]["target_update_interval"] == 250
+    assert saved["workload"]["total_env_steps"] == 4000

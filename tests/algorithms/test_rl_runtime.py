@@ -90,7 +90,9 @@ def test_local_runtime_learns_cartpole(algo: str, steps: int, algorithm: dict) -
     assert_curve(run, cfg)
     assert_counts(run, cfg)
     assert run["final_mean_return"] > LEARNED > 4 * RANDOM_RETURN, run["final_mean_return"]
-    assert run["config"]["workload"]["algo"] == algo and run["config"].get("algorithm", {}) == algorithm
+    recorded = run["config"]["algorithm"]  # every hyperparameter, the overrides among them (issue 35 item 6)
+    assert run["config"]["workload"]["algo"] == algo and {k: recorded[k] for k in algorithm} == algorithm
+    assert recorded["gamma"] == 0.99
 
 
 # ------------------------------------------------------------------------------------- ray backend

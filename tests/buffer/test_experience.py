@@ -382,12 +382,12 @@ def test_bad_sampler_and_placement_names():
 
 
 # ---------------------------------------------------------------------------------------------
-# priorities (uniform sampler: validated, stale keys dropped, count returned)
+# priorities (validated, stale keys dropped, count returned; a uniform buffer refuses them)
 # ---------------------------------------------------------------------------------------------
 
 
 def test_update_priority_drops_stale_keys_and_returns_applied_count():
-    buf = ExperienceBuffer(8, seed=0)
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0)
     buf.extend(batch(range(8)))
     sampled = buf.sample(16)["index"]
     assert buf.update_priority(sampled, torch.ones(16)) == 16
@@ -411,7 +411,7 @@ def test_update_priority_drops_stale_keys_and_returns_applied_count():
     ],
 )
 def test_update_priority_rejects_bad_input(index, priority, match):
-    buf = ExperienceBuffer(8, seed=0)
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0)
     buf.extend(batch(range(8)))
     before = snapshot(buf)
     with pytest.raises(BufferInputError, match=match):
@@ -420,7 +420,7 @@ def test_update_priority_rejects_bad_input(index, priority, match):
 
 
 def test_update_priority_on_empty_buffer_rejects_any_key():
-    buf = ExperienceBuffer(8, seed=0)
+    buf = ExperienceBuffer(8, sampler="prioritized", seed=0)
     with pytest.raises(BufferInputError):
         buf.update_priority([0], [1.0])
 
@@ -625,3 +625,23 @@ def test_host_placements_copy_gpu_input_to_the_host(placement, declared):
         buf.extend({"obs": torch.stack([ids, ids], 1).float(), "id": ids})
     out = buf.gather(list(range(8)))
     assert out["id"].tolist() == list(range(8)) and out["obs"][:, 1].tolist() == [float(i) for i in range(8)]
+
+
+@pytest.mark.parametrize("output", ["torch", "numpy"])
+def test_update_priority_on_a_uniform_buffer_is_an_error_naming_prioritized(output):
+    """A uniform buffer has no priorities: update_priority used to return the pairs "applied" and
+    change nothing (a silent wrong); it raises, naming sampler='prioritized', the buffer unchanged."""
+    buf = ExperienceBuffer(8, sampler="uniform", seed=0, output=output)
+    buf.extend({"x": torch.arange(8.0)})
+    keys = buf.sample(4)["index"]
+    with pytest.raises(BufferInputError, match="sampler='prioritized'"):
+        buf.update_priority(keys, [1.0, 2.0, 3.0, 4.0])
+
+
+def test_update_priority_on_a_uniform_frame_replay_is_an_error():
+    """The frame-deduplicating replay refuses priorities on a uniform sampler the same way."""
+    from janus.buffer.frames import FrameStackReplay
+
+    replay = FrameStackReplay(16, sampler="uniform", seed=0)
+    with pytest.raises(BufferInputError, match="sampler='prioritized'"):
+        replay.update_priority([0], [1.0])

@@ -20,7 +20,7 @@ import torch
 
 from janus import ExperienceBuffer, JanusBuffer, JanusConfig
 from janus.buffer.staging import StagingTimeout
-from janus.errors import ConfigError, PipelineClosedError
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -863,6 +863,78 @@ def test_update_priority_is_public_and_steers_sampling():
         assert jb.update_priority(keys, prios) == 32
         assert set(jb.get(timeout=10)["index"].tolist()) == {5}
         assert "weight" in batch
+    finally:
+        jb.close()
+
+
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_get_timeout_says_collection_waits_for_g_collect_pieces_and_names_flush(oc, os_, cleanup):
+    """One piece staged with g_collect=4: get() timed out "waiting to get a batch" (or for stored
+    transitions), which hid the cause. It now says collection waits for g_collect pieces, how
+    many are staged, and that flush() writes them; after flush() the batch comes."""
+    jb = JanusBuffer(off_policy(oc, os_, g_collect=4, g_select=1), seed=0)
+    cleanup(jb)
+    jb.put(piece(range(T * E), T, E), timeout=GET_S)
+    with pytest.raises(StagingTimeout, match=r"g_collect=4 pieces.*1 piece\(s\) \(8 transitions\).*flush\(\)"):
+        jb.get(timeout=0.3)
+    jb.flush()
+    assert len(jb.get(timeout=GET_S)["id"]) == 8
+
+
+def test_on_policy_get_timeout_names_the_transitions_collection_waits_for(cleanup):
+    """On-policy, collection writes a fraction g_collect of the rollout at a time: a get that times
+    out with less staged says how many transitions it waits for."""
+    jb = JanusBuffer(on_policy(0, 0, "1/2", 1), rollout_size=16, seed=0)
+    cleanup(jb)
+    jb.put(piece(range(4), 2, 2), timeout=GET_S)
+    with pytest.raises(StagingTimeout, match=r"8 transitions \(g_collect=0.5 of a rollout\).*flush\(\)"):
+        jb.get(timeout=0.3)
+
+
+@pytest.mark.parametrize("oc,os_", OVERLAPS, ids=OVERLAP_IDS)
+def test_beta_schedule_anneals_the_importance_exponent_batch_by_batch(oc, os_, cleanup):
+    """``--per_beta`` promised annealing to 1 and the exponent stayed fixed. With a beta_schedule the
+    n-th batch's weights are ``(min leaf / leaf) ** schedule(n)``: recovered from the weights here,
+    batch after batch, up to the final value (and :attr:`JanusBuffer.beta` says the next one)."""
+    from janus.buffer.prioritized import LinearSchedule
+
+    schedule = LinearSchedule(0.4, 1.0, 6, offset=1)  # a resumed run: one batch was trained before
+    jb = JanusBuffer(off_policy(oc, os_, g_collect=1, g_select=1, batch_size=64, prefetch=1), sampler="prioritized",
+                     seed=0, alpha=1.0, min_size=8, beta_schedule=schedule)
+    cleanup(jb)
+    assert jb.beta == pytest.approx(0.5)  # the first batch's
+    jb.put(piece(range(32), 4, 8))
+    jb.flush()
+    leaf = torch.arange(1.0, 33.0, dtype=torch.float64)  # priority of key k: k + 1 (alpha 1)
+    jb.update_priority(torch.arange(32), leaf - 1e-6)  # eps 1e-6 is added back
+    for n in range(8):  # batches come in the order they were selected: the n-th got schedule(n)
+        batch = jb.get(timeout=GET_S)
+        if n < 2:
+            continue  # selected (ahead, prefetch 1) before the priorities were set
+        ratio = leaf.min() / leaf[batch["index"]]
+        varies = ratio < 1
+        beta = torch.log(batch["weight"].double()[varies]) / torch.log(ratio[varies])
+        assert torch.allclose(beta, torch.full_like(beta, schedule(n)), atol=1e-4), (n, beta)
+    assert schedule(7) == 1.0  # past the schedule's end beta stays at the final value
+
+
+def test_beta_schedule_needs_a_prioritized_off_policy_buffer():
+    from janus.buffer.prioritized import LinearSchedule
+
+    with pytest.raises(ConfigError, match="sampler='prioritized'"):
+        JanusBuffer(off_policy(0, 0), beta_schedule=LinearSchedule(0.4, 1.0, 10))
+
+
+def test_update_priority_of_a_uniform_janus_buffer_is_an_error():
+    """A uniform JanusBuffer has no priorities: update_priority returned the pairs "applied" and
+    changed nothing; it raises, naming sampler='prioritized'."""
+    jb = JanusBuffer(off_policy(0, 0, g_collect=1, g_select=1), seed=0)
+    try:
+        jb.put(piece(range(32), 4, 8))
+        jb.flush()
+        batch = jb.get(timeout=10)
+        with pytest.raises(BufferInputError, match="sampler='prioritized'"):
+            jb.update_priority(batch["index"], torch.ones(len(batch["index"])))
     finally:
         jb.close()
 

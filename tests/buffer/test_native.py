@@ -147,6 +147,9 @@ def test_kernels_match_reference(capacity, prioritized, seed, steps, numpy_updat
         elif op == "sample" and ref.written:
             out = buf.sample(arg)
             check_sample(out, ref, *ref.sample(arg))
+        elif op == "update" and ref.written and arg and not prioritized:  # a uniform buffer has no priorities
+            with pytest.raises(BufferInputError, match="sampler='prioritized'"):
+                buf.update_priority(torch.tensor([0]), torch.tensor([1.0]))
         elif op == "update" and ref.written and arg:
             keys = [k % ref.written for k, _ in arg]
             prios = [float(p) for _, p in arg]

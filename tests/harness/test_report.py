@@ -211,7 +211,9 @@ def make_rl_run(returns: list[float]) -> dict[str, Any]:
     from janus.config import RunConfig
     from janus.result import reported_config
 
-    config = reported_config({**RunConfig().to_dict(), "workload": {**RunConfig().to_dict()["workload"], "algo": "ppo"}})
+    from janus.config import from_dict
+
+    config = reported_config(from_dict({"is_on_policy": True, "workload": {"algo": "ppo"}}))
     run = make_run("train", 1000.0, 10.0, (4.0, 2.0, 1.0, 3.0, 0.5, 0.25))
     run["config"] = {**config, "name": "train"}
     run["learning_curve"] = {"env_steps": [100 * (i + 1) for i in range(len(returns))],
@@ -222,15 +224,15 @@ def make_rl_run(returns: list[float]) -> dict[str, Any]:
 
 
 def test_rl_results_leave_out_the_synthetic_workload_fields() -> None:
-    from janus.config import RunConfig
+    from janus.config import RunConfig, from_dict
     from janus.result import RL_ONLY, SYNTHETIC_ONLY, reported_config
 
     full = RunConfig().to_dict()
-    synthetic = reported_config(full)["workload"]
-    rl = reported_config({**full, "workload": {**full["workload"], "algo": "dqn"}})["workload"]
+    synthetic = reported_config(RunConfig())["workload"]
+    rl = reported_config(from_dict({"workload": {"algo": "dqn"}}))["workload"]
     assert not set(SYNTHETIC_ONLY) & set(rl) and {"algo", "env", "total_env_steps", "num_actors"} <= set(rl)
     assert not set(RL_ONLY) & set(synthetic) and {"obs_shape", "env_step_ms", "iterations"} <= set(synthetic)
-    assert full["workload"]["obs_shape"] == [1024]  # the config itself (config.yaml) keeps every field
+    assert full["workload"]["obs_shape"] == [1024]  # RunConfig.to_dict keeps every field (config.yaml does not)
 
 
 def test_results_csv_has_return_columns_for_rl_runs(tmp_path: Path, runs: list[dict[str, Any]]) -> None:

@@ -123,7 +123,7 @@ def filled_buffers(draw: st.DrawFn) -> ExperienceBuffer:
     for _ in range(draw(st.integers(1, 3))):
         n = draw(st.integers(1, cap))
         buf.extend(rows(range(buf.total_written, buf.total_written + n)))
-    if draw(st.booleans()):
+    if buf._sampler_name == "prioritized" and draw(st.booleans()):
         buf.update_priority(buf.sample(4)["index"], draw(st.lists(st.floats(0, 9), min_size=4, max_size=4)))
     return buf
 
@@ -323,10 +323,14 @@ def test_update_priority(data):
     """update_priority(index, priority) applies valid updates to live keys (stale ones -- overwritten
     since sampled -- are dropped and not counted; the last duplicate wins); NaN/inf/negative
     priorities, never-written or negative keys, length mismatches, non-integer keys, complex or
-    string priorities and 2-D arrays are rejected with the buffer unchanged."""
+    string priorities and 2-D arrays are rejected with the buffer unchanged. A uniform buffer
+    refuses every update, naming sampler='prioritized' (it has no priorities to set)."""
     buf = data.draw(filled_buffers())
     index, priority, valid = data.draw(priority_updates(buf.total_written))
     ok, applied = attempt(buf, lambda: buf.update_priority(index, priority), "index", "priority")
+    if buf._sampler_name != "prioritized":
+        assert not ok and "sampler='prioritized'" in str(applied), applied
+        return
     assert ok == valid, applied
     if ok:
         keys = np.asarray(index).reshape(-1).tolist()

@@ -50,6 +50,9 @@ class BufferSpec:
     on_policy: bool
     sampler: str = "uniform"
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+    beta_final: float | None = None
+    """Prioritized: the importance exponent is annealed linearly from ``sampler_kwargs["beta"]``
+    to this over the run's updates (None: fixed)."""
     checkpoint_replay: bool = False
     """The replay buffer is part of a checkpoint (off-policy RL: it cannot be rebuilt)."""
     checkpoint_learner: bool = False
@@ -109,6 +112,9 @@ class Algorithm:
     """``--quick``: at most this many env steps (None: the workload's ``iterations`` bound it)."""
     has_policy: bool = False
     """``janus rollout`` can run its checkpointed policy; ``janus train`` checkpoints it."""
+    acts_in_gymnasium: bool = False
+    """It acts in Gymnasium environments (reads ``workload.env`` and the env-step budget), not in the
+    synthetic workload (``workload.obs_shape``, ``iterations`` ...)."""
 
     def is_on_policy(self, cfg: RunConfig) -> bool:
         """Whether a run of this algorithm is on-policy (fixed, except for the synthetic workload)."""
@@ -116,6 +122,11 @@ class Algorithm:
 
     def validate(self, cfg: RunConfig) -> None:
         """Raise :class:`~janus.errors.ConfigError` for settings this algorithm cannot run."""
+
+    def hyperparameters(self, cfg: RunConfig) -> dict[str, Any]:
+        """Every hyperparameter a run of ``cfg`` uses, as the ``algorithm:`` section of its
+        config.yaml records it (none: the data-path config is the whole configuration)."""
+        return {}
 
     def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> ActorSide:

@@ -84,11 +84,19 @@ class DQNConfig:
     per_alpha: float = 0.6
     """Priority exponent of prioritized replay."""
     per_beta: float = 0.4
-    """Initial importance-weight exponent (the local loop anneals it to 1)."""
+    """Importance-weight exponent of prioritized replay at the first update, annealed linearly to
+    ``per_beta_final`` over the run's updates (Schaul et al., 2016)."""
+    per_beta_final: float = 1.0
+    """Importance-weight exponent at the run's last update (equal to ``per_beta``: no annealing)."""
     frame_stack_dedup: bool = True
     """When observations are stacks of uint8 frames ``(k, H, W)``, ``k > 1`` (Atari), the replay stores
     each frame once (``FrameStackReplay``: ~1 frame per transition instead of ``2k``); false stores
     every stack whole. Other observation spaces ignore it."""
+
+    def importance_beta(self, progress: float) -> float:
+        """Prioritized replay's importance exponent at ``progress`` (updates done / the run's
+        updates): linear from ``per_beta`` to ``per_beta_final``."""
+        return self.per_beta + min(1.0, max(0.0, progress)) * (self.per_beta_final - self.per_beta)
 
     def epsilon(self, global_step: int) -> float:
         """Linear schedule from ``eps_start`` to ``eps_end`` over ``exploration_steps`` env steps."""
@@ -237,6 +245,7 @@ class DQNLearner:
         self._params = list(self.q.parameters())
         self.opt = adam(self._params, lr=cfg.lr)
         self.updates = 0
+        self.progress = 0.0  # updates done / the run's updates (set_progress): the PER beta reported
         # an MLP Q-network is differentiated by hand (the same gradients, half the ops: see
         # janus.algorithms.linear_chain); a CNN, or a network with hooks, keeps autograd
         self._chains = (linear_chain(self.q), linear_chain(self.target))
@@ -258,7 +267,12 @@ class DQNLearner:
         priorities = td.detach().abs() if self.cfg.prioritized else None
         if priorities is not None:
             metrics["td_abs_mean"] = priorities.mean().item()
+            metrics["per_beta"] = self.cfg.importance_beta(self.progress)  # the exponent this batch was weighted with
         return UpdateResult(priorities, metrics)
+
+    def set_progress(self, progress: float) -> None:
+        """The fraction of the run's updates done (the PER beta of the next batch follows it)."""
+        self.progress = float(progress)
 
     def _td_target(self, batch: dict[str, torch.Tensor], next_q_online: torch.Tensor | None,
                    next_q_target: torch.Tensor) -> torch.Tensor:
@@ -367,7 +381,8 @@ class DQN(ReplayGymAlgorithm):
         a = self.config(cfg)
         spec = super().buffer_spec(cfg)
         if a.prioritized:
-            spec = replace(spec, sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta})
+            spec = replace(spec, sampler="prioritized", sampler_kwargs={"alpha": a.per_alpha, "beta": a.per_beta},
+                           beta_final=a.per_beta_final)
         if a.frame_stack_dedup and is_frame_stack(env_spaces(cfg.workload.env, cfg.workload.env_kwargs)[0]):
             spec = replace(spec, frame_stack=True)
         return spec

@@ -67,6 +67,10 @@ def registered_env_id(env_id: str) -> str:
         except Exception as exc:  # the user's module raised while registering
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: "
                               f"{type(exc).__name__}: {exc}") from None
+        except SystemExit as exc:  # sys.exit() at import: janus would end with its code, silently
+            raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} called sys.exit"
+                              f"({exc.code!r}); a module named by --env must only register its environment "
+                              "when imported (guard a script's own code with `if __name__ == \"__main__\":`)") from None
     if atari.is_atari(name):
         atari.register_ale()  # an error saying how to install ale-py when it is missing
     if name not in gym.registry:

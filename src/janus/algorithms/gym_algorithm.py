@@ -8,8 +8,10 @@ else is a field of the algorithm's config dataclass, set in the ``algorithm:`` s
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec
@@ -20,7 +22,7 @@ MAPPED = {  # algorithm field -> where the data-path config sets it
     "batch_size": "batch_size (top level)", "buffer_size": "buffer_capacity (top level)",
     "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
 }
-UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "tau"}
+UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau"}
 ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
@@ -38,6 +40,7 @@ class GymAlgorithm(Algorithm):
     image_observations = True
     """Whether it has a CNN for image observations (see :mod:`janus.algorithms.networks`)."""
     has_policy = True
+    acts_in_gymnasium = True
 
     def mapped(self, cfg: Any) -> dict[str, Any]:
         """The config fields the data-path config sets (see the module doc)."""
@@ -53,6 +56,16 @@ class GymAlgorithm(Algorithm):
 
     def buffer_spec(self, cfg: Any) -> BufferSpec:
         return BufferSpec(on_policy=self.on_policy, checkpoint_replay=not self.on_policy, checkpoint_learner=True)
+
+    def hyperparameters(self, cfg: Any) -> dict[str, Any]:
+        """Every field of the run's config dataclass, defaults included, except those the data-path
+        config sets (:data:`MAPPED`, recorded there) and, for image observations, ``hidden`` (the
+        CNN torso is fixed; ``algorithm.hidden`` is refused for them)."""
+        values = asdict(self.config(cfg))
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k not in MAPPED}
+        if "hidden" in out and image_observations(cfg.workload.env, cfg.workload.env_kwargs):
+            del out["hidden"]
+        return out
 
     def validate(self, cfg: Any) -> None:
         """Clear errors for the ``algorithm:`` keys, on/off-policy and the environment's spaces."""
@@ -140,6 +153,19 @@ class ReplayGymAlgorithm(GymAlgorithm):
         """One version per round of one piece from every worker (the updates the ratio allots it)."""
         w = cfg.workload
         return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
+
+
+def image_observations(env: str, env_kwargs: dict[str, Any]) -> bool:
+    """Whether ``env`` (made with ``env_kwargs``) has image observations (looked up once per env)."""
+    return _image_observations(env, json.dumps(env_kwargs, sort_keys=True, default=repr))
+
+
+@functools.lru_cache(maxsize=32)
+def _image_observations(env: str, env_kwargs_json: str) -> bool:
+    from janus.algorithms.envs import env_spaces
+    from janus.algorithms.networks import image_layout
+
+    return image_layout(env_spaces(env, json.loads(env_kwargs_json))[0]) is not None
 
 
 def check_value(key: str, value: Any, default: Any) -> None:

@@ -361,7 +361,10 @@ class ExperienceBuffer:
         ``index`` and ``priority`` are 1-D, or a column ``(n, 1)`` or row ``(1, n)`` of n values
         (a network's TD errors). Keys of items overwritten since they were sampled are dropped
         (and not counted). With duplicate keys the last occurrence wins; each occurrence counts.
+        A buffer with the uniform sampler has no priorities: it raises :class:`BufferInputError`.
         """
+        if self._sampler_name != "prioritized":
+            validation.refuse_priorities(self._sampler_name)
         with self._lock:
             s = self._sampler
             if self._native and s.prioritized:

@@ -337,8 +337,11 @@ class FrameStackReplay:
         """Set the priorities of the transitions with keys ``index``; returns how many were applied.
 
         Keys of transitions overwritten or evicted since they were sampled are dropped; with
-        duplicate keys the last wins. The uniform sampler validates, counts and ignores them.
+        duplicate keys the last wins. A replay with the uniform sampler has no priorities: it
+        raises :class:`~janus.errors.BufferInputError`.
         """
+        if self._sampler_name != "prioritized":
+            validation.refuse_priorities(self._sampler_name)
         with self._lock:
             keys, prio = validation.priority_arrays(index, priority)
             if keys.size and (keys.min() < 0 or keys.max() >= self._written or not np.all((prio >= 0) & (prio < np.inf))):

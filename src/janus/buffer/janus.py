@@ -83,6 +83,10 @@ class JanusBuffer:
             :class:`~janus.buffer.frames.FrameStackReplay`, which stores each frame once (pieces may
             carry a ``stream`` field naming each row's environment). It keeps frames in host memory:
             placement ``auto`` means ``cpu_pageable`` for it, ``cuda`` is refused.
+        beta_schedule: prioritized only: the importance exponent of the ``n``-th batch selected
+            (``n`` from 0), e.g. ``LinearSchedule(0.4, 1.0, total_updates)`` from
+            :mod:`janus.buffer.prioritized`, which anneals it as the PER paper does; ``None``:
+            the sampler's ``beta`` throughout. :attr:`beta` is the value the next batch gets.
     """
 
     def __init__(
@@ -97,6 +101,7 @@ class JanusBuffer:
         seed: int | None = None,
         min_size: int | None = None,
         frame_stack: bool = False,
+        beta_schedule: Callable[[int], float] | None = None,
         **sampler_kwargs: Any,
     ) -> None:
         if not isinstance(config, JanusConfig):
@@ -151,9 +156,13 @@ class JanusBuffer:
         )
         self.learner_buffer = LearnerBuffer(cfg.prefetch)
         self.collection = CollectionOp(self.experience, time_major_dims, preprocess, self.schedule)
+        if beta_schedule is not None and (sampler != "prioritized" or cfg.is_on_policy or not callable(beta_schedule)):
+            raise ConfigError(f"invalid beta_schedule: got {type(beta_schedule).__name__}; accepted: a function of the "
+                              "batch count, with sampler='prioritized' off-policy (it anneals prioritized "
+                              "replay's importance exponent beta)")
         self.selection = SelectionOp(
             self.experience, batch_size, batches_per_call, learner_device, self.schedule,
-            None if seed is None else seed + 2, self._wait_for_data,
+            None if seed is None else seed + 2, self._wait_for_data, beta_schedule,
         )
         self._collect_lock = threading.Lock()
         self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
@@ -283,14 +292,20 @@ class JanusBuffer:
         if not self.config.overlap_select and self.learner_buffer.ready() == 0:
             try:
                 self._select_once(inline=True, deadline=deadline)
-            except (PipelineClosedError, StagingTimeout):
+            except StagingTimeout as exc:
+                self._raise_if_failed()
+                raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
+            except PipelineClosedError:
                 self._raise_if_failed()  # closed by a background failure: raise the cause
                 raise
             except BaseException as exc:  # an inline operator failed: the whole pipeline stops
                 self._fail(exc)
                 raise
         remaining = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        pending, waited = self.learner_buffer.get(remaining)
+        try:
+            pending, waited = self.learner_buffer.get(remaining)
+        except StagingTimeout as exc:
+            raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
         with self._stats_lock:
             self.stats.learner_wait_s += waited
             self.stats.batches_delivered += 1
@@ -298,11 +313,39 @@ class JanusBuffer:
             self.stats.select_ahead_s -= pending.select_s
         return pending.wait()
 
+    @property
+    def beta(self) -> float | None:
+        """Prioritized: the importance exponent the next selected batch gets (None: uniform)."""
+        if self.selection.beta_schedule is not None:
+            return float(self.selection.beta_schedule(self.selection.selected))
+        beta = getattr(getattr(self.experience, "_sampler", None), "beta", None)
+        return None if beta is None else float(beta)
+
+    def _no_batch_message(self, timeout: float | None, exc: StagingTimeout) -> str:
+        """Why :meth:`get` found no batch within ``timeout``: the pieces staged below the collection
+        granularity (which :meth:`flush` writes now), too little stored, or the stage's own message."""
+        head = "JanusBuffer.get: no batch" + (f" within {timeout:g}s" if timeout is not None else "")
+        staged, transitions = len(self.actor_buffer), self.actor_buffer.transitions
+        pieces_needed, transitions_needed = self._collect_threshold()
+        if staged and (pieces_needed is not None and staged < pieces_needed
+                       or transitions_needed is not None and transitions < transitions_needed):
+            unit = (f"g_collect={pieces_needed} pieces" if pieces_needed is not None else
+                    f"{transitions_needed} transitions (g_collect={self.config.g_collect:g} of a rollout)")
+            return (f"{head}: collection is waiting for {unit} before it writes, and {staged} piece(s) "
+                    f"({transitions} transitions) are staged; put more pieces, or call flush() to write "
+                    "the staged ones now")
+        stored = len(self.experience)
+        if self.schedule is None and stored < self.min_size:
+            return (f"{head}: the buffer stores {stored} transitions and sampling starts at min_size="
+                    f"{self.min_size}; {staged} piece(s) are staged: put more pieces")
+        return f"{head}: {exc}"
+
     def update_priority(self, index: Any, priority: Any) -> int:
         """Set the priorities of delivered items: ``index`` is a batch's ``"index"`` (keys),
         ``priority`` one number >= 0 per key (e.g. ``|td_error|``). Returns how many were applied:
         keys of items overwritten since they were sampled are dropped; the last duplicate wins.
-        Only the prioritized sampler uses priorities (uniform: counted, then ignored)."""
+        Only a prioritized buffer (``sampler="prioritized"``) has priorities: any other raises
+        :class:`~janus.errors.BufferInputError` (they would be ignored)."""
         return self.experience.update_priority(index, priority)
 
     def _select_once(self, inline: bool, deadline: float | None = None) -> None:

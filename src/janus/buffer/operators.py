@@ -186,9 +186,12 @@ class SelectionOp:
         schedule: OnPolicySchedule | None = None,
         seed: int | None = None,
         wait_ready: Callable[[float | None], None] = lambda deadline=None: None,
+        beta_schedule: Callable[[int], float] | None = None,
     ) -> None:
         self.buffer = buffer
         self.wait_ready = wait_ready
+        self.beta_schedule = beta_schedule  # prioritized: beta of the n-th batch selected
+        self.selected = 0  # batches selected (off-policy)
         self.batch_size = batch_size
         self.batches_per_call = batches_per_call
         self.schedule = schedule
@@ -209,7 +212,8 @@ class SelectionOp:
             slots, count = self._next_minibatch_slots(deadline)
         with self.transfer.stream_context():
             if slots is None:
-                bundle = self.buffer.sample(self.batch_size * count)
+                bundle = self.buffer.sample(self.batch_size * count, **self._sample_kwargs())
+                self.selected += count
                 if count > 1 and "weight" in bundle:  # stratified draws: in priority-mass order
                     bundle = _reordered(bundle, self._spread_strata(count))
             else:
@@ -222,6 +226,10 @@ class SelectionOp:
         sizes = [self.batch_size] * count
         parts = {k: t.split(sizes) for k, t in pending.tensors.items()}
         return [Pending({k: parts[k][i] for k in parts}, pending.event) for i in range(count)]
+
+    def _sample_kwargs(self) -> dict[str, float]:
+        """``beta`` of the next batch when annealed (one value for a bundle: that of its first batch)."""
+        return {} if self.beta_schedule is None else {"beta": self.beta_schedule(self.selected)}
 
     def _spread_strata(self, count: int) -> torch.Tensor:
         """The order that makes ``count`` batches of one stratified draw of ``count * batch_size``

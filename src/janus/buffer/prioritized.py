@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,6 +26,31 @@ def _check_number(name: str, value: float, positive: bool = False) -> float:
     if value < 0 or (positive and value == 0):
         raise invalid(name, value, "a number > 0" if positive else "a number >= 0")
     return float(value)
+
+
+@dataclass(frozen=True)
+class LinearSchedule:
+    """``start`` at step ``offset``, moving linearly to ``end`` at step ``steps``, ``end`` after it:
+    ``schedule(n)`` is the value of the ``n``-th step counted from ``offset`` (a resumed run passes
+    the steps it had taken). PER's importance exponent: ``LinearSchedule(0.4, 1.0, total_updates)``
+    (Schaul et al., 2016, anneal beta to 1 over training)."""
+
+    start: float
+    end: float
+    steps: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        _check_number("start", self.start)
+        _check_number("end", self.end)
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise invalid("steps", self.steps, "an integer >= 1")
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
+            raise invalid("offset", self.offset, "an integer >= 0")
+
+    def __call__(self, step: int) -> float:
+        frac = min(1.0, (self.offset + step) / self.steps)
+        return self.start + frac * (self.end - self.start)
 
 
 class PrioritizedSampler:

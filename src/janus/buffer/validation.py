@@ -124,6 +124,15 @@ def prioritized_settings(sampler: str, alpha: Any, beta: Any, eps: Any) -> dict[
     return {k: float(v) for k, v in settings.items()}  # numpy scalars would not load from a checkpoint
 
 
+def refuse_priorities(sampler: str) -> None:
+    """``update_priority`` on a buffer that samples uniformly: an error, not a silent no-op (the
+    priorities would steer nothing)."""
+    raise BufferInputError(
+        f"update_priority() on a buffer with sampler={sampler!r}: it samples uniformly and has no priorities, "
+        "so they would be ignored; build the buffer with sampler='prioritized' to sample by priority, "
+        "or do not call update_priority()")
+
+
 def priority_limit(alpha: float, eps: float, capacity: int) -> float:
     """The largest priority whose leaf ``(p + eps) ** alpha``, summed over a full buffer, stays
     below :data:`MAX_TREE_TOTAL` (``inf`` when every finite priority does)."""

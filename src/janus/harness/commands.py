@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from janus import fileio, stopping
-from janus.config import RunConfig
+from janus.config import RunConfig, recorded
 from janus.harness import run_folder
 from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
 from janus.harness.live import LiveRun
@@ -97,7 +97,8 @@ def _print_resume_point(cfg: RunConfig, record: dict[str, Any]) -> None:
 
 def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tuple[RunConfig, str]:
     """Checkpoints for RL runs go to OUT/checkpoint; returns the config to run and the text of
-    OUT/config.yaml (the resolved config), which :func:`run_command` writes."""
+    OUT/config.yaml (the resolved config, as :func:`janus.config.recorded` records it), which
+    :func:`run_command` writes."""
     resume = getattr(args, "resume", None) is not None
     from janus.algorithms.base import algorithm
 
@@ -105,7 +106,7 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tu
         runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
                           best_dir=str(out_dir / "best"))
         cfg = replace(cfg, runtime=runtime)
-    saved = cfg.to_dict()
+    saved = recorded(cfg)  # resolved, every hyperparameter, nothing the run does not read
     # resume is per invocation; a checkpoint folder of the user's choosing is kept (absolute), the
     # default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
     chosen = cfg.runtime.checkpoint_dir

@@ -31,8 +31,9 @@ WORK_STAGES = ("rollout", "collect", "select", "update")
 STAGES = WORK_STAGES + ("learner_wait", "actor_blocked")
 """Every stage time a run reports (the last two are waiting, not work)."""
 CSV_KNOBS = ("placement", "overlap_collect", "overlap_select", "g_collect", "g_select",
-             "is_on_policy", "batch_size")
-"""Config knobs copied into ``results.csv``."""
+             "is_on_policy", "batch_size", "minibatch_size")
+"""Config knobs copied into ``results.csv`` (empty where the run does not read one: ``batch_size``
+on-policy; ``minibatch_size`` is the transitions of each learner batch of every run)."""
 
 
 def _div(num: float, den: float) -> float | None:

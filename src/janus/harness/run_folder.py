@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from janus import fileio
 from janus.config import RunConfig, from_dict, read_yaml
 from janus.errors import CheckpointError, JanusError
 
@@ -65,14 +66,16 @@ def _flag_error(flag: str, path: Path, why: str) -> RunFolderError:
 
 
 def check_out_path(path: Path, flag: str = "--out") -> None:
-    """``path`` can be a run folder: not a file, not under a file (nothing is created here)."""
-    if path.exists() and not path.is_dir():
-        raise _flag_error(flag, path, "is a file, not a folder; choose another path")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise _flag_error(flag, path, f"{str(parent)!r} is a file, not a folder; choose another path")
-            break
+    """``path`` can be a run folder: not a file, not under a file, a name the file system takes
+    (nothing is created here)."""
+    with fileio.checking_path(flag, path, RunFolderError):
+        if path.exists() and not path.is_dir():
+            raise _flag_error(flag, path, "is a file, not a folder; choose another path")
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise _flag_error(flag, path, f"{str(parent)!r} is a file, not a folder; choose another path")
+                break
 
 
 def _mkdir(path: Path, flag: str, exist_ok: bool) -> None:

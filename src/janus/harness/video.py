@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from janus.errors import ConfigError
+from janus.fileio import checking_path
 
 VIDEO_SUFFIXES = (".gif",)
 """File types :func:`write_gif` writes."""
@@ -65,11 +66,12 @@ def check_video_path(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise ConfigError(f"invalid --video: got {str(path)!r}; accepted: a file name ending in .gif")
-    if path.is_dir():
-        raise ConfigError(f"invalid --video: {str(path)!r} is a directory; give a file name ending in .gif")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise ConfigError(f"invalid --video: folder {str(parent)!r} does not exist")
+    with checking_path("--video", path):
+        if path.is_dir():
+            raise ConfigError(f"invalid --video: {str(path)!r} is a directory; give a file name ending in .gif")
+        if not parent.is_dir():
+            raise ConfigError(f"invalid --video: folder {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"invalid --video: folder {str(parent)!r} is not writable")
     return path

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from janus import stopping
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
+from janus.buffer.prioritized import LinearSchedule
 from janus.buffer.native import warm_up
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
@@ -86,8 +87,21 @@ def make_buffer(cfg: RunConfig) -> JanusBuffer:
     return JanusBuffer(
         replace(j, learner_device=learner_end_device(cfg)),
         rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
-        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, frame_stack=spec.frame_stack, **spec.sampler_kwargs,
+        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, frame_stack=spec.frame_stack,
+        beta_schedule=beta_schedule(cfg, spec), **spec.sampler_kwargs,
     )
+
+
+def beta_schedule(cfg: RunConfig, spec: Any) -> LinearSchedule | None:
+    """Prioritized replay's importance exponent over the run's updates (``spec.beta_final`` set):
+    linear from ``beta`` at update 0 to ``beta_final`` at the budget's last, continued by a resumed
+    run from the updates it had trained (as PPO's learning rate, it follows the budget: one raised
+    on resume spreads the schedule over the new budget, so beta resumes at its value there)."""
+    if spec.beta_final is None:
+        return None
+    total = algo_of(cfg).budget(cfg).total_updates
+    return LinearSchedule(spec.sampler_kwargs["beta"], spec.beta_final, total,
+                          offset=int(load_run_state(cfg).get("trained", 0)))
 
 
 def _built(thing: Any) -> Any:
@@ -529,7 +543,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
     faults = status.get("worker_errors", {})
     return RunResult(
         name=cfg.name,
-        config=reported_config(cfg.to_dict()),
+        config=reported_config(cfg),
         status=outcome,
         samples_per_s=trained * cfg.minibatch_size / wall,
         actor_steps_per_s=transitions / wall,
