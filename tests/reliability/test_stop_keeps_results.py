@@ -226,6 +226,7 @@ def test_resume_writes_the_results_a_stop_lost_from_the_final_commit(finished_dq
     assert "already at its budget" in out and "writing them from" in out and "nothing is trained" in out, out
     rebuilt = json.loads((run / "results.json").read_text())["runs"][-1]
     assert rebuilt["status"] == "finished" and "results_from" in rebuilt["runtime"]
+    assert rebuilt["config"] == original["config"]  # the resolved configuration, as the run recorded it
     for key in ("updates", "env_steps", "run_updates", "run_env_steps"):
         assert rebuilt["counts"][key] == original["counts"][key], key
     for key in ("learning_curve", "episodes", "final_mean_return", "train_metrics"):

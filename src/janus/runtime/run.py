@@ -613,7 +613,7 @@ def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult
     if "inserted" in state:
         counts["transitions_inserted"] = int(state["inserted"])
     return RunResult(
-        name=cfg.name, config=reported_config(cfg.to_dict()), status="finished",
+        name=cfg.name, config=reported_config(cfg), status="finished",
         samples_per_s=trained * cfg.minibatch_size / wall if wall > 0 else 0.0,
         actor_steps_per_s=steps / wall if wall > 0 else 0.0, wall_s=wall, stage_s={}, counts=counts,
         runtime={"backend": cfg.runtime.backend, "worker_restarts": dict(state.get("restarts", {})),
