@@ -226,6 +226,10 @@ def test_resume_writes_the_results_a_stop_lost_from_the_final_commit(finished_dq
     assert "already at its budget" in out and "writing them from" in out and "nothing is trained" in out, out
     rebuilt = json.loads((run / "results.json").read_text())["runs"][-1]
     assert rebuilt["status"] == "finished" and "results_from" in rebuilt["runtime"]
+    moved = ("checkpoint_dir", "best_dir", "resume")  # the run was copied here and is resumed
+    for config in (rebuilt["config"], original["config"]):
+        for key in moved:
+            config["runtime"].pop(key)
     assert rebuilt["config"] == original["config"]  # the resolved configuration, as the run recorded it
     for key in ("updates", "env_steps", "run_updates", "run_env_steps"):
         assert rebuilt["counts"][key] == original["counts"][key], key
