@@ -360,7 +360,7 @@ class DQN(ReplayGymAlgorithm):
     # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
     # Selection in bundles of 4 batches, 16 batches in flight: the learner's process wakes its other
     # threads about 4x less often per update, and every wake-up costs the update GIL hand-offs
-    # (1.3x env-steps/s on CartPole; "DQN after the hand-written backward" in docs/benchmarks.md).
+    # (1.3x env-steps/s on CartPole; "DQN after the hand-written backward" in docs/benchmarks-log.md).
     # Backend "auto": worker processes where a spare CPU lets acting overlap the update (1.25x
     # env-steps/s on CartPole here), local threads for the serial --seed recipe or on one CPU
     # (docs/benchmarks.md, "The engine: local vs process backend").

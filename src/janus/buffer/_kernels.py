@@ -202,8 +202,8 @@ def _put_rows(slots, written, store, columns, row_bytes, out, out_at, keys):
 
     Random rows of a large ring miss the cache one after the other; prefetching the rows
     ``_AHEAD`` draws ahead overlaps those misses (1.1-1.9x faster gathers of 32-4096 small rows,
-    docs/benchmarks.md). ``slots`` may be ``keys`` itself: a slot is read before its row's key
-    overwrites it.
+    docs/benchmarks-log.md, "Before: the kernels overlap their cache misses"). ``slots`` may be
+    ``keys`` itself: a slot is read before its row's key overwrites it.
     """
     count = slots.shape[0]
     stride = store.shape[1]
@@ -275,7 +275,8 @@ def _descend(sum_t, masses, nodes, count):
     A descent is a chain of dependent loads, one per tree level, and deep levels of a large tree
     miss the cache. Taking one level of every draw at a time makes the draws' loads independent,
     so the CPU overlaps their misses; with the branch-free step below, 1.5-2.2x faster than one
-    draw after the other from batch ~32 (docs/benchmarks.md). Same leaves as :func:`_leaf_of`.
+    draw after the other from batch ~32 (docs/benchmarks-log.md, "Before: the kernels overlap
+    their cache misses"). Same leaves as :func:`_leaf_of`.
     """
     p = sum_t.shape[0] // 2
     for j in range(count):

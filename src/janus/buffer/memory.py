@@ -5,8 +5,9 @@ A result in fresh memory pays for its pages before the copy writes them: the OS 
 every page on first touch, which for a batch of images costs about as much as the copy itself.
 glibc maps allocations of 32 MiB and more afresh on every call, and below that reuses freed
 memory only as its heap happens to lie; the same sample of 256 Atari transitions (14 MiB) took
-0.85 ms in one process and 1.25 ms in the next (docs/benchmarks.md). A :class:`ResultMemory`
-keeps the last few large buffers whose results were dropped and hands them out again.
+0.85 ms in one process and 1.25 ms in the next (docs/design.md; docs/benchmarks-log.md,
+"Before: large results reuse their memory"). A :class:`ResultMemory` keeps the last few large
+buffers whose results were dropped and hands them out again.
 
 A buffer is handed out only when nothing can still read its previous result. Each hand-out is a
 new numpy array over the buffer, whose base is a ``memoryview``: numpy makes every view, slice and
