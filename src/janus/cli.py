@@ -19,15 +19,17 @@ import contextlib
 import difflib
 import functools
 import inspect
+import itertools
 import json
 import os
 import re
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterator, Sequence, TextIO
+from typing import Any, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
@@ -88,7 +90,7 @@ def _mapping(text: str) -> dict[str, Any]:
 
 
 # ---- help text and the defaults it shows ---------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """Each dataclass field's docstring (the string literal under it), on one line (parsed once per class)."""
     try:
@@ -97,7 +99,7 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
-    for node, after in zip(body, body[1:]):
+    for node, after in itertools.pairwise(body):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
             docs[node.target.id] = " ".join(re.sub(r":\w+:|``", "", after.value.value).split())

@@ -7,7 +7,8 @@ working. Messages name the field, what was given and what is accepted.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 class JanusError(Exception):

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -57,7 +58,7 @@ def register_ale() -> None:
     gym.register_envs(ale_py)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def area_weights(n_in: int, n_out: int) -> np.ndarray:
     """The ``[n_out, n_in]`` float32 matrix of area averaging: output pixel ``j`` is the mean of the
     input interval ``[j * s, (j + 1) * s)``, ``s = n_in / n_out``, partly covered pixels counted by

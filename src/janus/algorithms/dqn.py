@@ -20,7 +20,7 @@ an actor is therefore ``n_step - 1`` steps shorter than ``num_steps``; later pie
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -29,11 +29,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import BufferSpec, register
-from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import env_spaces, is_frame_stack, load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import (
+    Episodes,
+    EpisodeTracker,
+    UpdateResult,
+    check_action_space,
+    env_spaces,
+    flat_size,
+    is_frame_stack,
+    load_snapshot,
+    make_vector_env,
+    mlp,
+    next_obs_of,
+    snapshot,
+)
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
-from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
 from janus.algorithms.linear_chain import LinearChain, linear_chain
+from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.errors import ConfigError, invalid
@@ -321,7 +333,7 @@ class DQNLearner:
         scale = batch["weight"].float() * (1.0 / len(q)) if "weight" in batch else 1.0 / len(q)  # d mean / d item
         grad_q = td.clamp(-1.0, 1.0) * scale
         grads = online.backward(saved, torch.zeros_like(out).scatter_(1, action, grad_q.unsqueeze(1)))
-        for p, g in zip(self._params, grads):
+        for p, g in zip(self._params, grads, strict=False):
             p.grad = g
         return loss, q, td, clip_grad_norm(self._params, self.cfg.max_grad_norm)
 
@@ -364,7 +376,7 @@ class DQN(ReplayGymAlgorithm):
     # Backend "auto": worker processes where a spare CPU lets acting overlap the update (1.25x
     # env-steps/s on CartPole here), local threads for the serial --seed recipe or on one CPU
     # (docs/benchmarks.md, "The engine: local vs process backend").
-    preset = {
+    preset: ClassVar[dict[str, Any]] = {
         "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 4, "prefetch": 4,
         "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,

@@ -29,7 +29,8 @@ import importlib
 import importlib.util
 import multiprocessing
 import os
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -37,10 +38,10 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from janus.algorithms import atari
-from janus.config import VECTOR_ENVS, usable_cpus
 import janus.algorithms.image_envs  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
+from janus.algorithms import atari
 from janus.algorithms.networks import flat_size, mlp  # noqa: F401 - re-exported (their old home)
+from janus.config import VECTOR_ENVS, usable_cpus
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -64,7 +65,7 @@ def registered_env_id(env_id: str) -> str:
         except ImportError as exc:
             raise ConfigError(f"invalid --env: got {env_id!r}, but module {module!r} could not be imported "
                               f"({exc}); put its folder on PYTHONPATH") from None
-        except Exception as exc:  # the user's module raised while registering
+        except Exception as exc:  # noqa: BLE001  the user's module raised while registering
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: "
                               f"{type(exc).__name__}: {exc}") from None
         except SystemExit as exc:  # sys.exit() at import: janus would end with its code, silently

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -32,7 +33,7 @@ class LeanAdam(torch.optim.Adam):
         grads = [[p.grad for p in params] for _, params, _, _, _ in groups]
         if any(g is None or g.is_sparse for group_grads in grads for g in group_grads):
             return _adam_step(self, None)  # Adam's step skips parameters without gradients
-        for (group, params, exp_avgs, exp_avg_sqs, steps), group_grads in zip(groups, grads):
+        for (group, params, exp_avgs, exp_avg_sqs, steps), group_grads in zip(groups, grads, strict=False):
             torch._foreach_add_(steps, 1)
             torch._fused_adam_(params, group_grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
                                lr=group["lr"], beta1=float(group["betas"][0]), beta2=float(group["betas"][1]),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -33,8 +33,18 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
 from janus.algorithms.base import Budget, register
-from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import (
+    Episodes,
+    EpisodeTracker,
+    UpdateResult,
+    check_action_space,
+    flat_size,
+    load_snapshot,
+    make_vector_env,
+    mlp,
+    next_obs_of,
+    snapshot,
+)
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
@@ -172,7 +182,7 @@ class FusedPolicyValue:
         assert len(actor) == len(critic), "policy and value MLPs of the same depth"
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
         with torch.no_grad():
-            for i, (a, c) in enumerate(zip(actor, critic)):
+            for i, (a, c) in enumerate(zip(actor, critic, strict=False)):
                 weight = torch.cat([a.weight, c.weight]) if i == 0 else torch.block_diag(a.weight, c.weight)
                 self.layers.append((weight.t().contiguous(), torch.cat([a.bias, c.bias])))
         self.n_out = actor[-1].out_features
@@ -369,7 +379,7 @@ class PPO(GymAlgorithm):
     action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
     quick_env_steps = 4096
     # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
-    preset = {
+    preset: ClassVar[dict[str, Any]] = {
         "is_on_policy": True, "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 0.25,
         "workload": {"algo": "ppo", "hidden_size": 64, "num_layers": 2,  # the network (PPOConfig.hidden)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -26,8 +26,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import register
-from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import (
+    Episodes,
+    EpisodeTracker,
+    UpdateResult,
+    check_action_space,
+    flat_size,
+    load_snapshot,
+    make_vector_env,
+    mlp,
+    next_obs_of,
+    snapshot,
+)
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
@@ -309,7 +319,7 @@ class SAC(ReplayGymAlgorithm):
     image_observations = False  # MLPs only: validate() names dqn/ppo for image observations
     quick_env_steps = 2048
     # Defaults that solve Pendulum-v1 (see docs/benchmarks.md); a user's config and flags override them.
-    preset = {
+    preset: ClassVar[dict[str, Any]] = {
         "is_on_policy": False, "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
         "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,

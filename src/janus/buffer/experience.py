@@ -13,8 +13,9 @@ the ``cuda`` placement runs batched torch ops (:mod:`janus.buffer.sumtree`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -463,7 +464,7 @@ class ExperienceBuffer:
         checkpoint.save_atomic(self.state_dict(), path)
 
     @classmethod
-    def load(cls, path: str | Path, placement: str | None = None, output: str | None = None) -> "ExperienceBuffer":
+    def load(cls, path: str | Path, placement: str | None = None, output: str | None = None) -> ExperienceBuffer:
         """Load a checkpoint written by :meth:`save` (no pickled code is executed).
 
         ``placement`` and ``output`` default to the saved buffer's (checkpoints from before

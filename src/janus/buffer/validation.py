@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -315,7 +316,8 @@ def check_batch(
         if specs:
             spec = specs[name]
             if tuple(t.shape[1:]) != spec.shape:
-                raise invalid(f"field {name!r} item shape", tuple(t.shape[1:]), f"{spec.shape} (fixed by the first extend)", BufferInputError)
+                raise invalid(f"field {name!r} item shape", tuple(t.shape[1:]), f"{spec.shape} (fixed by the first extend)",
+                              BufferInputError)
             if t.dtype != spec.dtype:
                 raise invalid(f"field {name!r} dtype", t.dtype, f"{spec.dtype} (fixed by the first extend)", BufferInputError)
     if len(set(sizes.values())) != 1:
@@ -362,7 +364,7 @@ def slot_array(slots: Any, size: int) -> np.ndarray:
         raise BufferTypeError(f"slots: got {type(slots).__name__}; accepted: integers (a tensor, array or list)") from None
     if a.size and a.dtype.kind not in "iu":
         raise invalid("slots dtype", str(a.dtype), "integers (slots in [0, len(buffer)), not a mask or floats)", BufferTypeError)
-    if a.size and not (0 <= a.min() and a.max() < size):
+    if a.size and not (a.min() >= 0 and a.max() < size):
         raise invalid("slots", [int(a.min()), int(a.max())], f"slots in [0, {size})", BufferInputError)
     return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
 
@@ -419,7 +421,8 @@ def _as_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tens
         try:
             value = np.asarray(value)
         except (TypeError, ValueError):  # ragged lists and the like
-            raise invalid(f"field {name!r}", type(value).__name__, "an array, tensor, number or (nested) list of one shape", BufferTypeError) from None
+            raise invalid(f"field {name!r}", type(value).__name__, "an array, tensor, number or (nested) list of one shape",
+                          BufferTypeError) from None
     if np_dtype is None:  # bfloat16 & co: cast through torch
         if value.dtype.kind not in "biuf":
             raise _cast_error(name, f"numpy {value.dtype}", spec)
@@ -533,7 +536,7 @@ def cast_batch(data: Any, specs: Mapping[str, FieldSpec], capacity: int) -> tupl
     and shape ``(n, *item)``, and ``n``."""
     views, n = coerce_batch(data, specs, capacity)
     return {name: torch.from_numpy(v).view(spec.dtype).view(n, *spec.shape)
-            for (name, spec), v in zip(specs.items(), views)}, n
+            for (name, spec), v in zip(specs.items(), views, strict=False)}, n
 
 
 def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacity: int, strict: bool,

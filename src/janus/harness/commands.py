@@ -6,11 +6,12 @@ import argparse
 import statistics
 import sys
 import time
-
-import yaml
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import yaml
 
 from janus import fileio, stopping
 from janus.config import RunConfig, recorded

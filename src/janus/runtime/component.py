@@ -100,7 +100,7 @@ class Host:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def of_failed_build(cls, name: str, exc: BaseException) -> "Host":
+    def of_failed_build(cls, name: str, exc: BaseException) -> Host:
         """A host that ended before it began: the factory of its component ``name`` raised ``exc``
         (a worker rebuilt on a restart; reported like a worker that crashed)."""
         host = cls(Component(name))

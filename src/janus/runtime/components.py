@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -20,8 +21,20 @@ from janus.errors import PipelineClosedError, TrainingDiverged
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, FlushMsg, InsertCreditMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, PingMsg,
-    SampleBatchMsg, StartMsg, StopMsg, UpdatePriorityMsg,
+    BatchTrainingDataMsg,
+    CheckpointMsg,
+    CountsMsg,
+    FetchParamsMsg,
+    FlushMsg,
+    InsertCreditMsg,
+    InsertTransitionMsg,
+    LoadParamsMsg,
+    ParamsSnapshot,
+    PingMsg,
+    SampleBatchMsg,
+    StartMsg,
+    StopMsg,
+    UpdatePriorityMsg,
 )
 
 
@@ -501,7 +514,7 @@ class Trainer(Component):
                 return self.batch_wait_s > 0  # waited: look at the mailbox, then wait again
             except PipelineClosedError:
                 if self.buffer.failure is not None:
-                    raise self.buffer.failure  # selection failed: the run stops with its cause
+                    raise self.buffer.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
                 self.credits = 0  # closed at shutdown: nothing more to train on
                 return False
             self.credits -= 1

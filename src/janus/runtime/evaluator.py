@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import statistics
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch

@@ -12,22 +12,23 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from janus import stopping
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
-from janus.buffer.prioritized import LinearSchedule
 from janus.buffer.native import warm_up
+from janus.buffer.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
 from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
-from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
+from janus.runtime.components import Trainer, TrajectoryManager, Worker, WorkerProxy
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator, run_state
 from janus.runtime.pacing import SampleToInsertRatio
@@ -36,7 +37,7 @@ Progress = Callable[[int, int, str], None]
 Observer = Callable[[dict[str, Any], Callable[[], RunResult]], None]
 """Called on every poll of a run with the Orchestrator's status and a function that builds the
 run's :class:`RunResult` so far (costly: call it only when writing, e.g. every 30 s)."""
-__all__ = ["RunFailed", "run_runtime", "make_backend", "build", "learner_end_device"]
+__all__ = ["RunFailed", "build", "learner_end_device", "make_backend", "run_runtime"]
 
 
 def algo_of(cfg: RunConfig) -> Algorithm:

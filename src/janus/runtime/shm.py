@@ -22,9 +22,9 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from multiprocessing import shared_memory
-from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class Layout:
     nbytes: int
 
     @staticmethod
-    def of(arrays: Mapping[str, np.ndarray]) -> "Layout":
+    def of(arrays: Mapping[str, np.ndarray]) -> Layout:
         fields, offset = [], 0
         for name, a in arrays.items():
             a = np.asarray(a)
@@ -246,7 +246,7 @@ class SlotRing(_Segment):
         self.produced = 0  # producer side only
 
     @classmethod
-    def create(cls, layout: Layout, slots: int, name: str | None = None) -> "SlotRing":
+    def create(cls, layout: Layout, slots: int, name: str | None = None) -> SlotRing:
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         size = HEADER + slots * _aligned(layout.nbytes)
@@ -256,7 +256,7 @@ class SlotRing(_Segment):
         return ring
 
     @classmethod
-    def attach(cls, name: str, layout: Layout, slots: int) -> "SlotRing":
+    def attach(cls, name: str, layout: Layout, slots: int) -> SlotRing:
         return cls(shared_memory.SharedMemory(name=name), layout, slots)
 
     @property
@@ -314,7 +314,7 @@ class ParamStore(_Segment):
         self.layout = layout
 
     @classmethod
-    def create(cls, arrays: Mapping[str, np.ndarray]) -> "ParamStore":
+    def create(cls, arrays: Mapping[str, np.ndarray]) -> ParamStore:
         layout = Layout.of(arrays)
         shm = create_segment(new_segment_name("params"), HEADER + layout.nbytes, "the published parameters")
         store = cls(shm, layout)
@@ -322,7 +322,7 @@ class ParamStore(_Segment):
         return store
 
     @classmethod
-    def attach(cls, name: str, layout: Layout) -> "ParamStore":
+    def attach(cls, name: str, layout: Layout) -> ParamStore:
         return cls(shared_memory.SharedMemory(name=name), layout)
 
     @property

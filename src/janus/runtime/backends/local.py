@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from janus.runtime.component import Component, Host, closing_failed, error_text
 from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.stats import MessageStats
-
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
 
@@ -21,7 +21,7 @@ SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer
 class LocalOutbox:
     """The outbox a local component sends through."""
 
-    def __init__(self, backend: "LocalBackend", sender: str) -> None:
+    def __init__(self, backend: LocalBackend, sender: str) -> None:
         self.backend = backend
         self.sender = sender
 

@@ -30,13 +30,18 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import partial
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import torch
 
 from janus.errors import ConfigError, RunFailed
+from janus.runtime.backends.local import SHUTDOWN_ORDER
+from janus.runtime.component import Component, Host
+from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.stats import MessageStats, payload_bytes
 
 RAY_MISSING = ("--backend ray needs Ray, which is not installed here: pip install 'janus-rl[ray]' "
                "(from a clone: .venv/bin/pip install -e '.[ray]'), or choose --backend local|process")
@@ -47,15 +52,11 @@ except ModuleNotFoundError as _exc:  # Ray itself missing; a broken install's ow
     if (_exc.name or "ray").split(".")[0] != "ray":
         raise
     raise ConfigError(RAY_MISSING) from None
-from janus.runtime.backends.local import SHUTDOWN_ORDER
-from janus.runtime.component import Component, Host
-from janus.runtime.messages import WorkerDownMsg
-from janus.runtime.stats import MessageStats, payload_bytes
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 PRELOAD = ["torch", "janus.runtime.components"]  # imported by idle Ray workers before an actor lands
 ACTOR_CPUS = 0.1  # small, so that many components fit on a 2-core machine
-_OUTBOX: "RayOutbox | None" = None  # the outbox of the component hosted by this process
+_OUTBOX: RayOutbox | None = None  # the outbox of the component hosted by this process
 _SPAWNED: dict[tuple[str, str], Any] = {}  # (namespace, name) -> handle of an actor this process created
 
 
