@@ -536,7 +536,7 @@ class UnreadOutput:
 def output_that_may_go_unread() -> Iterator[None]:
     """sys.stdout and sys.stderr as :class:`UnreadOutput` while a command runs."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = UnreadOutput(sys.stdout), UnreadOutput(sys.stderr)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = UnreadOutput(sys.stdout), UnreadOutput(sys.stderr)
     try:
         yield
     finally:

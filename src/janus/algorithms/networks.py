@@ -61,8 +61,8 @@ def image_chw(space: spaces.Box) -> tuple[int, int, int]:
     if layout is None:
         raise ValueError(f"not an image observation space: {space}")
     if layout == "HW":
-        return (1, *shape)
-    return (shape[2], shape[0], shape[1]) if layout == "HWC" else shape
+        return (1, shape[0], shape[1])
+    return (shape[2], shape[0], shape[1]) if layout == "HWC" else (shape[0], shape[1], shape[2])
 
 
 def torso_kind(space: spaces.Space) -> str:
@@ -103,7 +103,7 @@ class CNNTorso(nn.Module):
         # channels-last (NHWC) convolutions: oneDNN's faster layout on CPUs (a Nature-DQN update,
         # batch 32, one thread: 36 vs 49 ms here); the parameters' names, shapes and values are
         # unchanged, only their strides, so snapshots and checkpoints are the same
-        self.convs.to(memory_format=torch.channels_last)
+        self.convs.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit memory_format
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs``: a batch ``[B, *space.shape]`` of any dtype, as the environment emits it."""

@@ -59,8 +59,9 @@ class LeanAdam(torch.optim.Adam):
                 return None  # the first step creates the state through Adam.step
             if len({(p.device, p.dtype) for p in params}) != 1 or any(p.is_complex() for p in params):
                 return None
-            lean.append((group, params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                         [s["step"] for s in states]))
+            found = [s for s in states if s]  # all of them (checked above); typed as not None
+            lean.append((group, params, [s["exp_avg"] for s in found], [s["exp_avg_sq"] for s in found],
+                         [s["step"] for s in found]))
         self._lean, self._lean_key = lean, key
         return lean
 

@@ -57,6 +57,7 @@ def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bo
         env.close()
     if recorder is None:
         return returns, None
+    assert video is not None  # a recorder is made only when a video is asked for
     fps = float(recorder.metadata.get("render_fps") or 30)  # the wrapped env's own (Atari: per agent step)
     write_gif(recorder.frames, video, fps)
     return returns, Video(Path(video), len(recorder.frames), recorder.truncated_video)

@@ -141,6 +141,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 def _fields(data: bytes) -> Iterator[tuple[int, Any]]:
     """(field number, value) of a protobuf message: ints, 8/4-byte raw values, or bytes."""
     pos = 0
+    value: int | bytes
     while pos < len(data):
         key, pos = _read_varint(data, pos)
         number, kind = key >> 3, key & 7

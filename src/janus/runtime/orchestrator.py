@@ -168,7 +168,7 @@ class Orchestrator(Component):
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
         # (seconds, env steps, episode return) per finished episode
-        self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
+        self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]
         self.evaluations = [dict(e) for e in initial.get("evaluations", [])]
         # the next evaluation: the first multiple of the interval past the steps already taken
         self.next_eval = (self.base_steps // self.eval_interval + 1) * self.eval_interval if self.eval_interval else 0
