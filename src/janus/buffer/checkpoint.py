@@ -191,6 +191,6 @@ def copy_data(state: Mapping[str, Any], fields: Mapping[str, torch.Tensor], size
     for name, t in data.items():
         dst = fields[name][:size]
         if not isinstance(t, torch.Tensor) or t.shape != dst.shape or t.dtype != dst.dtype:
-            got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise CheckpointError(f"checkpoint field {name!r} holds {got}; expected {(tuple(dst.shape), dst.dtype)}")
+            held = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise CheckpointError(f"checkpoint field {name!r} holds {held}; expected {(tuple(dst.shape), dst.dtype)}")
         dst.copy_(t)

@@ -114,7 +114,9 @@ class ExperienceBuffer:
         self._sampler_kwargs = validation.prioritized_settings(sampler, alpha, beta, eps)
         self.seed = None if seed is None else int(seed)
         try:
-            self._sampler: Sampler = self._make_sampler(seed)
+            # A NativeSampler (host placements, self._native) or a torch Sampler: the code picks by
+            # self._native, which mypy cannot follow, and an isinstance on the hot paths costs.
+            self._sampler: Any = self._make_sampler(seed)
         except (RuntimeError, MemoryError) as exc:  # the prioritized trees may not fit in memory
             if not validation.is_out_of_memory(exc):
                 raise
@@ -290,6 +292,7 @@ class ExperienceBuffer:
         # The hot path of small batches: every line here costs ~0.05-1 us of a 4-7 us call.
         s, st = self._sampler, self._storage
         layout, flat = st.new_output(n)
+        args: tuple[Any, ...]
         if s.prioritized:
             args = (s.rng, s.trees, s.beta if beta is None else float(beta), n, written, st.packed, st.field_bytes,
                     flat, layout.offsets)

@@ -165,6 +165,7 @@ def restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
             order = [str(k) for k in state["order"]]
             if sorted(order) != sorted([*specs, "obs", "next_obs"]):
                 raise CheckpointError(f"checkpoint 'order' {order} does not name its fields {sorted(specs)} + obs, next_obs")
+            assert storage.packed is not None  # _build allocated it
             _copy(state["rows"], storage.packed, min(written, replay.capacity), "rows")
             nf = min(int(state["meta"][0]), replay.frame_capacity)
             for name in ("frames", "prev", "gen", "users"):

@@ -121,7 +121,8 @@ class JanusBuffer:
         self._data_cond = threading.Condition()
         self._select_wait_s = 0.0
         learner_device = torch.device(cfg.learner_device)
-
+        self._collect_pieces: int | None
+        self._collect_transitions: int | None
         if cfg.is_on_policy:
             if not is_int(rollout_size) or rollout_size < 1 or rollout_size % cfg.num_minibatches:
                 raise ConfigError(
@@ -237,6 +238,7 @@ class JanusBuffer:
     def _collect_threshold(self) -> tuple[int | None, int | None]:
         if self.schedule is None:
             return self._collect_pieces, None
+        assert self._collect_transitions is not None  # on-policy: set with the schedule
         return None, min(self._collect_transitions, self.schedule.remaining_to_write() or self.schedule.rollout_size)
 
     def _collect_staged(self, block: bool) -> float:

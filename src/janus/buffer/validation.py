@@ -9,7 +9,7 @@ import math
 import numbers
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from janus.errors import BufferInputError, BufferTypeError, ConfigError, JanusEr
 MAX_ITEMS = 2**40
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int | np.integer]:
     """A Python or numpy integer, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
@@ -37,7 +37,7 @@ def check_int(name: str, value: Any, low: int, high: int | None = None, why: str
 
 
 def _is_count(value: Any) -> bool:
-    return is_int(value) and 1 <= value <= MAX_ITEMS
+    return is_int(value) and bool(1 <= value <= MAX_ITEMS)
 
 
 def check_capacity(capacity: Any) -> None:
@@ -58,7 +58,7 @@ def is_finite_number(value: Any) -> bool:
     if isinstance(value, np.generic):  # compared as a Python number (a float32 scalar would warn on overflow)
         value = value.item()
     big = sys.float_info.max
-    return -big <= value <= big
+    return -big <= value <= big  # type: ignore[operator]  # typeshed's numbers.Real has no comparisons
 
 
 def check_seed(seed: Any) -> None:
@@ -571,7 +571,7 @@ def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacit
             if n >= 0:
                 return None
             n = count
-        out.append(v.data_ptr() if by_address else v.reshape(-1).view(np.uint8))
+        out.append(v.data_ptr() if by_address else v.reshape(-1).view(np.uint8))  # type: ignore[union-attr, call-overload]  # by_address: a Tensor
     if not 0 < n <= capacity:
         return None
     return tuple(out), n
@@ -655,7 +655,7 @@ def _torch_dtype(name: str, dtype: Any) -> torch.dtype:
 _KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the priority dtypes the kernels take
 
 
-_LIKE = {torch.float32: np.zeros(0, np.float32), torch.float64: np.zeros(0, np.float64)}
+_LIKE: dict[torch.dtype, np.ndarray] = {torch.float32: np.zeros(0, np.float32), torch.float64: np.zeros(0, np.float64)}
 
 
 def priority_addresses(index: Any, priority: Any) -> tuple[int, int, int, np.ndarray] | None:
