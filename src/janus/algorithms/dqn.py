@@ -41,6 +41,7 @@ from janus.algorithms.envs import (
     make_vector_env,
     mlp,
     next_obs_of,
+    observation_box,
     snapshot,
 )
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
@@ -151,16 +152,18 @@ class DQNActor:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
         self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
-        check_action_space("dqn", self.envs.single_action_space)
+        action_space, obs_space = self.envs.single_action_space, observation_box(self.envs)
+        check_action_space("dqn", action_space)
+        assert isinstance(action_space, gym.spaces.Discrete)  # what check_action_space accepts for dqn
         self.num_envs = self.envs.num_envs
-        self.num_actions = int(self.envs.single_action_space.n)
-        self.action_start = int(self.envs.single_action_space.start)
-        self.obs_dtype = obs_dtype(self.envs.single_observation_space)  # uint8 images stay uint8
+        self.num_actions = int(action_space.n)
+        self.action_start = int(action_space.start)
+        self.obs_dtype = obs_dtype(obs_space)  # uint8 images stay uint8
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds.torch_seed)
-            self.net = q_network(cfg, self.envs.single_observation_space, self.envs.single_action_space)
+            self.net = q_network(cfg, obs_space, action_space)
         self.rng = seeds.numpy()
-        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))  # type: ignore[arg-type]  # one seed per sub-env; gymnasium types int only
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0  # env steps taken by this actor (sum over sub-envs)
@@ -247,6 +250,7 @@ class DQNLearner:
 
     def __init__(self, cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, seed: int) -> None:
         check_action_space("dqn", action_space)
+        assert isinstance(action_space, gym.spaces.Discrete)  # what check_action_space accepts for dqn
         self.cfg = cfg
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -254,7 +258,7 @@ class DQNLearner:
         self.target = q_network(cfg, obs_space, action_space)
         self.target.load_state_dict(self.q.state_dict())
         self.target.requires_grad_(False)
-        self._params = list(self.q.parameters())
+        self._params: list[torch.Tensor] = list(self.q.parameters())
         self.opt = adam(self._params, lr=cfg.lr)
         self.updates = 0
         self.progress = 0.0  # updates done / the run's updates (set_progress): the PER beta reported

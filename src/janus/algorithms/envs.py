@@ -30,7 +30,7 @@ import importlib.util
 import multiprocessing
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -184,11 +184,16 @@ def async_context() -> str:
     return ASYNC_CONTEXT
 
 
+def observation_box(envs: gym.vector.VectorEnv) -> spaces.Box:
+    """A sub-env's observation space, as the algorithms take it: a Box (vectors or images)."""
+    return cast(spaces.Box, envs.single_observation_space)
+
+
 def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[spaces.Box, gym.Space]:
     """``(observation_space, action_space)`` of one ``env_id`` sub-env (for a learner's networks)."""
     envs = make_vector_env(env_id, 1, env_kwargs=env_kwargs)
     try:
-        return envs.single_observation_space, envs.single_action_space
+        return observation_box(envs), envs.single_action_space
     finally:
         envs.close()
 

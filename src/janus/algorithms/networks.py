@@ -138,11 +138,11 @@ class MLP(nn.Sequential):
             if layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks or layer._backward_pre_hooks:
                 x = layer(x)
             elif kind is nn.Linear:
-                x = F.linear(x, layer.weight, layer.bias)
+                x = F.linear(x, layer.weight, layer.bias)  # type: ignore[arg-type]  # an nn.Linear (kind)
             elif kind in _ACTIVATIONS:
                 x = _ACTIVATIONS[kind](x)
             elif kind is nn.Flatten:
-                x = x.flatten(layer.start_dim, layer.end_dim)
+                x = x.flatten(layer.start_dim, layer.end_dim)  # type: ignore[arg-type]  # an nn.Flatten (kind)
             elif isinstance(layer, MLP):
                 x = layer.forward(x)
             else:

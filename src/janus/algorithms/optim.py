@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -81,7 +81,7 @@ def _adam_step(opt: torch.optim.Adam, closure: Callable[[], float] | None) -> An
     return getattr(step, "__wrapped__", step)(opt, closure)
 
 
-def adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Adam:
+def adam(params: Iterable[torch.Tensor], **kwargs: Any) -> torch.optim.Adam:
     """:class:`LeanAdam` (fused: one kernel for all parameters) when supported, else foreach Adam.
 
     The fused CPU kernel (torch >= 2.4) takes ~18% off a CartPole-sized DQN update, and the lean
@@ -94,7 +94,7 @@ def adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Ada
         return torch.optim.Adam(params, foreach=True, **kwargs)
 
 
-def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale gradients so their global 2-norm is at most ``max_norm``; returns the norm before.
 
     The same maths as ``torch.nn.utils.clip_grad_norm_`` in five tensor ops: torch's version

@@ -43,6 +43,7 @@ from janus.algorithms.envs import (
     make_vector_env,
     mlp,
     next_obs_of,
+    observation_box,
     snapshot,
 )
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
@@ -94,7 +95,8 @@ def _layer_init(layer: nn.Module, gain: float) -> None:
     if isinstance(layer, (nn.Linear, nn.Conv2d)):
         with torch.no_grad():  # drawn contiguous, copied into the weight's own layout (CNN: channels-last)
             layer.weight.copy_(nn.init.orthogonal_(torch.empty(layer.weight.shape), gain))
-        nn.init.zeros_(layer.bias)
+        if layer.bias is not None:  # janus's layers all have one
+            nn.init.zeros_(layer.bias)
 
 
 class PPOAgent(nn.Module):
@@ -109,7 +111,11 @@ class PPOAgent(nn.Module):
         super().__init__()
         check_action_space("ppo", action_space)
         self.continuous = isinstance(action_space, gym.spaces.Box)
-        n_out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
+        if isinstance(action_space, gym.spaces.Box):
+            n_out = int(action_space.shape[0])
+        else:
+            assert isinstance(action_space, gym.spaces.Discrete)  # check_action_space: Discrete or Box
+            n_out = int(action_space.n)
         self.torso: CNNTorso | None = None
         if image_layout(obs_space) is not None:
             self.torso = CNNTorso(obs_space)
@@ -122,7 +128,7 @@ class PPOAgent(nn.Module):
             self.critic = mlp(n_in, cfg.hidden, 1, nn.Tanh)
             self.actor = mlp(n_in, cfg.hidden, n_out, nn.Tanh)
         for net, head_gain in ((self.critic, 1.0), (self.actor, 0.01)):
-            for layer in net[:-1]:
+            for layer in list(net)[:-1]:
                 _layer_init(layer, np.sqrt(2))
             _layer_init(net[-1], head_gain)
         if self.continuous:
@@ -249,16 +255,17 @@ class PPOActor:
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds.torch_seed)
-            self.agent = PPOAgent(cfg, self.envs.single_observation_space, space)
-        if self.agent.continuous:
+            self.agent = PPOAgent(cfg, observation_box(self.envs), space)
+        if isinstance(space, gym.spaces.Box):  # self.agent.continuous
             self.low, self.high = space.low, space.high
         else:
+            assert isinstance(space, gym.spaces.Discrete)  # PPOAgent checked: Discrete or Box
             self.action_start = int(space.start)
         uint8 = obs_dtype(self.envs.single_observation_space) == np.uint8
         self.obs_dtype = torch.uint8 if uint8 else torch.float32
         self.generator = torch.Generator().manual_seed(seeds.torch_seed)
         self.policy = policy_value(self.agent)
-        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))  # type: ignore[arg-type]  # one seed per sub-env; gymnasium types int only
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0
