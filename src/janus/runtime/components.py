@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -190,12 +190,13 @@ class WorkerProxy(Component):
         if len(msgs) == 1:
             merged = dict(first)
         else:
-            merged = {k: np.concatenate([m.transitions[k] for m in msgs], axis=0) if _same_tail(msgs, k) else None for k in first}
-            if any(v is None for v in merged.values()):  # pieces of different env counts: send separately
+            parts = {k: np.concatenate([m.transitions[k] for m in msgs], axis=0) if _same_tail(msgs, k) else None for k in first}
+            if any(v is None for v in parts.values()):  # pieces of different env counts: send separately
                 for m in msgs:
                     self.send(self.tm, InsertTransitionMsg(self.name, m.transitions, m.count, m.params_version, m.pieces,
                                                            m.by_worker()))
                 return
+            merged = cast(dict[str, np.ndarray], parts)  # no None left
         count = sum(m.count for m in msgs)
         origins: dict[str, int] = {}
         for m in msgs:

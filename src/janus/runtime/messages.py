@@ -139,7 +139,9 @@ class CountsMsg:
     """A component's progress counters for the Orchestrator (counts only, never data)."""
 
     sender: str
-    counters: Mapping[str, float]
+    counters: Mapping[str, Any]
+    """Counts (ints, floats) and a few small reports: a piece's episode returns (a list), the
+    TrajectoryManager's pieces per worker (a dict), the Evaluator's evaluation (a dict)."""
 
 
 @dataclass(frozen=True)

@@ -317,7 +317,7 @@ def evaluation_policy(cfg: RunConfig) -> Any:
     """A :class:`~janus.policy.Policy` of the run's algorithm; the Evaluator loads each snapshot into it."""
     from janus.policy import Policy, policy_module
 
-    learner = algo_of(cfg).learner(cfg).learner
+    learner = algo_of(cfg).learner(cfg).learner  # type: ignore[attr-defined]  # a policy's algorithm: a GymLearnerSide
     policy_module(learner).eval()
     return Policy(cfg, learner, Path(cfg.runtime.best_dir or "."))
 

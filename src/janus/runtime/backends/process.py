@@ -42,7 +42,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
@@ -371,7 +371,7 @@ class ProcessBackend(LocalBackend):
         """Write a parameter version into the store (created at the first version) once."""
         with self.store_lock:
             fresh = self.store is None
-            if fresh:
+            if self.store is None:
                 self.store = ParamStore.create(snapshot.arrays)
             handle = self.store.publish(snapshot.version, snapshot.arrays)
         if fresh:
@@ -389,7 +389,8 @@ class ProcessBackend(LocalBackend):
             if not live:
                 time.sleep(0.01)
                 continue
-            for conn in wait(list(live), timeout=0.05):
+            for ready in wait(list(live), timeout=0.05):
+                conn = cast(Connection, ready)  # wait() returns the objects it was given
                 wp = live[conn]
                 try:
                     while not wp.closed and conn.poll():

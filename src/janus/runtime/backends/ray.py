@@ -481,7 +481,7 @@ class RayOutbox:
 def to_wire(msg: Any) -> Any:
     """``msg`` with torch tensors in its mapping payloads as numpy arrays (Ray moves numpy ~5x faster
     than tensors, and a CUDA tensor must leave the device before it leaves the process)."""
-    if not is_dataclass(msg):
+    if not is_dataclass(msg) or isinstance(msg, type):  # messages are dataclass instances
         return msg
     changes = {}
     for f in fields(msg):
@@ -898,12 +898,14 @@ class RayBackend:
         """:meth:`shutdown` while the GCS answers (:class:`GcsLost` once it does not)."""
         from janus.runtime.messages import StopMsg
 
+        outbox = self.outbox
+        assert outbox is not None  # shutdown() returns early when it is
         deadline = time.monotonic() + timeout
         handles = {n: h for n in self.roles if (h := self._lookup(n)) is not None}
         for role in SHUTDOWN_ORDER:
             group = [n for n in handles if self.roles[n] == role]
             for name in group:
-                self.outbox.send(name, StopMsg("shutdown"))
+                outbox.send(name, StopMsg("shutdown"))
             left = max(0.1, deadline - time.monotonic())
             _wait_all([handles[n].wait_done.remote(left) for n in group], left)
         if "orchestrator" in handles:  # its summary after the drain, for orchestrator_status()
@@ -918,8 +920,8 @@ class RayBackend:
         for f in self._final.values():
             self.stats.merge(f["stats"])
             self.stats.dropped += f["stats"]["dropped"]
-        self.stats.merge({"count": self.outbox.stats.count, "bytes": self.outbox.stats.bytes})
-        self.stats.dropped += self.outbox.stats.dropped
+        self.stats.merge({"count": outbox.stats.count, "bytes": outbox.stats.bytes})
+        self.stats.dropped += outbox.stats.dropped
         for handle in handles.values():
             try:
                 ray.kill(handle, no_restart=True)
