@@ -26,7 +26,7 @@ import re
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, TextIO
@@ -166,7 +166,7 @@ def value_of(cfg: RunConfig, flag: str) -> Any:
 
     algo = cfg.workload.algo
     if flag in hyperparameters() or (flag in ("hidden_size", "num_layers") and _is_gym(algo)):
-        hp = algorithm(algo).config(cfg)
+        hp = algorithm(algo).config(cfg)  # type: ignore[attr-defined]  # these flags are a GymAlgorithm's
         if flag == "hidden_size":
             return hp.hidden[0] if hp.hidden else 0
         return len(hp.hidden) if flag == "num_layers" else getattr(hp, flag)
@@ -236,7 +236,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("data-path knobs (the artifact's names)")
     docs = field_docs(JanusConfig)
     for name in JANUS_FLAGS:
-        kind = _bool if name in BOOL_FIELDS else _number
+        kind: Callable[[str], Any] = _bool if name in BOOL_FIELDS else _number
         group.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(),
                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup = parser.add_argument_group("workload")
@@ -429,10 +429,12 @@ def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> No
 def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None:
     """dqn/ppo: ``--hidden_size``/``--num_layers`` as ``algorithm.hidden`` (the other one from the current network)."""
     from janus.algorithms.base import algorithm
+    from janus.algorithms.gym_algorithm import GymAlgorithm
 
-    if not ({"hidden_size", "num_layers"} & set(typed)) or not _is_gym(cfg.workload.algo):
+    algo = algorithm(cfg.workload.algo)
+    if not ({"hidden_size", "num_layers"} & set(typed)) or not isinstance(algo, GymAlgorithm):  # _is_gym
         return None
-    current = algorithm(cfg.workload.algo).config(cfg).hidden
+    current = algo.config(cfg).hidden
     width, layers = typed.get("hidden_size", current[0] if current else 64), typed.get("num_layers", len(current))
     for flag, value in (("hidden_size", width), ("num_layers", layers)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
