@@ -27,6 +27,7 @@ from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
 from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
+from janus.runtime.backends.base import Backend
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.components import Trainer, TrajectoryManager, Worker, WorkerProxy
 from janus.runtime.messages import StartMsg
@@ -322,7 +323,7 @@ def evaluation_policy(cfg: RunConfig) -> Any:
     return Policy(cfg, learner, Path(cfg.runtime.best_dir or "."))
 
 
-def build(cfg: RunConfig, backend: Any, shared: SharedBuffer | None) -> dict[str, tuple[str, str]]:
+def build(cfg: RunConfig, backend: Backend, shared: SharedBuffer | None) -> dict[str, tuple[str, str]]:
     """Register every component with ``backend``; returns the layout. ``shared``: the buffer the
     Trainer and the TrajectoryManager share (:func:`trainer_takes_batches`), else None."""
     places = layout(cfg)
@@ -348,7 +349,7 @@ def build(cfg: RunConfig, backend: Any, shared: SharedBuffer | None) -> dict[str
     return places
 
 
-def make_backend(cfg: RunConfig) -> Any:
+def make_backend(cfg: RunConfig) -> Backend:
     """The one place that picks a backend (``runtime.backend``)."""
     if cfg.runtime.backend == "process":
         from janus.runtime.backends.process import ProcessBackend
@@ -363,7 +364,7 @@ def make_backend(cfg: RunConfig) -> Any:
     return LocalBackend(serial=serial(cfg))
 
 
-def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0,
+def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Backend | None = None, timeout_s: float = 3600.0,
                 observer: Observer | None = None) -> RunResult:
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C.
 
@@ -380,7 +381,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         return _run_built(cfg, backend, shared, total, earlier, progress, timeout_s, observer)
 
 
-def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total: int, earlier: dict[str, Any],
+def _run_built(cfg: RunConfig, backend: Backend, shared: SharedBuffer | None, total: int, earlier: dict[str, Any],
                progress: Progress | None, timeout_s: float, observer: Observer | None) -> RunResult:
     """:func:`run_runtime` from the build on: start-up and the poll loop may be interrupted by a
     stop signal (:func:`janus.stopping.interruptible`); the shutdown, the final commit and the
@@ -437,7 +438,7 @@ def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total:
     return summarize(cfg, backend, status, counters, wall, earlier)
 
 
-def _poll_until_finished(cfg: RunConfig, backend: Any, start: float, total: int, earlier: dict[str, Any],
+def _poll_until_finished(cfg: RunConfig, backend: Backend, start: float, total: int, earlier: dict[str, Any],
                          progress: Progress | None, timeout_s: float, observer: Observer | None,
                          last: list[dict[str, Any]]) -> None:
     """Poll the Orchestrator until the run finishes (``last[0]``: the last poll's status);
@@ -492,7 +493,7 @@ def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
     return total
 
 
-def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
+def commit_final_checkpoint(cfg: RunConfig, backend: Backend) -> None:
     """Commit what every component staged on stop, if every one did (a component that crashed
     did not: the run then resumes from the last periodic commit, whole and consistent)."""
     names = checkpointed(cfg)
@@ -505,7 +506,7 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
-def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: float,
+def result_so_far(cfg: RunConfig, backend: Backend, status: dict[str, Any], start: float,
                   earlier: Mapping[str, Any] | None = None) -> RunResult:
     """The :class:`RunResult` of a run still going (counters as last reported)."""
     return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier, outcome="running")
@@ -524,7 +525,7 @@ def produced(workers: Mapping[str, Mapping[str, float]], status: Mapping[str, An
     return max(reported, current)
 
 
-def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
+def summarize(cfg: RunConfig, backend: Backend, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
               earlier: Mapping[str, Any] | None = None, outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
     ``earlier``: the run state this session resumed from (its counts start the whole run's);
@@ -590,6 +591,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "worker_errors_total": int(faults.get("total", 0)),
             "stalls": status.get("stalls", 0),
             "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
+            # only a backend spread over nodes (Ray) says where each component ran
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
         evaluations=list(status.get("evaluations", [])) if evaluates(cfg) else None,
