@@ -102,7 +102,8 @@ def start_local_ray(**kwargs: Any) -> None:
     try:
         with keeping_stop_handlers():
             try:
-                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="warning",
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                         logging_level="warning",  # type: ignore[arg-type]  # a level name works too; Ray types int
                          _system_config={"preload_python_modules": PRELOAD}, **kwargs)
             except BaseException as exc:  # Ctrl-C or SIGTERM as it starts: stop the node processes it started
                 with contextlib.suppress(Exception):
@@ -188,7 +189,8 @@ class GcsWatch:
 
 def _probe_gcs(timeout_s: float) -> None:
     """Read one key from the GCS of the connected Ray (raises once it does not answer in ``timeout_s``)."""
-    ray._private.worker.global_worker.gcs_client.internal_kv_get(b"janus-gcs-probe", b"janus", timeout=timeout_s)
+    worker = ray._private.worker.global_worker
+    worker.gcs_client.internal_kv_get(b"janus-gcs-probe", b"janus", timeout=timeout_s)  # type: ignore[attr-defined]  # set once connected
 
 
 def run_bounded(fn: Callable[[], Any], give_up: Callable[[], str | None], what: str) -> Any:
@@ -358,7 +360,7 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
     def attempt() -> None:
         try:
-            ray.init(address=address, logging_level="warning")
+            ray.init(address=address, logging_level="warning")  # type: ignore[arg-type]  # a level name works too
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             outcome.append(exc)
@@ -571,7 +573,8 @@ class ComponentActor:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)
+# max_concurrency: an actor option Ray takes (threaded actors) that its ray.remote overloads omit
+_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)  # type: ignore[call-overload]
 
 
 class DeathWatch:
