@@ -69,7 +69,7 @@ def torso_kind(space: spaces.Space) -> str:
     """``"nature"``, ``"small"`` (image observations, see the module doc) or ``"mlp"``."""
     if image_layout(space) is None:
         return "mlp"
-    _, h, w = image_chw(space)  # type: ignore[arg-type]
+    _, h, w = image_chw(space)  # type: ignore[arg-type]  # an image layout: a Box
     return "nature" if min(h, w) >= NATURE_MIN_SIDE else "small"
 
 

@@ -24,7 +24,7 @@ class LeanAdam(torch.optim.Adam):
     _lean: list[tuple[dict[str, Any], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]] | None = None
     _lean_key: tuple[int, ...] = ()
 
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]  # Adam.step's own signature; torch types it loosely
         groups = self._lean_groups() if closure is None else None
         if groups is None:
             out = _adam_step(self, closure)

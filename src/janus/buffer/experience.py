@@ -215,7 +215,7 @@ class ExperienceBuffer:
         try:
             storage.allocate(specs)
         except RuntimeError as exc:  # undo a partial allocation
-            storage.__init__(self.capacity, self.placement)  # type: ignore[misc]
+            storage.__init__(self.capacity, self.placement)  # type: ignore[misc]  # reset in place: a RingStorage, not a subclass
             if not validation.is_out_of_memory(exc):
                 raise
             raise _allocation_error(f"storage for capacity={self.capacity} items of {dict(specs)}", exc) from None

@@ -251,7 +251,8 @@ class FrameStackReplay:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise AllocationError(f"cannot allocate a FrameStackReplay of capacity={self.capacity}, "
                                   f"frame_capacity={self.frame_capacity} frames of {stack_shape[1:]}: {first}") from None
-        f.store64 = storage.packed.view(np.int64)  # type: ignore[union-attr]
+        assert storage.packed is not None  # allocated above
+        f.store64 = storage.packed.view(np.int64)
         return f, storage
 
     # ---- reading --------------------------------------------------------------------------------

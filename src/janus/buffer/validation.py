@@ -292,7 +292,7 @@ def check_batch(
 ) -> tuple[dict[str, torch.Tensor], dict[str, FieldSpec]]:
     """Validate a batch for ``extend``; return it as tensors plus the (possibly new) field specs."""
     if specs and matches_specs(data, specs, capacity, device):
-        return data, specs  # type: ignore[return-value]
+        return data, specs  # type: ignore[return-value]  # matches_specs: tensors of the specs' own fields
     if not isinstance(data, Mapping) or not data:
         raise BufferTypeError(
             f"extend() takes a non-empty mapping of field name -> tensor, got {type(data).__name__}"

@@ -106,7 +106,7 @@ class Worker(Component):
         self.fetch_pending = False
         if msg.version > self.version:
             assert self.actor is not None
-            self.actor.load_params(self.out.resolve(msg.params))  # type: ignore[union-attr]
+            self.actor.load_params(self.outbox.resolve(msg.params))
             if self.version < 0:
                 self.base_version = msg.version
             self.version = msg.version
@@ -228,7 +228,7 @@ class WorkerProxy(Component):
     def on_LoadParamsMsg(self, msg: LoadParamsMsg) -> None:
         self.upstream_min = None
         if self.cached is None or msg.version > self.cached.version:
-            self.out.resolve(msg.params)  # type: ignore[union-attr]  # pull to this node once
+            self.outbox.resolve(msg.params)  # pull to this node once
             self.cached = msg
             self.fetches_per_version[msg.version] = self.fetches_per_version.get(msg.version, 0) + 1
             self.count("param_fetches")
@@ -454,7 +454,7 @@ class Trainer(Component):
             self.learner = self.make_learner()
             state = self.checkpoint.restore() if self.checkpoint is not None else None
             if state is not None:
-                self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]
+                self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]  # a checkpointed learner's side has it
                 self.version, self.trained = int(state["version"]) - 1, int(state["trained"])
                 self.reported = self.trained
                 self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
@@ -481,7 +481,7 @@ class Trainer(Component):
         assert self.learner is not None
         self.version += 1
         snapshot = ParamsSnapshot.freeze(self.version, self.learner.params())
-        self.latest = LoadParamsMsg(self.version, self.out.share(snapshot))  # type: ignore[union-attr]
+        self.latest = LoadParamsMsg(self.version, self.outbox.share(snapshot))
         self.count("versions_published")
         still = []
         for req in self.pending:

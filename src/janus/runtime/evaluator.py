@@ -62,7 +62,7 @@ class Evaluator(Component):
             return
         env_steps = self.queued[-1]  # evaluations asked for while one ran: only the newest is played
         self.queued.clear()
-        params = self.out.resolve(msg.params)  # type: ignore[union-attr]
+        params = self.outbox.resolve(msg.params)
         arrays = {k: torch.tensor(np.array(v)) for k, v in dict(params.arrays).items()}
         self.running = threading.Thread(target=self._play, args=(env_steps, msg.version, arrays),
                                         name=f"{self.name}-episodes", daemon=True)

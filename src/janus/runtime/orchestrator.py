@@ -418,7 +418,7 @@ class Orchestrator(Component):
         not answering pings that long (else: the backend reported it down)."""
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.starting[worker] = (now, self.seq)
-        error = self.restart(worker)  # type: ignore[misc]
+        error = self.restart(worker)  # type: ignore[misc]  # set: only workers restart, checked by the caller
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
         self._forget_credit(worker)

@@ -432,7 +432,7 @@ def _run_built(cfg: RunConfig, backend: Backend, shared: SharedBuffer | None, to
             raise RunFailed(problem)
         print(f"janus: {problem}", file=sys.stderr)  # Ctrl-C: still hand back the run so far, below
     if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
-        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]
+        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]  # rides on the interrupt
                                                outcome="interrupted")
         raise interrupted
     return summarize(cfg, backend, status, counters, wall, earlier)

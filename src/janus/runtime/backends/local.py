@@ -224,8 +224,8 @@ class LocalBackend:
 
     def orchestrator_status(self) -> dict[str, Any]:
         orch = self.hosts["orchestrator"].component
-        status = orch.summary()  # type: ignore[attr-defined]
-        status["finished"] = orch.finished  # type: ignore[attr-defined]
+        status = orch.summary()  # type: ignore[attr-defined]  # the Orchestrator component
+        status["finished"] = orch.finished  # type: ignore[attr-defined]  # the Orchestrator component
         return status
 
     def counters(self) -> dict[str, dict[str, float]]:
