@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.janus-installed
 # process; without it, PYTHONDONTWRITEBYTECODE=1 means no cache at all).
 export NUMBA_CACHE_DIR ?= $(abspath $(VENV))/numba-cache
 
-.PHONY: setup compare test test-all bench clean
+.PHONY: setup compare lint test test-all bench clean
 
 # torch is installed first, at the version constraints.txt pins. The pin says nothing about the
 # build: which one pip gets is up to the index. From PyPI on Linux, torch==2.13.0 is the CUDA build
@@ -30,7 +30,12 @@ setup: $(STAMP)
 compare: $(STAMP)  ## the main job: janus compare on configs/default.yaml
 	$(BIN)/janus compare $(ARGS)
 
-test: $(STAMP)  ## the test suite CI runs (slow tests excluded)
+# Static checks; their settings are in pyproject.toml. `make test` (so CI) runs lint first.
+lint: $(STAMP)  ## ruff on src, tests and benchmarks; mypy on src/janus
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+test: $(STAMP) lint  ## the static checks, then the test suite CI runs (slow tests excluded)
 	$(BIN)/python -m pytest -m "not slow" -q --durations=20 $(ARGS)
 
 bench: $(STAMP)  ## installs the libraries benchmarks/ compares janus with (cpprb, SB3, TorchRL)
@@ -40,4 +45,4 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -32,11 +32,10 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rl_peers import children_cpu_s  # noqa: E402  (benchmarks/ is not a package)
-
-from janus.algorithms.base import algorithm  # noqa: E402
-from janus.config import from_dict, resolve  # noqa: E402
-from janus.runtime.run import make_backend, run_runtime  # noqa: E402
+from janus.algorithms.base import algorithm
+from janus.config import from_dict, resolve
+from janus.runtime.run import make_backend, run_runtime
+from rl_peers import children_cpu_s
 
 SETTINGS = {  # both libraries; DQN-Zoo-like values scaled down to a short run
     "batch_size": 32, "buffer_capacity": 50_000, "lr": 1e-4, "learning_starts": 2_000, "train_frequency": 4.0,

@@ -35,11 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import buffer_peers as bp  # noqa: E402
+import buffer_peers as bp
 
 OBS = ("vec4", "vec64", "img84")
 BATCHES = (1, 32, 256, 4096)
@@ -188,7 +187,7 @@ def grid(args: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
     for obs in OBS:
         for cap in caps:
-            if obs == "img84" and cap > 100_000 or not wanted(args.cells, obs=obs, cap=cap):
+            if (obs == "img84" and cap > 100_000) or not wanted(args.cells, obs=obs, cap=cap):
                 continue
             per = bp.transition_bytes(obs) * cap
             # janus-np shares janus's buffer: it needs no memory of its own
@@ -280,7 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--grid", action="store_true", help="(accepted for buffer_peers.py --grid)")
     parser.add_argument("--quick", action="store_true", help="capacity 100k only, 3 short trials")
-    parser.add_argument("--cells", type=parse_cells, default={}, help="select cells, e.g. obs=vec4+vec64,batch=1+32,cap=100000,op=extend+sample+per (per: prioritized sample+update)")
+    parser.add_argument("--cells", type=parse_cells, default={},
+                        help="select cells, e.g. obs=vec4+vec64,batch=1+32,cap=100000,op=extend+sample+per"
+                             " (per: prioritized sample+update)")
     parser.add_argument("--libs", default=",".join(LIBS), help="comma-separated subset of " + ",".join(LIBS))
     parser.add_argument("--json", type=Path, help="write every measurement to this file")
     parser.add_argument("--rss", action="store_true", help="peak RSS of janus vs cpprb (one process each)")

@@ -53,8 +53,9 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -725,7 +726,7 @@ def profile_janus(args: argparse.Namespace) -> list[str]:
                 f"{len(top) / calls:.0f} torch ops/call, {in_ops:.0f} us inside them "
                 f"(profiled call: {wall_prof:.0f} us); costliest (us/call): {costly}"
             )
-        del a
+        a = None  # frees this adapter before the next is built (the closures above see the cell)
     return lines
 
 

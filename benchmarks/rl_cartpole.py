@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rl_cartpole_runtime import one_run  # noqa: E402
+from rl_cartpole_runtime import one_run
 
 SERIAL = {"overlap_collect": 0, "overlap_select": 0}
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
+from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
 from janus.runtime.run import run_runtime
-from janus.algorithms.base import algorithm
 
 
 def time_to_target(curve: dict[str, list], target: float, window: int) -> tuple[float | None, int | None]:

@@ -22,16 +22,17 @@ import platform
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
 from janus.runtime.run import make_backend, run_runtime
-from janus.algorithms.base import algorithm
 
 STEPS = {"dqn": 50_000, "ppo": 100_000, "sac": 20_000}
 QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192, "sac": 2_000}

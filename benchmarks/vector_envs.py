@@ -91,7 +91,8 @@ def main() -> None:
     envs_module.ASYNC_CONTEXT = chosen
 
     rows = []
-    print(f"\n{'env':<12} {'envs':>4} {'sync steps/s':>13} {'async steps/s':>14} {'async/sync':>10}   (median of {args.rounds} paired rounds)")
+    print(f"\n{'env':<12} {'envs':>4} {'sync steps/s':>13} {'async steps/s':>14} {'async/sync':>10}"
+          f"   (median of {args.rounds} paired rounds)")
     for env_id in args.envs:
         for n in args.num_envs:
             rng = np.random.default_rng(0)

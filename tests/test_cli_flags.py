@@ -40,7 +40,7 @@ def janus(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -
                           cwd=ROOT, env=env)
 
 
-def config(*argv: str):  # noqa: ANN201 - RunConfig
+def config(*argv: str):
     return cli.config_from_args(cli.parse_args(list(argv)))
 
 
@@ -127,7 +127,7 @@ def test_compare_takes_one_granularity_for_both_ends(capsys: pytest.CaptureFixtu
     assert "--g_collect 2 and --g_select 4: janus compare" in capsys.readouterr().err
 
 
-def resolve_all_of(*argv: str) -> list:  # noqa: ANN201 - list[RunConfig]
+def resolve_all_of(*argv: str) -> list:
     """The resolved configurations a compare/eval command line runs (no run starts)."""
     from janus.harness.commands import plan
 
@@ -151,7 +151,7 @@ def test_env_without_algo_picks_by_action_space(env: str, algo: str, monkeypatch
     assert f"running --algo {algo}" in capsys.readouterr().out
 
 
-def _parameters(module) -> int:  # noqa: ANN001 - torch module
+def _parameters(module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
@@ -210,7 +210,7 @@ def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.Monkey
 
     ran: list[str] = []
 
-    def fake_run_runtime(cfg, progress):  # noqa: ANN001, ANN202
+    def fake_run_runtime(cfg, progress):
         ran.append(type(make_backend(cfg)).__name__)
         raise JanusError("stop before starting Ray")
 

@@ -58,7 +58,7 @@ def test_no_import_cycle_at_module_level() -> None:
     for name in sorted(edges):
         if name not in state:
             visit(name, [name])
-    assert "janus.runtime.run" in edges and edges["janus.runtime.run"], "the graph was read"
+    assert edges.get("janus.runtime.run"), "the graph was read"
 
 
 def test_backends_never_import_the_run_module() -> None:

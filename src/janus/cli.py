@@ -19,15 +19,17 @@ import contextlib
 import difflib
 import functools
 import inspect
+import itertools
 import json
 import os
 import re
 import sys
 import textwrap
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterator, Sequence, TextIO
+from typing import Any, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError
@@ -88,7 +90,7 @@ def _mapping(text: str) -> dict[str, Any]:
 
 
 # ---- help text and the defaults it shows ---------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """Each dataclass field's docstring (the string literal under it), on one line (parsed once per class)."""
     try:
@@ -97,7 +99,7 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
-    for node, after in zip(body, body[1:]):
+    for node, after in itertools.pairwise(body):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
             docs[node.target.id] = " ".join(re.sub(r":\w+:|``", "", after.value.value).split())
@@ -164,7 +166,7 @@ def value_of(cfg: RunConfig, flag: str) -> Any:
 
     algo = cfg.workload.algo
     if flag in hyperparameters() or (flag in ("hidden_size", "num_layers") and _is_gym(algo)):
-        hp = algorithm(algo).config(cfg)
+        hp = algorithm(algo).config(cfg)  # type: ignore[attr-defined]  # these flags are a GymAlgorithm's
         if flag == "hidden_size":
             return hp.hidden[0] if hp.hidden else 0
         return len(hp.hidden) if flag == "num_layers" else getattr(hp, flag)
@@ -234,7 +236,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("data-path knobs (the artifact's names)")
     docs = field_docs(JanusConfig)
     for name in JANUS_FLAGS:
-        kind = _bool if name in BOOL_FIELDS else _number
+        kind: Callable[[str], Any] = _bool if name in BOOL_FIELDS else _number
         group.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(),
                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup = parser.add_argument_group("workload")
@@ -427,10 +429,12 @@ def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> No
 def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None:
     """dqn/ppo: ``--hidden_size``/``--num_layers`` as ``algorithm.hidden`` (the other one from the current network)."""
     from janus.algorithms.base import algorithm
+    from janus.algorithms.gym_algorithm import GymAlgorithm
 
-    if not ({"hidden_size", "num_layers"} & set(typed)) or not _is_gym(cfg.workload.algo):
+    algo = algorithm(cfg.workload.algo)
+    if not ({"hidden_size", "num_layers"} & set(typed)) or not isinstance(algo, GymAlgorithm):  # _is_gym
         return None
-    current = algorithm(cfg.workload.algo).config(cfg).hidden
+    current = algo.config(cfg).hidden
     width, layers = typed.get("hidden_size", current[0] if current else 64), typed.get("num_layers", len(current))
     for flag, value in (("hidden_size", width), ("num_layers", layers)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
@@ -534,7 +538,7 @@ class UnreadOutput:
 def output_that_may_go_unread() -> Iterator[None]:
     """sys.stdout and sys.stderr as :class:`UnreadOutput` while a command runs."""
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = UnreadOutput(sys.stdout), UnreadOutput(sys.stderr)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = UnreadOutput(sys.stdout), UnreadOutput(sys.stderr)
     try:
         yield
     finally:

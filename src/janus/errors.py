@@ -7,7 +7,8 @@ working. Messages name the field, what was given and what is accepted.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, TypeVar, overload
 
 
 class JanusError(Exception):
@@ -61,6 +62,13 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 25] + f"... ({len(text):,} characters)"
 
 
+_E = TypeVar("_E", bound="JanusError")
+
+
+@overload
+def invalid(field: str, given: Any, accepted: str) -> ConfigError: ...
+@overload
+def invalid(field: str, given: Any, accepted: str, cls: type[_E]) -> _E: ...
 def invalid(field: str, given: Any, accepted: str, cls: type[JanusError] = ConfigError) -> JanusError:
     """Build an error whose message names ``field``, the value ``given`` and what is ``accepted``."""
     name = field if len(field) <= 200 else field[:175] + f"... ({len(field):,} characters)"

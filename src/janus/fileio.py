@@ -17,8 +17,9 @@ import io
 import os
 import secrets
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from janus.errors import CheckpointError, ConfigError, JanusError, shown
 

@@ -92,7 +92,7 @@ class Policy:
                 action = (dist.probs.argmax(-1) if hasattr(dist, "probs") else dist.mean).numpy()
             else:
                 action = dist.sample().numpy()
-        space = self.action_space
+        space: Any = self.action_space  # a Box (low, high) or a Discrete (start), told apart by attribute
         if hasattr(space, "low"):
             action = np.clip(action, space.low, space.high).astype(space.dtype)
         elif hasattr(space, "start"):
@@ -113,7 +113,7 @@ def load_policy(path: str | Path) -> Policy:
         with_policy = [n for n in names() if algorithm(n).has_policy]
         raise ConfigError(f"{str(run_dir)!r} is a run of the {algo.name} workload, which has no policy; "
                           f"policies come from --algo {' or '.join(with_policy)}")
-    learner = algo.learner(cfg).learner
+    learner = algo.learner(cfg).learner  # type: ignore[attr-defined]  # a policy's algorithm: a GymLearnerSide
     info: dict[str, Any] = {}
     if found.name == BEST_FILE:
         state = load_state(found, fmt=BEST_FORMAT)

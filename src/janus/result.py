@@ -7,8 +7,9 @@ from ``results.json``, so a result also reads like that dict (``result["counts"]
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from janus import config
 
@@ -67,7 +68,7 @@ class RunResult:
         return isinstance(key, str) and key in self._names() and getattr(self, key) is not None
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default
+        return self[key] if key in self else default  # noqa: SIM401  this is get() itself
 
     def keys(self) -> Iterator[str]:
         return iter(self.to_dict())

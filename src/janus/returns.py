@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from janus.errors import BufferInputError, BufferTypeError, ConfigError, invalid
+from janus.errors import BufferInputError, BufferTypeError, invalid
 
 
 class NStepResult(NamedTuple):

@@ -19,7 +19,7 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

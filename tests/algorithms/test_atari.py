@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("ale_py")
 
-from janus.algorithms import atari  # noqa: E402
-from janus.algorithms.envs import EpisodeTracker, make_vector_env  # noqa: E402
-from janus.errors import ConfigError  # noqa: E402
+from janus.algorithms import atari
+from janus.algorithms.envs import EpisodeTracker, make_vector_env
+from janus.errors import ConfigError
 
 
 def random_actions(n_actions: int, steps: int, num_envs: int, seed: int = 0) -> np.ndarray:

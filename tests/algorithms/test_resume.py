@@ -95,7 +95,6 @@ def test_per_beta_is_annealed_to_per_beta_final_over_the_run(tmp_path: Path) -> 
     """Issue 35 item 7: --per_beta's help promised annealing to 1 and the exponent stayed 0.4 all run.
     It rises from per_beta to per_beta_final (default 1.0) over the run's updates, as the results'
     training metrics show (a row: the mean over its updates)."""
-    import yaml
 
     out = tmp_path / "per"
     assert main(["train", "--algo", "dqn", "--prioritized", "--total_env_steps", "2000", "--learning_starts", "400",

@@ -63,7 +63,8 @@ def assert_curve(run: dict[str, Any], cfg: RunConfig) -> None:
     assert run["final_mean_return"] == pytest.approx(sum(returns[-20:]) / len(returns[-20:]))
     # the budget is exact: whole rounds of one piece from every worker, the first at or above total_env_steps
     budget = algorithm(cfg.workload.algo).budget(cfg)
-    assert steps[-1] <= (budget.env_steps or budget.iterations * cfg.rollout_transitions) < cfg.workload.total_env_steps + cfg.rollout_transitions
+    planned = budget.env_steps or budget.iterations * cfg.rollout_transitions
+    assert steps[-1] <= planned < cfg.workload.total_env_steps + cfg.rollout_transitions
 
 
 def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:

@@ -49,7 +49,7 @@ def test_concurrent_extend_sample_update_keep_invariants(sampler: str) -> None:
                 assert bool((batch["weight"] > 0).all()) and bool((batch["weight"] <= 1).all())
                 buf.update_priority(batch["index"], torch.rand(64) + 0.01)
 
-    def guarded(fn):  # noqa: ANN001, ANN202
+    def guarded(fn):
         def run() -> None:
             try:
                 fn()

@@ -554,7 +554,7 @@ def test_malicious_pickle_is_refused_and_not_executed(tmp_path):
         assert not marker.exists(), "loading a checkpoint executed pickled code"
     # Sanity check that the payload is real: a plain unpickle does run it.
     with open(evil_pickle, "rb") as f:
-        pickle.load(f)  # noqa: S301 - deliberately unsafe, proves the test can fail
+        pickle.load(f)
     assert marker.exists()
 
 

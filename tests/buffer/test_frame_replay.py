@@ -11,7 +11,8 @@ screen) so that equal frames inside and across stacks are exercised too.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tests.buffer.test_frame_replay import batches
 
 from janus import ExperienceBuffer
 from janus.buffer.frames import FrameStackReplay
 from janus.errors import BufferInputError, BufferTypeError
-from tests.buffer.test_frame_replay import batches
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -17,12 +17,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.buffer.test_prioritized import chi2_critical
 
 from janus import ExperienceBuffer
 from janus.buffer.janus import JanusBuffer
 from janus.buffer.native import kernels, seeded_state
 from janus.errors import BufferInputError, BufferTypeError
-from tests.buffer.test_prioritized import chi2_critical
 
 MASK = (1 << 64) - 1
 FIELDS = {"obs": ((3,), "float32"), "act": ((), "int64"), "flag": ((), "bool"), "img": ((2, 2), "uint8"),

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -267,10 +268,10 @@ def test_process_backend_run_carries_training_scalars() -> None:
 @pytest.mark.slow
 def test_ray_backend_run_carries_training_scalars() -> None:
     pytest.importorskip("ray")
+    import ray
+
     from janus.runtime.backends.ray import start_local_ray
     from janus.runtime.run import run_runtime
-
-    import ray
 
     started = not ray.is_initialized()
     if started:

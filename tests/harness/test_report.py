@@ -208,10 +208,8 @@ def test_progress_in_a_log_is_written_at_least_every_log_interval() -> None:
 # ---------------------------------------------------------------- RL runs (issue 12 items 6, 10)
 def make_rl_run(returns: list[float]) -> dict[str, Any]:
     """An RL run dict: ``returns`` one episode each, 100 env steps apart."""
-    from janus.config import RunConfig
-    from janus.result import reported_config
-
     from janus.config import from_dict
+    from janus.result import reported_config
 
     config = reported_config(from_dict({"is_on_policy": True, "workload": {"algo": "ppo"}}))
     run = make_run("train", 1000.0, 10.0, (4.0, 2.0, 1.0, 3.0, 0.5, 0.25))

@@ -8,14 +8,15 @@ import json
 import shutil
 import time
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
-
 from ckpt_helpers import assert_resumed_identically, captured, committed, janus, janus_env
+
 from janus.buffer.checkpoint import save_atomic
 from janus.buffer.experience import ExperienceBuffer
 from janus.cli import main
@@ -66,7 +67,7 @@ def test_resume_with_a_component_file_missing_is_a_clear_error(run: Path) -> Non
     (run / "checkpoint" / "trajectory_manager.pt").unlink()
     try:
         proc = janus("train", "--resume", str(run), "--total_env_steps", "6000", timeout=120)
-    except Exception as exc:  # the old behaviour: stuck at a fixed update count
+    except Exception as exc:  # noqa: BLE001  the old behaviour: stuck at a fixed update count
         pytest.fail(f"--resume did not end: {exc!r}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "trajectory_manager.pt is missing but run_state.json records it" in proc.stderr

@@ -17,9 +17,10 @@ import contextlib
 import io
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from unittest import mock
 
 import gymnasium as gym
@@ -31,11 +32,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from janus import config as C
+from janus.algorithms.envs import EXAMPLE_ENVS, make_vector_env
 from janus.buffer import checkpoint
 from janus.buffer.experience import ExperienceBuffer
 from janus.cli import main
 from janus.errors import AllocationError, BufferEmptyError, ConfigError, JanusError, PlacementUnavailableError
-from janus.algorithms.envs import EXAMPLE_ENVS, make_vector_env
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore")]

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ckpt_helpers import assert_resumed_identically, captured, committed, janus, janus_env, kill_tree, spawn
+
 from janus.runtime import checkpoints
 
 SEED = int(os.environ.get("JANUS_KILL_SEED", random.SystemRandom().randrange(2**31)))

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ckpt_helpers import assert_resumed_identically, committed
+
 from janus.buffer.checkpoint import load_state
 from janus.cli import main
 from janus.runtime import checkpoints
-from janus.runtime.components import TrajectoryManager, Trainer
+from janus.runtime.components import Trainer, TrajectoryManager
 from janus.runtime.orchestrator import Orchestrator
 
 NAMES = ("trainer", "trajectory_manager")

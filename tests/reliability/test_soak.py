@@ -8,7 +8,6 @@ minute; ``pytest tests/reliability --soak-seconds 3600`` soaks for an hour).
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import torch

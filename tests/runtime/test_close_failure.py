@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.runtime.test_process_backend import segments, worker_processes
+from tests.runtime.test_startup_failure import run_threads, tiny
+from tests.runtime.test_worker_faults import backend_wrapping
 
 from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
 from janus.runtime.checkpoints import FINAL, read_run_state
 from janus.runtime.run import RunFailed, run_runtime
-from tests.runtime.test_process_backend import segments, worker_processes
-from tests.runtime.test_startup_failure import run_threads, tiny
-from tests.runtime.test_worker_faults import backend_wrapping
 
 
 class ClosingBadly:

@@ -17,7 +17,13 @@ from janus.runtime import run as runmod
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.components import Trainer, TrajectoryManager, WorkerProxy
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, SampleBatchMsg,
+    BatchTrainingDataMsg,
+    CountsMsg,
+    FetchParamsMsg,
+    InsertTransitionMsg,
+    LoadParamsMsg,
+    ParamsSnapshot,
+    SampleBatchMsg,
     StartMsg,
 )
 from janus.runtime.run import RunFailed, run_runtime

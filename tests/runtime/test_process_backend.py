@@ -196,7 +196,7 @@ def test_killed_worker_process_is_restarted_with_the_latest_parameters() -> None
                 time.sleep(0.05)
 
     run = run_runtime(cfg, progress=progress, backend=backend, timeout_s=180)
-    assert killed and not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
+    assert (killed and not psutil.pid_exists(killed[0])) or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
     restarts = run["runtime"]["worker_restarts"]
     assert set(restarts) == {"worker-1"} and restarts["worker-1"] >= 1
     fresh = backend.counters()["worker-1"]

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from janus.algorithms.base import algorithm
 from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, resolve
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.component import Component
 from janus.runtime.messages import StartMsg
 from janus.runtime.run import run_runtime, serial
-from janus.algorithms.base import algorithm
 
 
 def rl_cfg(algo: str, seed: int, steps: int, **algorithm_overrides: Any) -> RunConfig:

@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 import pytest
+from tests.runtime.test_process_backend import segments, worker_processes
 
 import janus.runtime.run as runmod
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime.run import run_runtime
-from tests.runtime.test_process_backend import segments, worker_processes
 
 
 def tiny(backend: str, overlap: int) -> RunConfig:

@@ -7,8 +7,9 @@ whole run, which then ended "successfully" with no word of the error.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -57,7 +58,7 @@ def register_ale() -> None:
     gym.register_envs(ale_py)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def area_weights(n_in: int, n_out: int) -> np.ndarray:
     """The ``[n_out, n_in]`` float32 matrix of area averaging: output pixel ``j`` is the mean of the
     input interval ``[j * s, (j + 1) * s)``, ``s = n_in / n_out``, partly covered pixels counted by
@@ -103,7 +104,7 @@ class AtariFrames(gym.Wrapper):
         # one rendered frame per agent step: a video of them plays at game speed at 60 Hz (the
         # console's frame rate; ALE's metadata says 30) / frame_skip
         self.metadata = {**env.metadata, "render_fps": 60 / frame_skip}
-        if env.unwrapped.get_action_meanings()[0] != "NOOP":
+        if env.unwrapped.get_action_meanings()[0] != "NOOP":  # type: ignore[attr-defined]  # ale_py's AtariEnv
             name = env.spec.id if env.spec else env
             env.close()
             raise ConfigError(f"invalid --env: got {name!r}, whose action 0 is not NOOP; janus's Atari preprocessing "
@@ -132,6 +133,7 @@ class AtariFrames(gym.Wrapper):
             previous, last = last, frame
             if terminated or truncated:
                 break
+        assert last is not None  # frame_skip >= 1
         pooled = last if previous is None else np.maximum(previous, last)
         return self._frame(pooled), total, terminated, truncated, info
 
@@ -159,17 +161,17 @@ class EpisodicLife(gym.Wrapper):
             return self.last_obs, {"lives": self.lives, "life_lost": True}
         obs, info = self.env.reset(seed=seed, options=options)
         self.life_lost = False
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]  # ale_py's AtariEnv
         return obs, info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = self.env.unwrapped.ale.lives()
+        lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]  # ale_py's AtariEnv
         game_over = bool(terminated or truncated)
         self.life_lost = lives < self.lives and not game_over
         self.lives, self.last_obs = lives, obs
         info = {**info, "raw_reward": float(reward), "game_over": game_over}
-        return obs, float(np.sign(reward)), bool(terminated) or self.life_lost, bool(truncated), info
+        return obs, float(np.sign(float(reward))), bool(terminated) or self.life_lost, bool(truncated), info
 
 
 def make_atari_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, training: bool = False) -> gym.Env:

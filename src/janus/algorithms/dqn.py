@@ -20,7 +20,7 @@ an actor is therefore ``n_step - 1`` steps shorter than ``num_steps``; later pie
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -29,11 +29,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import BufferSpec, register
-from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import env_spaces, is_frame_stack, load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import (
+    Episodes,
+    EpisodeTracker,
+    UpdateResult,
+    check_action_space,
+    env_spaces,
+    flat_size,
+    is_frame_stack,
+    load_snapshot,
+    make_vector_env,
+    mlp,
+    next_obs_of,
+    observation_box,
+    snapshot,
+)
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
-from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
 from janus.algorithms.linear_chain import LinearChain, linear_chain
+from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.errors import ConfigError, invalid
@@ -139,16 +152,18 @@ class DQNActor:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
         self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
-        check_action_space("dqn", self.envs.single_action_space)
+        action_space, obs_space = self.envs.single_action_space, observation_box(self.envs)
+        check_action_space("dqn", action_space)
+        assert isinstance(action_space, gym.spaces.Discrete)  # what check_action_space accepts for dqn
         self.num_envs = self.envs.num_envs
-        self.num_actions = int(self.envs.single_action_space.n)
-        self.action_start = int(self.envs.single_action_space.start)
-        self.obs_dtype = obs_dtype(self.envs.single_observation_space)  # uint8 images stay uint8
+        self.num_actions = int(action_space.n)
+        self.action_start = int(action_space.start)
+        self.obs_dtype = obs_dtype(obs_space)  # uint8 images stay uint8
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds.torch_seed)
-            self.net = q_network(cfg, self.envs.single_observation_space, self.envs.single_action_space)
+            self.net = q_network(cfg, obs_space, action_space)
         self.rng = seeds.numpy()
-        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))  # type: ignore[arg-type]  # one seed per sub-env; gymnasium types int only
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0  # env steps taken by this actor (sum over sub-envs)
@@ -235,6 +250,7 @@ class DQNLearner:
 
     def __init__(self, cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.Space, seed: int) -> None:
         check_action_space("dqn", action_space)
+        assert isinstance(action_space, gym.spaces.Discrete)  # what check_action_space accepts for dqn
         self.cfg = cfg
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -242,7 +258,7 @@ class DQNLearner:
         self.target = q_network(cfg, obs_space, action_space)
         self.target.load_state_dict(self.q.state_dict())
         self.target.requires_grad_(False)
-        self._params = list(self.q.parameters())
+        self._params: list[torch.Tensor] = list(self.q.parameters())
         self.opt = adam(self._params, lr=cfg.lr)
         self.updates = 0
         self.progress = 0.0  # updates done / the run's updates (set_progress): the PER beta reported
@@ -321,7 +337,7 @@ class DQNLearner:
         scale = batch["weight"].float() * (1.0 / len(q)) if "weight" in batch else 1.0 / len(q)  # d mean / d item
         grad_q = td.clamp(-1.0, 1.0) * scale
         grads = online.backward(saved, torch.zeros_like(out).scatter_(1, action, grad_q.unsqueeze(1)))
-        for p, g in zip(self._params, grads):
+        for p, g in zip(self._params, grads, strict=False):
             p.grad = g
         return loss, q, td, clip_grad_norm(self._params, self.cfg.max_grad_norm)
 
@@ -364,7 +380,7 @@ class DQN(ReplayGymAlgorithm):
     # Backend "auto": worker processes where a spare CPU lets acting overlap the update (1.25x
     # env-steps/s on CartPole here), local threads for the serial --seed recipe or on one CPU
     # (docs/benchmarks.md, "The engine: local vs process backend").
-    preset = {
+    preset: ClassVar[dict[str, Any]] = {
         "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 4, "prefetch": 4,
         "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,

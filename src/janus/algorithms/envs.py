@@ -29,7 +29,8 @@ import importlib
 import importlib.util
 import multiprocessing
 import os
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -37,10 +38,10 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from janus.algorithms import atari
-from janus.config import VECTOR_ENVS, usable_cpus
 import janus.algorithms.image_envs  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
+from janus.algorithms import atari
 from janus.algorithms.networks import flat_size, mlp  # noqa: F401 - re-exported (their old home)
+from janus.config import VECTOR_ENVS, usable_cpus
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -64,7 +65,7 @@ def registered_env_id(env_id: str) -> str:
         except ImportError as exc:
             raise ConfigError(f"invalid --env: got {env_id!r}, but module {module!r} could not be imported "
                               f"({exc}); put its folder on PYTHONPATH") from None
-        except Exception as exc:  # the user's module raised while registering
+        except Exception as exc:  # noqa: BLE001  the user's module raised while registering
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: "
                               f"{type(exc).__name__}: {exc}") from None
         except SystemExit as exc:  # sys.exit() at import: janus would end with its code, silently
@@ -183,11 +184,16 @@ def async_context() -> str:
     return ASYNC_CONTEXT
 
 
+def observation_box(envs: gym.vector.VectorEnv) -> spaces.Box:
+    """A sub-env's observation space, as the algorithms take it: a Box (vectors or images)."""
+    return cast(spaces.Box, envs.single_observation_space)
+
+
 def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[spaces.Box, gym.Space]:
     """``(observation_space, action_space)`` of one ``env_id`` sub-env (for a learner's networks)."""
     envs = make_vector_env(env_id, 1, env_kwargs=env_kwargs)
     try:
-        return envs.single_observation_space, envs.single_action_space
+        return observation_box(envs), envs.single_action_space
     finally:
         envs.close()
 

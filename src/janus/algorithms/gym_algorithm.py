@@ -111,7 +111,7 @@ class GymAlgorithm(Algorithm):
             raise ConfigError(f"{what}, which get the fixed {torso_kind(obs_space)} CNN torso: algorithm.hidden "
                               f"(--hidden_size/--num_layers) sizes the MLP of vector observations only; leave it unset")
 
-    def learner(self, cfg: Any) -> "GymLearnerSide":
+    def learner(self, cfg: Any) -> GymLearnerSide:
         from janus.algorithms.envs import env_spaces
 
         obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)

@@ -38,7 +38,7 @@ def random_return(cols: int = 8) -> float:
 class ImageCatch(gym.Env):
     """Catch the falling ball; see the module doc."""
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}  # noqa: RUF012  gymnasium.Env declares it an instance field
 
     def __init__(self, rows: int = 8, cols: int = 8, scale: int = 2, layout: str = "HW",
                  render_mode: str | None = None) -> None:

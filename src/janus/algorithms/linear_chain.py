@@ -126,7 +126,7 @@ def linear_chain(network: nn.Module) -> LinearChain | None:
     modules: list[nn.Module] = [network]
     leaves: list[nn.Module] = []
 
-    def walk(seq: nn.Module) -> bool:
+    def walk(seq: nn.Sequential) -> bool:
         for child in seq:
             modules.append(child)
             if isinstance(child, MLP):
@@ -148,10 +148,12 @@ def linear_chain(network: nn.Module) -> LinearChain | None:
         if kind is nn.Flatten:
             if layers or pending is not None:
                 return None  # a Flatten between linear layers: not a plain chain
+            assert isinstance(leaf, nn.Flatten)  # kind
             flatten.append((leaf.start_dim, leaf.end_dim))
         elif kind is nn.Linear:
             if pending is not None:
                 return None  # two linear layers in a row: still an MLP, but not one this handles
+            assert isinstance(leaf, nn.Linear)  # kind
             pending = Layer(leaf, None)
         else:
             if pending is None:

@@ -61,15 +61,15 @@ def image_chw(space: spaces.Box) -> tuple[int, int, int]:
     if layout is None:
         raise ValueError(f"not an image observation space: {space}")
     if layout == "HW":
-        return (1, *shape)
-    return (shape[2], shape[0], shape[1]) if layout == "HWC" else shape
+        return (1, shape[0], shape[1])
+    return (shape[2], shape[0], shape[1]) if layout == "HWC" else (shape[0], shape[1], shape[2])
 
 
 def torso_kind(space: spaces.Space) -> str:
     """``"nature"``, ``"small"`` (image observations, see the module doc) or ``"mlp"``."""
     if image_layout(space) is None:
         return "mlp"
-    _, h, w = image_chw(space)  # type: ignore[arg-type]
+    _, h, w = image_chw(space)  # type: ignore[arg-type]  # an image layout: a Box
     return "nature" if min(h, w) >= NATURE_MIN_SIDE else "small"
 
 
@@ -103,7 +103,7 @@ class CNNTorso(nn.Module):
         # channels-last (NHWC) convolutions: oneDNN's faster layout on CPUs (a Nature-DQN update,
         # batch 32, one thread: 36 vs 49 ms here); the parameters' names, shapes and values are
         # unchanged, only their strides, so snapshots and checkpoints are the same
-        self.convs.to(memory_format=torch.channels_last)
+        self.convs.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit memory_format
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs``: a batch ``[B, *space.shape]`` of any dtype, as the environment emits it."""
@@ -138,11 +138,11 @@ class MLP(nn.Sequential):
             if layer._forward_hooks or layer._forward_pre_hooks or layer._backward_hooks or layer._backward_pre_hooks:
                 x = layer(x)
             elif kind is nn.Linear:
-                x = F.linear(x, layer.weight, layer.bias)
+                x = F.linear(x, layer.weight, layer.bias)  # type: ignore[arg-type]  # an nn.Linear (kind)
             elif kind in _ACTIVATIONS:
                 x = _ACTIVATIONS[kind](x)
             elif kind is nn.Flatten:
-                x = x.flatten(layer.start_dim, layer.end_dim)
+                x = x.flatten(layer.start_dim, layer.end_dim)  # type: ignore[arg-type]  # an nn.Flatten (kind)
             elif isinstance(layer, MLP):
                 x = layer.forward(x)
             else:

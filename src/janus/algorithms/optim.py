@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -23,7 +24,7 @@ class LeanAdam(torch.optim.Adam):
     _lean: list[tuple[dict[str, Any], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]] | None = None
     _lean_key: tuple[int, ...] = ()
 
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]  # Adam.step's own signature; torch types it loosely
         groups = self._lean_groups() if closure is None else None
         if groups is None:
             out = _adam_step(self, closure)
@@ -32,7 +33,7 @@ class LeanAdam(torch.optim.Adam):
         grads = [[p.grad for p in params] for _, params, _, _, _ in groups]
         if any(g is None or g.is_sparse for group_grads in grads for g in group_grads):
             return _adam_step(self, None)  # Adam's step skips parameters without gradients
-        for (group, params, exp_avgs, exp_avg_sqs, steps), group_grads in zip(groups, grads):
+        for (group, params, exp_avgs, exp_avg_sqs, steps), group_grads in zip(groups, grads, strict=False):
             torch._foreach_add_(steps, 1)
             torch._fused_adam_(params, group_grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
                                lr=group["lr"], beta1=float(group["betas"][0]), beta2=float(group["betas"][1]),
@@ -58,8 +59,9 @@ class LeanAdam(torch.optim.Adam):
                 return None  # the first step creates the state through Adam.step
             if len({(p.device, p.dtype) for p in params}) != 1 or any(p.is_complex() for p in params):
                 return None
-            lean.append((group, params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                         [s["step"] for s in states]))
+            found = [s for s in states if s]  # all of them (checked above); typed as not None
+            lean.append((group, params, [s["exp_avg"] for s in found], [s["exp_avg_sq"] for s in found],
+                         [s["step"] for s in found]))
         self._lean, self._lean_key = lean, key
         return lean
 
@@ -79,7 +81,7 @@ def _adam_step(opt: torch.optim.Adam, closure: Callable[[], float] | None) -> An
     return getattr(step, "__wrapped__", step)(opt, closure)
 
 
-def adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Adam:
+def adam(params: Iterable[torch.Tensor], **kwargs: Any) -> torch.optim.Adam:
     """:class:`LeanAdam` (fused: one kernel for all parameters) when supported, else foreach Adam.
 
     The fused CPU kernel (torch >= 2.4) takes ~18% off a CartPole-sized DQN update, and the lean
@@ -92,7 +94,7 @@ def adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Ada
         return torch.optim.Adam(params, foreach=True, **kwargs)
 
 
-def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale gradients so their global 2-norm is at most ``max_norm``; returns the norm before.
 
     The same maths as ``torch.nn.utils.clip_grad_norm_`` in five tensor ops: torch's version

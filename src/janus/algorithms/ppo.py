@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -33,8 +33,19 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
 from janus.algorithms.base import Budget, register
-from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import (
+    Episodes,
+    EpisodeTracker,
+    UpdateResult,
+    check_action_space,
+    flat_size,
+    load_snapshot,
+    make_vector_env,
+    mlp,
+    next_obs_of,
+    observation_box,
+    snapshot,
+)
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
@@ -84,7 +95,8 @@ def _layer_init(layer: nn.Module, gain: float) -> None:
     if isinstance(layer, (nn.Linear, nn.Conv2d)):
         with torch.no_grad():  # drawn contiguous, copied into the weight's own layout (CNN: channels-last)
             layer.weight.copy_(nn.init.orthogonal_(torch.empty(layer.weight.shape), gain))
-        nn.init.zeros_(layer.bias)
+        if layer.bias is not None:  # janus's layers all have one
+            nn.init.zeros_(layer.bias)
 
 
 class PPOAgent(nn.Module):
@@ -99,7 +111,11 @@ class PPOAgent(nn.Module):
         super().__init__()
         check_action_space("ppo", action_space)
         self.continuous = isinstance(action_space, gym.spaces.Box)
-        n_out = int(action_space.shape[0]) if self.continuous else int(action_space.n)
+        if isinstance(action_space, gym.spaces.Box):
+            n_out = int(action_space.shape[0])
+        else:
+            assert isinstance(action_space, gym.spaces.Discrete)  # check_action_space: Discrete or Box
+            n_out = int(action_space.n)
         self.torso: CNNTorso | None = None
         if image_layout(obs_space) is not None:
             self.torso = CNNTorso(obs_space)
@@ -112,7 +128,7 @@ class PPOAgent(nn.Module):
             self.critic = mlp(n_in, cfg.hidden, 1, nn.Tanh)
             self.actor = mlp(n_in, cfg.hidden, n_out, nn.Tanh)
         for net, head_gain in ((self.critic, 1.0), (self.actor, 0.01)):
-            for layer in net[:-1]:
+            for layer in list(net)[:-1]:
                 _layer_init(layer, np.sqrt(2))
             _layer_init(net[-1], head_gain)
         if self.continuous:
@@ -172,7 +188,7 @@ class FusedPolicyValue:
         assert len(actor) == len(critic), "policy and value MLPs of the same depth"
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
         with torch.no_grad():
-            for i, (a, c) in enumerate(zip(actor, critic)):
+            for i, (a, c) in enumerate(zip(actor, critic, strict=False)):
                 weight = torch.cat([a.weight, c.weight]) if i == 0 else torch.block_diag(a.weight, c.weight)
                 self.layers.append((weight.t().contiguous(), torch.cat([a.bias, c.bias])))
         self.n_out = actor[-1].out_features
@@ -239,16 +255,17 @@ class PPOActor:
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds.torch_seed)
-            self.agent = PPOAgent(cfg, self.envs.single_observation_space, space)
-        if self.agent.continuous:
+            self.agent = PPOAgent(cfg, observation_box(self.envs), space)
+        if isinstance(space, gym.spaces.Box):  # self.agent.continuous
             self.low, self.high = space.low, space.high
         else:
+            assert isinstance(space, gym.spaces.Discrete)  # PPOAgent checked: Discrete or Box
             self.action_start = int(space.start)
         uint8 = obs_dtype(self.envs.single_observation_space) == np.uint8
         self.obs_dtype = torch.uint8 if uint8 else torch.float32
         self.generator = torch.Generator().manual_seed(seeds.torch_seed)
         self.policy = policy_value(self.agent)
-        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))  # type: ignore[arg-type]  # one seed per sub-env; gymnasium types int only
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0
@@ -369,7 +386,7 @@ class PPO(GymAlgorithm):
     action_spaces = (gym.spaces.Discrete, gym.spaces.Box)
     quick_env_steps = 4096
     # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
-    preset = {
+    preset: ClassVar[dict[str, Any]] = {
         "is_on_policy": True, "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 0.25,
         "workload": {"algo": "ppo", "hidden_size": 64, "num_layers": 2,  # the network (PPOConfig.hidden)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -26,8 +26,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import register
-from janus.algorithms.envs import EpisodeTracker, Episodes, UpdateResult, check_action_space, flat_size
-from janus.algorithms.envs import load_snapshot, make_vector_env, mlp, next_obs_of, snapshot
+from janus.algorithms.envs import (
+    Episodes,
+    EpisodeTracker,
+    UpdateResult,
+    check_action_space,
+    flat_size,
+    load_snapshot,
+    make_vector_env,
+    mlp,
+    next_obs_of,
+    observation_box,
+    snapshot,
+)
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
@@ -70,9 +81,10 @@ class SACConfig:
 
 def _check_box(space: gym.Space) -> gym.spaces.Box:
     check_action_space("sac", space, (gym.spaces.Box,))
+    assert isinstance(space, gym.spaces.Box)  # checked just above
     if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         raise invalid("--env action space for --algo sac", str(space), "a Box with finite low and high bounds")
-    return space  # type: ignore[return-value]
+    return space
 
 
 class SquashedGaussianPolicy(nn.Module):
@@ -151,10 +163,10 @@ class SACActor:
         self.scale = ActionScale(space)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seeds.torch_seed)
-            self.policy = policy_network(cfg, self.envs.single_observation_space, space)
+            self.policy = policy_network(cfg, observation_box(self.envs), space)
         self.generator = torch.Generator().manual_seed(seeds.torch_seed)
         self.rng = seeds.numpy()
-        self.obs, _ = self.envs.reset(seed=list(seeds.envs))
+        self.obs, _ = self.envs.reset(seed=list(seeds.envs))  # type: ignore[arg-type]  # one seed per sub-env; gymnasium types int only
         self.episodes = EpisodeTracker(self.num_envs)
         self.version = -1
         self.env_steps = 0
@@ -214,8 +226,8 @@ class SACLearner:
         self.target = TwinQ(obs_dim, action_dim, cfg.hidden)
         self.target.load_state_dict(self.critic.state_dict())
         self.target.requires_grad_(False)
-        self._critic_params = list(self.critic.parameters())
-        self._target_params = list(self.target.parameters())
+        self._critic_params: list[torch.Tensor] = list(self.critic.parameters())
+        self._target_params: list[torch.Tensor] = list(self.target.parameters())
         self.critic_opt = adam(self._critic_params, lr=cfg.lr)
         self.policy_opt = adam(self.policy.parameters(), lr=cfg.lr)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), requires_grad=True)
@@ -309,7 +321,7 @@ class SAC(ReplayGymAlgorithm):
     image_observations = False  # MLPs only: validate() names dqn/ppo for image observations
     quick_env_steps = 2048
     # Defaults that solve Pendulum-v1 (see docs/benchmarks.md); a user's config and flags override them.
-    preset = {
+    preset: ClassVar[dict[str, Any]] = {
         "is_on_policy": False, "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
         "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,

@@ -21,7 +21,6 @@ import numpy as np
 from janus.errors import invalid
 
 
-
 @dataclass(frozen=True)
 class StreamSeeds:
     """The seeds of one worker instance's experience (see the module doc)."""

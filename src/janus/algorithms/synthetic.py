@@ -13,7 +13,8 @@ Both run on the configured devices, so overlap has real work to hide behind.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -128,7 +129,7 @@ class SyntheticActorSide:
             piece = next(self._pieces)
         return {k: v.cpu().numpy() for k, v in piece.items()}, {}
 
-    def load_params(self, snapshot) -> None:  # noqa: ANN001 - ParamsSnapshot
+    def load_params(self, snapshot) -> None:
         self.version = snapshot.version
 
 
@@ -139,7 +140,7 @@ class SyntheticLearnerSide:
         torch.set_num_threads(1)
         self.learner = SyntheticLearner(cfg, torch.device(device), seed)
 
-    def update(self, batch: dict[str, torch.Tensor]):  # noqa: ANN201 - UpdateResult-like
+    def update(self, batch: dict[str, torch.Tensor]):
         from types import SimpleNamespace
 
         return SimpleNamespace(priorities=None, metrics={"loss": self.learner.update(batch)})

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -37,7 +38,8 @@ from numba import njit, types, uint64
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-_JIT = {"nogil": True, "cache": bool(os.environ.get("NUMBA_CACHE_DIR")) or not sys.dont_write_bytecode, "error_model": "numpy", "boundscheck": False}
+_JIT: dict[str, Any] = {"nogil": True, "cache": bool(os.environ.get("NUMBA_CACHE_DIR")) or not sys.dont_write_bytecode,
+                        "error_model": "numpy", "boundscheck": False}
 
 _GOLDEN = uint64(0x9E3779B97F4A7C15)
 _MIX1 = uint64(0xBF58476D1CE4E5B9)

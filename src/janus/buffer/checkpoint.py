@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -81,7 +82,7 @@ def load_state(path: str | Path, fmt: str = FORMAT) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint not found: {str(path)!r}" + (" (it is a directory)" if path.is_dir() else ""))
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated zip, foreign pickle, unsafe globals...
+    except Exception as exc:  # noqa: BLE001  truncated zip, foreign pickle, unsafe globals...
         raise CheckpointError(
             f"{str(path)!r} is not a readable janus checkpoint (truncated, corrupt or foreign file): "
             f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -190,6 +191,6 @@ def copy_data(state: Mapping[str, Any], fields: Mapping[str, torch.Tensor], size
     for name, t in data.items():
         dst = fields[name][:size]
         if not isinstance(t, torch.Tensor) or t.shape != dst.shape or t.dtype != dst.dtype:
-            got = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise CheckpointError(f"checkpoint field {name!r} holds {got}; expected {(tuple(dst.shape), dst.dtype)}")
+            held = (tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise CheckpointError(f"checkpoint field {name!r} holds {held}; expected {(tuple(dst.shape), dst.dtype)}")
         dst.copy_(t)

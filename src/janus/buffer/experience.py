@@ -13,8 +13,9 @@ the ``cuda`` placement runs batched torch ops (:mod:`janus.buffer.sumtree`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,7 +114,9 @@ class ExperienceBuffer:
         self._sampler_kwargs = validation.prioritized_settings(sampler, alpha, beta, eps)
         self.seed = None if seed is None else int(seed)
         try:
-            self._sampler: Sampler = self._make_sampler(seed)
+            # A NativeSampler (host placements, self._native) or a torch Sampler: the code picks by
+            # self._native, which mypy cannot follow, and an isinstance on the hot paths costs.
+            self._sampler: Any = self._make_sampler(seed)
         except (RuntimeError, MemoryError) as exc:  # the prioritized trees may not fit in memory
             if not validation.is_out_of_memory(exc):
                 raise
@@ -212,7 +215,7 @@ class ExperienceBuffer:
         try:
             storage.allocate(specs)
         except RuntimeError as exc:  # undo a partial allocation
-            storage.__init__(self.capacity, self.placement)  # type: ignore[misc]
+            storage.__init__(self.capacity, self.placement)  # type: ignore[misc]  # reset in place: a RingStorage, not a subclass
             if not validation.is_out_of_memory(exc):
                 raise
             raise _allocation_error(f"storage for capacity={self.capacity} items of {dict(specs)}", exc) from None
@@ -289,6 +292,7 @@ class ExperienceBuffer:
         # The hot path of small batches: every line here costs ~0.05-1 us of a 4-7 us call.
         s, st = self._sampler, self._storage
         layout, flat = st.new_output(n)
+        args: tuple[Any, ...]
         if s.prioritized:
             args = (s.rng, s.trees, s.beta if beta is None else float(beta), n, written, st.packed, st.field_bytes,
                     flat, layout.offsets)
@@ -463,7 +467,7 @@ class ExperienceBuffer:
         checkpoint.save_atomic(self.state_dict(), path)
 
     @classmethod
-    def load(cls, path: str | Path, placement: str | None = None, output: str | None = None) -> "ExperienceBuffer":
+    def load(cls, path: str | Path, placement: str | None = None, output: str | None = None) -> ExperienceBuffer:
         """Load a checkpoint written by :meth:`save` (no pickled code is executed).
 
         ``placement`` and ``output`` default to the saved buffer's (checkpoints from before

@@ -8,7 +8,8 @@ checkpoint state and back.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -73,7 +74,8 @@ class Frames:
         """The row count of a batch of ``obs`` and ``next_obs`` stacks of this replay's shape and dtype."""
         for name, a in (("obs", obs), ("next_obs", nxt)):
             if a.ndim != len(self.stack_shape) + 1 or a.shape[1:] != self.stack_shape:
-                raise invalid(f"field {name!r} item shape", a.shape[1:], f"{self.stack_shape} (fixed by the first extend)", BufferInputError)
+                raise invalid(f"field {name!r} item shape", a.shape[1:], f"{self.stack_shape} (fixed by the first extend)",
+                              BufferInputError)
             if a.dtype != self.np_dtype:
                 raise invalid(f"field {name!r} dtype", a.dtype, f"{self.np_dtype} (fixed by the first extend)", BufferInputError)
         if obs.shape[0] != nxt.shape[0]:
@@ -90,7 +92,8 @@ class Frames:
         else:
             ids = values.detach().cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
             if ids.dtype.kind not in "iu" or ids.shape != (n,):
-                raise invalid("field 'stream'", f"{ids.dtype} {ids.shape}", f"integers of shape ({n},): one stream id per row", BufferInputError)
+                raise invalid("field 'stream'", f"{ids.dtype} {ids.shape}", f"integers of shape ({n},): one stream id per row",
+                              BufferInputError)
         first = int(ids[0])
         if (ids == first).all():  # one stream (or a caller that sends one env at a time)
             return np.full(n, self._index_of(first), np.int64)
@@ -162,6 +165,7 @@ def restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
             order = [str(k) for k in state["order"]]
             if sorted(order) != sorted([*specs, "obs", "next_obs"]):
                 raise CheckpointError(f"checkpoint 'order' {order} does not name its fields {sorted(specs)} + obs, next_obs")
+            assert storage.packed is not None  # _build allocated it
             _copy(state["rows"], storage.packed, min(written, replay.capacity), "rows")
             nf = min(int(state["meta"][0]), replay.frame_capacity)
             for name in ("frames", "prev", "gen", "users"):

@@ -17,16 +17,16 @@ CPU placements; :class:`~janus.buffer.janus.JanusBuffer` uses it with ``frame_st
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
-from janus.buffer import checkpoint, validation
-from janus.buffer import frame_state
-from janus.buffer.native import NativePrioritizedSampler, NativeSampler, kernels
+from janus.buffer import checkpoint, frame_state, validation
 from janus.buffer.memory import HUGE_PAGE_MIN_BYTES
+from janus.buffer.native import NativePrioritizedSampler, NativeSampler, kernels
 from janus.buffer.storage import FieldSpec, OutLayout, RingStorage, placement_device
 from janus.errors import AllocationError, BufferEmptyError, BufferInputError, BufferTypeError, CheckpointError, invalid, one_of
 
@@ -251,7 +251,8 @@ class FrameStackReplay:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise AllocationError(f"cannot allocate a FrameStackReplay of capacity={self.capacity}, "
                                   f"frame_capacity={self.frame_capacity} frames of {stack_shape[1:]}: {first}") from None
-        f.store64 = storage.packed.view(np.int64)  # type: ignore[union-attr]
+        assert storage.packed is not None  # allocated above
+        f.store64 = storage.packed.view(np.int64)
         return f, storage
 
     # ---- reading --------------------------------------------------------------------------------
@@ -375,7 +376,7 @@ class FrameStackReplay:
         checkpoint.save_atomic(self.state_dict(), path, fmt=FORMAT)
 
     @classmethod
-    def load(cls, path: str | Path) -> "FrameStackReplay":
+    def load(cls, path: str | Path) -> FrameStackReplay:
         """Load a checkpoint written by :meth:`save` (no pickled code is executed)."""
         state = checkpoint.load_state(path, fmt=FORMAT)
         try:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -120,7 +121,8 @@ class JanusBuffer:
         self._data_cond = threading.Condition()
         self._select_wait_s = 0.0
         learner_device = torch.device(cfg.learner_device)
-
+        self._collect_pieces: int | None
+        self._collect_transitions: int | None
         if cfg.is_on_policy:
             if not is_int(rollout_size) or rollout_size < 1 or rollout_size % cfg.num_minibatches:
                 raise ConfigError(
@@ -236,6 +238,7 @@ class JanusBuffer:
     def _collect_threshold(self) -> tuple[int | None, int | None]:
         if self.schedule is None:
             return self._collect_pieces, None
+        assert self._collect_transitions is not None  # on-policy: set with the schedule
         return None, min(self._collect_transitions, self.schedule.remaining_to_write() or self.schedule.rollout_size)
 
     def _collect_staged(self, block: bool) -> float:
@@ -327,8 +330,8 @@ class JanusBuffer:
         head = "JanusBuffer.get: no batch" + (f" within {timeout:g}s" if timeout is not None else "")
         staged, transitions = len(self.actor_buffer), self.actor_buffer.transitions
         pieces_needed, transitions_needed = self._collect_threshold()
-        if staged and (pieces_needed is not None and staged < pieces_needed
-                       or transitions_needed is not None and transitions < transitions_needed):
+        if staged and ((pieces_needed is not None and staged < pieces_needed)
+                       or (transitions_needed is not None and transitions < transitions_needed)):
             unit = (f"g_collect={pieces_needed} pieces" if pieces_needed is not None else
                     f"{transitions_needed} transitions (g_collect={self.config.g_collect:g} of a rollout)")
             return (f"{head}: collection is waiting for {unit} before it writes, and {staged} piece(s) "
@@ -471,7 +474,7 @@ class JanusBuffer:
         if alive:
             raise RuntimeError(f"JanusBuffer.close(): threads still running after {timeout}s: {alive}")
 
-    def __enter__(self) -> "JanusBuffer":
+    def __enter__(self) -> JanusBuffer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

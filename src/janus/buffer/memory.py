@@ -93,7 +93,7 @@ class ResultMemory:
             idle.append(candidate)
         if buffer is None:
             buffer = advise_huge_pages(torch.from_numpy(np.empty(nbytes, np.uint8))).numpy()
-        handed = np.frombuffer(memoryview(buffer), np.uint8)
+        handed = np.frombuffer(buffer.data, np.uint8)  # .data: the array's memoryview
         weakref.finalize(handed, idle.append, buffer).atexit = False
         return handed
 

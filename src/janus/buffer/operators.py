@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +27,9 @@ from janus.buffer.samplers import epoch_permutation, make_generator
 from janus.buffer.staging import StagingTimeout
 from janus.buffer.transfer import BatchTransfer, Pending
 from janus.errors import BufferInputError, PipelineClosedError
+
+if TYPE_CHECKING:
+    from janus.buffer.frames import FrameStackReplay
 
 Batch = dict[str, torch.Tensor]
 Preprocess = Callable[[Batch], Batch]
@@ -141,7 +145,7 @@ class CollectionOp:
 
     def __init__(
         self,
-        buffer: ExperienceBuffer,
+        buffer: ExperienceBuffer | FrameStackReplay,
         time_major_dims: int = 1,
         preprocess: Preprocess | None = None,
         schedule: OnPolicySchedule | None = None,
@@ -179,13 +183,13 @@ class SelectionOp:
 
     def __init__(
         self,
-        buffer: ExperienceBuffer,
+        buffer: ExperienceBuffer | FrameStackReplay,
         batch_size: int,
         batches_per_call: int,
         learner_device: torch.device,
         schedule: OnPolicySchedule | None = None,
         seed: int | None = None,
-        wait_ready: Callable[[float | None], None] = lambda deadline=None: None,
+        wait_ready: Callable[[float | None], None] = lambda deadline: None,
         beta_schedule: Callable[[int], float] | None = None,
     ) -> None:
         self.buffer = buffer

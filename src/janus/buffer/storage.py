@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -152,14 +153,14 @@ class RingStorage:
         packed = torch.empty((self.capacity, stride), dtype=torch.uint8, pin_memory=pin)
         if not pin:
             advise_huge_pages(packed)
-        for (name, spec), col, nbytes in zip(specs.items(), columns, sizes):
+        for (name, spec), col, nbytes in zip(specs.items(), columns, sizes, strict=False):
             cells = packed[:, int(col) : int(col) + nbytes]
             self.fields[name] = cells.view(spec.dtype).view(self.capacity, *spec.shape)
         self.packed = packed.numpy()
         self.field_bytes = np.array([columns, sizes], np.int64)
         self._large_gather = -(-HUGE_PAGE_MIN_BYTES // max(stride, 1))
 
-    def new_output(self, n: int) -> tuple["OutLayout", np.ndarray]:
+    def new_output(self, n: int) -> tuple[OutLayout, np.ndarray]:
         """Where a kernel writes ``n`` gathered rows (the layout, cached per ``n``) and a flat byte
         buffer for them that no live result shares (when large, in huge pages and used again once
         its last result is garbage: :class:`ResultMemory`)."""
@@ -170,7 +171,7 @@ class RingStorage:
             return layout, np.empty(layout.nbytes, np.uint8)
         return layout, self.result_memory.take(layout.nbytes)
 
-    def _out_layout(self, n: int) -> "OutLayout":
+    def _out_layout(self, n: int) -> OutLayout:
         offsets, views, at = [], [], 0
         for name, spec in self.specs.items():
             nbytes = n * spec.row_bytes
@@ -187,7 +188,7 @@ class RingStorage:
         return layout
 
     @staticmethod
-    def unpack(flat: np.ndarray, layout: "OutLayout", as_numpy: bool = False,
+    def unpack(flat: np.ndarray, layout: OutLayout, as_numpy: bool = False,
                views: tuple[tuple[str, Any, tuple[int, ...], int, torch.dtype], ...] | None = None) -> dict[str, Any]:
         """Tensors (numpy arrays with ``as_numpy``; every field then has a numpy dtype, as
         ``ExperienceBuffer(output="numpy")`` checks) sharing ``flat``'s memory: the field blocks of

@@ -77,7 +77,7 @@ class _WideTree:
         self._sizes = sizes
         self.levels = [torch.full((n,), self._identity, dtype=dtype, device=self.device) for n in sizes]
         # Block views of each block level (shared storage; everything is updated in place).
-        self._rows = [lv.view(-1, f) for lv, f in zip(self.levels, self.fanouts)]
+        self._rows = [lv.view(-1, f) for lv, f in zip(self.levels, self.fanouts, strict=False)]
         self._scratch: torch.Tensor | None = None
         self._arange: dict[int, torch.Tensor] = {}
 

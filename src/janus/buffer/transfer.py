@@ -14,8 +14,9 @@ A :class:`Pending` is what the learner buffer stores: the tensors plus the event
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import torch
 

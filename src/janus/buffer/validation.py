@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ from janus.errors import BufferInputError, BufferTypeError, ConfigError, JanusEr
 MAX_ITEMS = 2**40
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int | np.integer]:
     """A Python or numpy integer, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
@@ -36,7 +37,7 @@ def check_int(name: str, value: Any, low: int, high: int | None = None, why: str
 
 
 def _is_count(value: Any) -> bool:
-    return is_int(value) and 1 <= value <= MAX_ITEMS
+    return is_int(value) and bool(1 <= value <= MAX_ITEMS)
 
 
 def check_capacity(capacity: Any) -> None:
@@ -57,7 +58,7 @@ def is_finite_number(value: Any) -> bool:
     if isinstance(value, np.generic):  # compared as a Python number (a float32 scalar would warn on overflow)
         value = value.item()
     big = sys.float_info.max
-    return -big <= value <= big
+    return -big <= value <= big  # type: ignore[operator]  # typeshed's numbers.Real has no comparisons
 
 
 def check_seed(seed: Any) -> None:
@@ -291,7 +292,7 @@ def check_batch(
 ) -> tuple[dict[str, torch.Tensor], dict[str, FieldSpec]]:
     """Validate a batch for ``extend``; return it as tensors plus the (possibly new) field specs."""
     if specs and matches_specs(data, specs, capacity, device):
-        return data, specs  # type: ignore[return-value]
+        return data, specs  # type: ignore[return-value]  # matches_specs: tensors of the specs' own fields
     if not isinstance(data, Mapping) or not data:
         raise BufferTypeError(
             f"extend() takes a non-empty mapping of field name -> tensor, got {type(data).__name__}"
@@ -315,7 +316,8 @@ def check_batch(
         if specs:
             spec = specs[name]
             if tuple(t.shape[1:]) != spec.shape:
-                raise invalid(f"field {name!r} item shape", tuple(t.shape[1:]), f"{spec.shape} (fixed by the first extend)", BufferInputError)
+                raise invalid(f"field {name!r} item shape", tuple(t.shape[1:]), f"{spec.shape} (fixed by the first extend)",
+                              BufferInputError)
             if t.dtype != spec.dtype:
                 raise invalid(f"field {name!r} dtype", t.dtype, f"{spec.dtype} (fixed by the first extend)", BufferInputError)
     if len(set(sizes.values())) != 1:
@@ -362,7 +364,7 @@ def slot_array(slots: Any, size: int) -> np.ndarray:
         raise BufferTypeError(f"slots: got {type(slots).__name__}; accepted: integers (a tensor, array or list)") from None
     if a.size and a.dtype.kind not in "iu":
         raise invalid("slots dtype", str(a.dtype), "integers (slots in [0, len(buffer)), not a mask or floats)", BufferTypeError)
-    if a.size and not (0 <= a.min() and a.max() < size):
+    if a.size and not (a.min() >= 0 and a.max() < size):
         raise invalid("slots", [int(a.min()), int(a.max())], f"slots in [0, {size})", BufferInputError)
     return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
 
@@ -419,7 +421,8 @@ def _as_array(name: str, value: Any, spec: FieldSpec) -> np.ndarray | torch.Tens
         try:
             value = np.asarray(value)
         except (TypeError, ValueError):  # ragged lists and the like
-            raise invalid(f"field {name!r}", type(value).__name__, "an array, tensor, number or (nested) list of one shape", BufferTypeError) from None
+            raise invalid(f"field {name!r}", type(value).__name__, "an array, tensor, number or (nested) list of one shape",
+                          BufferTypeError) from None
     if np_dtype is None:  # bfloat16 & co: cast through torch
         if value.dtype.kind not in "biuf":
             raise _cast_error(name, f"numpy {value.dtype}", spec)
@@ -533,7 +536,7 @@ def cast_batch(data: Any, specs: Mapping[str, FieldSpec], capacity: int) -> tupl
     and shape ``(n, *item)``, and ``n``."""
     views, n = coerce_batch(data, specs, capacity)
     return {name: torch.from_numpy(v).view(spec.dtype).view(n, *spec.shape)
-            for (name, spec), v in zip(specs.items(), views)}, n
+            for (name, spec), v in zip(specs.items(), views, strict=False)}, n
 
 
 def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacity: int, strict: bool,
@@ -568,7 +571,7 @@ def _exact_sources(data: dict[str, Any], specs: Mapping[str, FieldSpec], capacit
             if n >= 0:
                 return None
             n = count
-        out.append(v.data_ptr() if by_address else v.reshape(-1).view(np.uint8))
+        out.append(v.data_ptr() if by_address else v.reshape(-1).view(np.uint8))  # type: ignore[union-attr, call-overload]  # by_address: a Tensor
     if not 0 < n <= capacity:
         return None
     return tuple(out), n
@@ -652,7 +655,7 @@ def _torch_dtype(name: str, dtype: Any) -> torch.dtype:
 _KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the priority dtypes the kernels take
 
 
-_LIKE = {torch.float32: np.zeros(0, np.float32), torch.float64: np.zeros(0, np.float64)}
+_LIKE: dict[torch.dtype, np.ndarray] = {torch.float32: np.zeros(0, np.float32), torch.float64: np.zeros(0, np.float64)}
 
 
 def priority_addresses(index: Any, priority: Any) -> tuple[int, int, int, np.ndarray] | None:

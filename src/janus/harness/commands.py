@@ -6,11 +6,12 @@ import argparse
 import statistics
 import sys
 import time
-
-import yaml
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import yaml
 
 from janus import fileio, stopping
 from janus.config import RunConfig, recorded
@@ -19,6 +20,7 @@ from janus.harness.experiments import compare_configs, resolve_all, sweep_config
 from janus.harness.live import LiveRun
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
+from janus.result import RunResult
 from janus.runtime.run import run_runtime
 
 
@@ -227,7 +229,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
     for s in skipped:
         print(f"  skipped {s['name']}: {s['reason']}", flush=True)
-    runs = []
+    runs: list[RunResult] = []
     for i, c in enumerate(configs, 1):
         j = c.janus
         print(

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from janus.harness.tensorboard import EventWriter, write_episodes, write_evaluations, write_run_totals, write_train_metrics
 from janus.result import RunResult, as_dict

@@ -19,9 +19,10 @@ import math
 import os
 import platform
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from janus import fileio
 from janus.result import RunResult, as_dict
@@ -133,7 +134,7 @@ def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> 
 
     def line(cells: list[str] | tuple[str, ...]) -> str:
         first = cells[0].ljust(widths[0])
-        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]).rstrip()
+        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=False)]).rstrip()
 
     rule = "-" * len(line(list(COLUMNS)))
     legend = ("samples/s: learner, steps/s: actors; times in s (l.wait: learner waiting for data, "
@@ -242,7 +243,7 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
     xs = list(range(len(runs)))
     sps = [_f(r.get("samples_per_s")) for r in runs]
     bars = left.bar(xs, sps, color="tab:blue")
-    for bar, run in zip(bars, runs):
+    for bar, run in zip(bars, runs, strict=False):
         left.annotate(_x(run["speedup_vs_baseline"]), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                       ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
     left.set_title("learner throughput (speedup vs baseline)")
@@ -251,11 +252,11 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
 
     width = 0.8 / len(STAGES)
     colors = ("tab:green", "tab:orange", "tab:purple", "tab:red", "tab:gray", "tab:brown")
-    for k, (stage, color) in enumerate(zip(STAGES, colors)):
+    for k, (stage, color) in enumerate(zip(STAGES, colors, strict=False)):
         offs = [x - 0.4 + (k + 0.5) * width for x in xs]
         right.bar(offs, [_stage(r, stage) for r in runs], width, label=stage, color=color,
                   hatch="//" if stage not in WORK_STAGES else None)
-    for x, run in zip(xs, runs):
+    for x, run in zip(xs, runs, strict=False):
         right.hlines(_f(run.get("wall_s")), x - 0.45, x + 0.45, colors="black",
                      linestyles="--", label="wall" if x == 0 else None)
     right.set_title("stage times per run (hatched: waiting; dashed: wall time)")

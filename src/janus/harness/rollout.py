@@ -40,8 +40,9 @@ def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bo
     returns: list[float] = []
     try:
         if video is not None:
-            recorder = FrameRecorder(env.envs[0], MAX_VIDEO_FRAMES)  # inside the vector env: sees each last frame
-            env.envs[0] = recorder
+            # inside the vector env (sync, make_vector_env's default: it has .envs): sees each last frame
+            recorder = FrameRecorder(env.envs[0], MAX_VIDEO_FRAMES)  # type: ignore[attr-defined]
+            env.envs[0] = recorder  # type: ignore[attr-defined]
         obs, _ = env.reset(seed=seed)
         total = 0.0
         while len(returns) < episodes:
@@ -57,6 +58,7 @@ def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bo
         env.close()
     if recorder is None:
         return returns, None
+    assert video is not None  # a recorder is made only when a video is asked for
     fps = float(recorder.metadata.get("render_fps") or 30)  # the wrapped env's own (Atari: per agent step)
     write_gif(recorder.frames, video, fps)
     return returns, Video(Path(video), len(recorder.frames), recorder.truncated_video)

@@ -23,10 +23,11 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from janus import fileio
 from janus.config import RunConfig, from_dict, read_yaml

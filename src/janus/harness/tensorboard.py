@@ -25,8 +25,9 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 WINDOW = 20
 """Episodes in the moving mean of ``episode/return_mean20``."""
@@ -99,7 +100,7 @@ class EventWriter:
         n = 2
         while self.path.exists():  # two writers in one second in one process: a new file each
             self.path, n = self.logdir / f"{name}.{n}", n + 1
-        self._fh: BinaryIO | None = open(self.path, "xb")
+        self._fh: BinaryIO | None = open(self.path, "xb")  # noqa: SIM115  open until close()
         version = b"\x09" + struct.pack("<d", time.time()) + _field_bytes(3, b"brain.Event:2")
         self._fh.write(_record(version))
         self.flush()
@@ -118,7 +119,7 @@ class EventWriter:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> "EventWriter":
+    def __enter__(self) -> EventWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -140,6 +141,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 def _fields(data: bytes) -> Iterator[tuple[int, Any]]:
     """(field number, value) of a protobuf message: ints, 8/4-byte raw values, or bytes."""
     pos = 0
+    value: int | bytes
     while pos < len(data):
         key, pos = _read_varint(data, pos)
         number, kind = key >> 3, key & 7

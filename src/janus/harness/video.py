@@ -84,7 +84,7 @@ def write_gif(frames: list[np.ndarray], path: str | Path, fps: float) -> None:
     if not frames:
         raise ValueError("no frames to write")
     images = [Image.fromarray(f) for f in frames]
-    duration_ms = max(20, int(round(1000.0 / max(fps, 1e-3))))  # GIF delays are in 10 ms units; 20 ms floor
+    duration_ms = max(20, round(1000.0 / max(fps, 1e-3)))  # GIF delays are in 10 ms units; 20 ms floor
     tmp = Path(path).with_name(Path(path).name + ".partial")
     images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
     os.replace(tmp, path)

@@ -49,6 +49,12 @@ class Component:
         assert self.out is not None, f"{self.name} is not bound to a backend"
         self.out.send(dest, msg)
 
+    @property
+    def outbox(self) -> Outbox:
+        """The backend's outbox (bound before any message is handled)."""
+        assert self.out is not None, f"{self.name} is not bound to a backend"
+        return self.out
+
     def count(self, key: str, amount: float = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + amount
 
@@ -100,7 +106,7 @@ class Host:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def of_failed_build(cls, name: str, exc: BaseException) -> "Host":
+    def of_failed_build(cls, name: str, exc: BaseException) -> Host:
         """A host that ended before it began: the factory of its component ``name`` raised ``exc``
         (a worker rebuilt on a restart; reported like a worker that crashed)."""
         host = cls(Component(name))

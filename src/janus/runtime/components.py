@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -20,8 +21,20 @@ from janus.errors import PipelineClosedError, TrainingDiverged
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (
-    BatchTrainingDataMsg, CheckpointMsg, CountsMsg, FetchParamsMsg, FlushMsg, InsertCreditMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, PingMsg,
-    SampleBatchMsg, StartMsg, StopMsg, UpdatePriorityMsg,
+    BatchTrainingDataMsg,
+    CheckpointMsg,
+    CountsMsg,
+    FetchParamsMsg,
+    FlushMsg,
+    InsertCreditMsg,
+    InsertTransitionMsg,
+    LoadParamsMsg,
+    ParamsSnapshot,
+    PingMsg,
+    SampleBatchMsg,
+    StartMsg,
+    StopMsg,
+    UpdatePriorityMsg,
 )
 
 
@@ -93,7 +106,7 @@ class Worker(Component):
         self.fetch_pending = False
         if msg.version > self.version:
             assert self.actor is not None
-            self.actor.load_params(self.out.resolve(msg.params))  # type: ignore[union-attr]
+            self.actor.load_params(self.outbox.resolve(msg.params))
             if self.version < 0:
                 self.base_version = msg.version
             self.version = msg.version
@@ -177,12 +190,13 @@ class WorkerProxy(Component):
         if len(msgs) == 1:
             merged = dict(first)
         else:
-            merged = {k: np.concatenate([m.transitions[k] for m in msgs], axis=0) if _same_tail(msgs, k) else None for k in first}
-            if any(v is None for v in merged.values()):  # pieces of different env counts: send separately
+            parts = {k: np.concatenate([m.transitions[k] for m in msgs], axis=0) if _same_tail(msgs, k) else None for k in first}
+            if any(v is None for v in parts.values()):  # pieces of different env counts: send separately
                 for m in msgs:
                     self.send(self.tm, InsertTransitionMsg(self.name, m.transitions, m.count, m.params_version, m.pieces,
                                                            m.by_worker()))
                 return
+            merged = cast(dict[str, np.ndarray], parts)  # no None left
         count = sum(m.count for m in msgs)
         origins: dict[str, int] = {}
         for m in msgs:
@@ -214,7 +228,7 @@ class WorkerProxy(Component):
     def on_LoadParamsMsg(self, msg: LoadParamsMsg) -> None:
         self.upstream_min = None
         if self.cached is None or msg.version > self.cached.version:
-            self.out.resolve(msg.params)  # type: ignore[union-attr]  # pull to this node once
+            self.outbox.resolve(msg.params)  # pull to this node once
             self.cached = msg
             self.fetches_per_version[msg.version] = self.fetches_per_version.get(msg.version, 0) + 1
             self.count("param_fetches")
@@ -440,7 +454,7 @@ class Trainer(Component):
             self.learner = self.make_learner()
             state = self.checkpoint.restore() if self.checkpoint is not None else None
             if state is not None:
-                self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]
+                self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]  # a checkpointed learner's side has it
                 self.version, self.trained = int(state["version"]) - 1, int(state["trained"])
                 self.reported = self.trained
                 self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
@@ -467,7 +481,7 @@ class Trainer(Component):
         assert self.learner is not None
         self.version += 1
         snapshot = ParamsSnapshot.freeze(self.version, self.learner.params())
-        self.latest = LoadParamsMsg(self.version, self.out.share(snapshot))  # type: ignore[union-attr]
+        self.latest = LoadParamsMsg(self.version, self.outbox.share(snapshot))
         self.count("versions_published")
         still = []
         for req in self.pending:
@@ -501,7 +515,7 @@ class Trainer(Component):
                 return self.batch_wait_s > 0  # waited: look at the mailbox, then wait again
             except PipelineClosedError:
                 if self.buffer.failure is not None:
-                    raise self.buffer.failure  # selection failed: the run stops with its cause
+                    raise self.buffer.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
                 self.credits = 0  # closed at shutdown: nothing more to train on
                 return False
             self.credits -= 1

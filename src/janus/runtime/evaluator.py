@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import statistics
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,7 +62,7 @@ class Evaluator(Component):
             return
         env_steps = self.queued[-1]  # evaluations asked for while one ran: only the newest is played
         self.queued.clear()
-        params = self.out.resolve(msg.params)  # type: ignore[union-attr]
+        params = self.outbox.resolve(msg.params)
         arrays = {k: torch.tensor(np.array(v)) for k, v in dict(params.arrays).items()}
         self.running = threading.Thread(target=self._play, args=(env_steps, msg.version, arrays),
                                         name=f"{self.name}-episodes", daemon=True)

@@ -6,8 +6,9 @@ as a backend handle (the snapshot itself in-process, an object reference on Ray)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ class ParamsSnapshot:
     arrays: Mapping[str, np.ndarray]
 
     @staticmethod
-    def freeze(version: int, arrays: Mapping[str, np.ndarray]) -> "ParamsSnapshot":
+    def freeze(version: int, arrays: Mapping[str, np.ndarray]) -> ParamsSnapshot:
         """Copy ``arrays`` and mark them read-only, so the snapshot never changes."""
         frozen = {}
         for k, v in arrays.items():
@@ -138,7 +139,9 @@ class CountsMsg:
     """A component's progress counters for the Orchestrator (counts only, never data)."""
 
     sender: str
-    counters: Mapping[str, float]
+    counters: Mapping[str, Any]
+    """Counts (ints, floats) and a few small reports: a piece's episode returns (a list), the
+    TrajectoryManager's pieces per worker (a dict), the Evaluator's evaluation (a dict)."""
 
 
 @dataclass(frozen=True)

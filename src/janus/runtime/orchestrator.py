@@ -10,16 +10,26 @@ the Workers (pieces they may send). Bulk data never passes through it.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from janus.runtime.checkpoints import CheckpointSchedule
 from janus.runtime.component import Component
 from janus.runtime.faults import WorkerFaults
-from janus.runtime.pacing import SampleToInsertRatio
 from janus.runtime.messages import (
-    CheckpointMsg, CountsMsg, EvaluateMsg, FlushMsg, InsertCreditMsg, PingMsg, PongMsg, SampleBatchMsg, StartMsg, StopMsg,
+    CheckpointMsg,
+    CountsMsg,
+    EvaluateMsg,
+    FlushMsg,
+    InsertCreditMsg,
+    PingMsg,
+    PongMsg,
+    SampleBatchMsg,
+    StartMsg,
+    StopMsg,
     WorkerDownMsg,
 )
+from janus.runtime.pacing import SampleToInsertRatio
 
 
 def run_state(summary: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +168,7 @@ class Orchestrator(Component):
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
         # (seconds, env steps, episode return) per finished episode
-        self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]  # type: ignore[misc]
+        self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]
         self.evaluations = [dict(e) for e in initial.get("evaluations", [])]
         # the next evaluation: the first multiple of the interval past the steps already taken
         self.next_eval = (self.base_steps // self.eval_interval + 1) * self.eval_interval if self.eval_interval else 0
@@ -408,7 +418,7 @@ class Orchestrator(Component):
         not answering pings that long (else: the backend reported it down)."""
         self.restarts[worker] = self.restarts.get(worker, 0) + 1
         self.starting[worker] = (now, self.seq)
-        error = self.restart(worker)  # type: ignore[misc]
+        error = self.restart(worker)  # type: ignore[misc]  # set: only workers restart, checked by the caller
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
         self._forget_credit(worker)
@@ -432,7 +442,8 @@ class Orchestrator(Component):
     def stall_diagnosis(self, idle_s: float) -> str:
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""
         lim, tm = self.limiter, self.component_counters.get(self.tm, {})
-        head = f"no progress for {idle_s:.0f}s ({self.inserted:,} transitions inserted, {self.trained:,} of {self.total_updates:,} batches trained)"
+        head = (f"no progress for {idle_s:.0f}s ({self.inserted:,} transitions inserted, "
+                f"{self.trained:,} of {self.total_updates:,} batches trained)")
         # staged: inserted into the TrajectoryManager by this process and not yet collected into the
         # experience buffer. Both counts are the TrajectoryManager's own, from one report: after a
         # --resume `self.inserted` also holds the restored transitions, which this process never staged.

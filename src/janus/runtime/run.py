@@ -12,22 +12,24 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from janus import stopping
 from janus.algorithms.base import Algorithm, algorithm
 from janus.buffer.janus import JanusBuffer
-from janus.buffer.prioritized import LinearSchedule
 from janus.buffer.native import warm_up
+from janus.buffer.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
 from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
+from janus.runtime.backends.base import Backend
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
-from janus.runtime.components import TrajectoryManager, Trainer, Worker, WorkerProxy
+from janus.runtime.components import Trainer, TrajectoryManager, Worker, WorkerProxy
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator, run_state
 from janus.runtime.pacing import SampleToInsertRatio
@@ -36,7 +38,7 @@ Progress = Callable[[int, int, str], None]
 Observer = Callable[[dict[str, Any], Callable[[], RunResult]], None]
 """Called on every poll of a run with the Orchestrator's status and a function that builds the
 run's :class:`RunResult` so far (costly: call it only when writing, e.g. every 30 s)."""
-__all__ = ["RunFailed", "run_runtime", "make_backend", "build", "learner_end_device"]
+__all__ = ["RunFailed", "build", "learner_end_device", "make_backend", "run_runtime"]
 
 
 def algo_of(cfg: RunConfig) -> Algorithm:
@@ -316,12 +318,12 @@ def evaluation_policy(cfg: RunConfig) -> Any:
     """A :class:`~janus.policy.Policy` of the run's algorithm; the Evaluator loads each snapshot into it."""
     from janus.policy import Policy, policy_module
 
-    learner = algo_of(cfg).learner(cfg).learner
+    learner = algo_of(cfg).learner(cfg).learner  # type: ignore[attr-defined]  # a policy's algorithm: a GymLearnerSide
     policy_module(learner).eval()
     return Policy(cfg, learner, Path(cfg.runtime.best_dir or "."))
 
 
-def build(cfg: RunConfig, backend: Any, shared: SharedBuffer | None) -> dict[str, tuple[str, str]]:
+def build(cfg: RunConfig, backend: Backend, shared: SharedBuffer | None) -> dict[str, tuple[str, str]]:
     """Register every component with ``backend``; returns the layout. ``shared``: the buffer the
     Trainer and the TrajectoryManager share (:func:`trainer_takes_batches`), else None."""
     places = layout(cfg)
@@ -347,7 +349,7 @@ def build(cfg: RunConfig, backend: Any, shared: SharedBuffer | None) -> dict[str
     return places
 
 
-def make_backend(cfg: RunConfig) -> Any:
+def make_backend(cfg: RunConfig) -> Backend:
     """The one place that picks a backend (``runtime.backend``)."""
     if cfg.runtime.backend == "process":
         from janus.runtime.backends.process import ProcessBackend
@@ -362,7 +364,7 @@ def make_backend(cfg: RunConfig) -> Any:
     return LocalBackend(serial=serial(cfg))
 
 
-def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any = None, timeout_s: float = 3600.0,
+def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Backend | None = None, timeout_s: float = 3600.0,
                 observer: Observer | None = None) -> RunResult:
     """Run ``cfg`` (resolved) on its backend; stop cleanly on success, failure or Ctrl-C.
 
@@ -379,7 +381,7 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Any =
         return _run_built(cfg, backend, shared, total, earlier, progress, timeout_s, observer)
 
 
-def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total: int, earlier: dict[str, Any],
+def _run_built(cfg: RunConfig, backend: Backend, shared: SharedBuffer | None, total: int, earlier: dict[str, Any],
                progress: Progress | None, timeout_s: float, observer: Observer | None) -> RunResult:
     """:func:`run_runtime` from the build on: start-up and the poll loop may be interrupted by a
     stop signal (:func:`janus.stopping.interruptible`); the shutdown, the final commit and the
@@ -430,13 +432,13 @@ def _run_built(cfg: RunConfig, backend: Any, shared: SharedBuffer | None, total:
             raise RunFailed(problem)
         print(f"janus: {problem}", file=sys.stderr)  # Ctrl-C: still hand back the run so far, below
     if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
-        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]
+        interrupted.partial_result = summarize(cfg, backend, status, counters, wall, earlier,  # type: ignore[attr-defined]  # rides on the interrupt
                                                outcome="interrupted")
         raise interrupted
     return summarize(cfg, backend, status, counters, wall, earlier)
 
 
-def _poll_until_finished(cfg: RunConfig, backend: Any, start: float, total: int, earlier: dict[str, Any],
+def _poll_until_finished(cfg: RunConfig, backend: Backend, start: float, total: int, earlier: dict[str, Any],
                          progress: Progress | None, timeout_s: float, observer: Observer | None,
                          last: list[dict[str, Any]]) -> None:
     """Poll the Orchestrator until the run finishes (``last[0]``: the last poll's status);
@@ -491,7 +493,7 @@ def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
     return total
 
 
-def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
+def commit_final_checkpoint(cfg: RunConfig, backend: Backend) -> None:
     """Commit what every component staged on stop, if every one did (a component that crashed
     did not: the run then resumes from the last periodic commit, whole and consistent)."""
     names = checkpointed(cfg)
@@ -504,7 +506,7 @@ def commit_final_checkpoint(cfg: RunConfig, backend: Any) -> None:
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
 
 
-def result_so_far(cfg: RunConfig, backend: Any, status: dict[str, Any], start: float,
+def result_so_far(cfg: RunConfig, backend: Backend, status: dict[str, Any], start: float,
                   earlier: Mapping[str, Any] | None = None) -> RunResult:
     """The :class:`RunResult` of a run still going (counters as last reported)."""
     return summarize(cfg, backend, status, backend.counters(), time.perf_counter() - start, earlier, outcome="running")
@@ -523,7 +525,7 @@ def produced(workers: Mapping[str, Mapping[str, float]], status: Mapping[str, An
     return max(reported, current)
 
 
-def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
+def summarize(cfg: RunConfig, backend: Backend, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
               earlier: Mapping[str, Any] | None = None, outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
     ``earlier``: the run state this session resumed from (its counts start the whole run's);
@@ -589,6 +591,7 @@ def summarize(cfg: RunConfig, backend: Any, status: dict[str, Any], counters: di
             "worker_errors_total": int(faults.get("total", 0)),
             "stalls": status.get("stalls", 0),
             "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
+            # only a backend spread over nodes (Ray) says where each component ran
             "nodes": backend.node_summary() if hasattr(backend, "node_summary") else {},
         },
         evaluations=list(status.get("evaluations", [])) if evaluates(cfg) else None,

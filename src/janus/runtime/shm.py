@@ -22,9 +22,10 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from multiprocessing import shared_memory
-from typing import Callable, Iterable, Mapping
+from typing import cast
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class Layout:
     nbytes: int
 
     @staticmethod
-    def of(arrays: Mapping[str, np.ndarray]) -> "Layout":
+    def of(arrays: Mapping[str, np.ndarray]) -> Layout:
         fields, offset = [], 0
         for name, a in arrays.items():
             a = np.asarray(a)
@@ -210,7 +211,13 @@ class _Segment:
 
     def __init__(self, shm: shared_memory.SharedMemory, counters: int) -> None:
         self.shm = shm
-        self._counters: np.ndarray | None = np.frombuffer(shm.buf, dtype=np.int64, count=counters)
+        # the view is dropped (None) by close(), before the mapping closes; never used after that
+        self._counters: np.ndarray = np.frombuffer(self._mapped(shm), dtype=np.int64, count=counters)
+
+    @staticmethod
+    def _mapped(shm: shared_memory.SharedMemory) -> memoryview:
+        """The segment's memory (SharedMemory.buf is None only once closed, and then unused)."""
+        return cast(memoryview, shm.buf)
 
     @property
     def name(self) -> str:
@@ -219,7 +226,7 @@ class _Segment:
     def close(self) -> None:
         """Unmap (idempotent); the counter view into the mapping is dropped first."""
         if self._counters is not None:
-            self._counters = None
+            self._counters = None  # type: ignore[assignment]  # a closed segment has no counters
             self.shm.close()
 
     def unlink(self) -> None:
@@ -246,7 +253,7 @@ class SlotRing(_Segment):
         self.produced = 0  # producer side only
 
     @classmethod
-    def create(cls, layout: Layout, slots: int, name: str | None = None) -> "SlotRing":
+    def create(cls, layout: Layout, slots: int, name: str | None = None) -> SlotRing:
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         size = HEADER + slots * _aligned(layout.nbytes)
@@ -256,7 +263,7 @@ class SlotRing(_Segment):
         return ring
 
     @classmethod
-    def attach(cls, name: str, layout: Layout, slots: int) -> "SlotRing":
+    def attach(cls, name: str, layout: Layout, slots: int) -> SlotRing:
         return cls(shared_memory.SharedMemory(name=name), layout, slots)
 
     @property
@@ -277,15 +284,15 @@ class SlotRing(_Segment):
                 raise RingClosed(f"ring {self.name} is full and its consumer is gone")
             time.sleep(poll_s)
         slot = self.produced % self.slots
-        for name, view in self.layout.views(self.shm.buf, HEADER + slot * self.slot_bytes).items():
+        for name, view in self.layout.views(self._mapped(self.shm), HEADER + slot * self.slot_bytes).items():
             np.copyto(view, arrays[name], casting="no")
         self.produced += 1
         return slot
 
     def read(self, slot: int) -> dict[str, np.ndarray]:
         """Copy the record in ``slot`` out of the ring and mark it consumed (consumer side)."""
-        out = {k: v.copy() for k, v in self.layout.views(self.shm.buf, HEADER + slot * self.slot_bytes).items()}
-        self._counters[0] += 1  # type: ignore[index]
+        out = {k: v.copy() for k, v in self.layout.views(self._mapped(self.shm), HEADER + slot * self.slot_bytes).items()}
+        self._counters[0] += 1
         return out
 
 
@@ -314,7 +321,7 @@ class ParamStore(_Segment):
         self.layout = layout
 
     @classmethod
-    def create(cls, arrays: Mapping[str, np.ndarray]) -> "ParamStore":
+    def create(cls, arrays: Mapping[str, np.ndarray]) -> ParamStore:
         layout = Layout.of(arrays)
         shm = create_segment(new_segment_name("params"), HEADER + layout.nbytes, "the published parameters")
         store = cls(shm, layout)
@@ -322,7 +329,7 @@ class ParamStore(_Segment):
         return store
 
     @classmethod
-    def attach(cls, name: str, layout: Layout) -> "ParamStore":
+    def attach(cls, name: str, layout: Layout) -> ParamStore:
         return cls(shared_memory.SharedMemory(name=name), layout)
 
     @property
@@ -340,7 +347,7 @@ class ParamStore(_Segment):
         if not self.layout.fits(arrays):
             raise ValueError("parameter shapes changed between versions; the store holds one layout")
         self._header[0] += 1  # odd: writing
-        for name, view in self.layout.views(self.shm.buf, HEADER).items():
+        for name, view in self.layout.views(self._mapped(self.shm), HEADER).items():
             np.copyto(view, arrays[name], casting="no")
         self._header[1] = version
         self._header[0] += 1  # even: consistent
@@ -353,7 +360,7 @@ class ParamStore(_Segment):
             if before % 2:
                 time.sleep(0)
                 continue
-            arrays = {k: v.copy() for k, v in self.layout.views(self.shm.buf, HEADER).items()}
+            arrays = {k: v.copy() for k, v in self.layout.views(self._mapped(self.shm), HEADER).items()}
             version = int(self._header[1])
             if int(self._header[0]) == before:
                 return version, arrays

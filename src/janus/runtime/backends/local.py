@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from janus.runtime.component import Component, Host, closing_failed, error_text
 from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.stats import MessageStats
-
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
 
@@ -21,7 +21,7 @@ SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer
 class LocalOutbox:
     """The outbox a local component sends through."""
 
-    def __init__(self, backend: "LocalBackend", sender: str) -> None:
+    def __init__(self, backend: LocalBackend, sender: str) -> None:
         self.backend = backend
         self.sender = sender
 
@@ -224,8 +224,8 @@ class LocalBackend:
 
     def orchestrator_status(self) -> dict[str, Any]:
         orch = self.hosts["orchestrator"].component
-        status = orch.summary()  # type: ignore[attr-defined]
-        status["finished"] = orch.finished  # type: ignore[attr-defined]
+        status = orch.summary()  # type: ignore[attr-defined]  # the Orchestrator component
+        status["finished"] = orch.finished  # type: ignore[attr-defined]  # the Orchestrator component
         return status
 
     def counters(self) -> dict[str, dict[str, float]]:

@@ -39,16 +39,25 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, cast
 
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
-from janus.runtime.messages import (FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg,
-                                   WorkerDownMsg)
-from janus.runtime.shm import (SHM_DIR, Layout, ParamStore, RingClosed, ShmParams, SlotRing, new_segment_name,
-                               remove_orphaned_segments, unlink_segment)
+from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg, WorkerDownMsg
+from janus.runtime.shm import (
+    SHM_DIR,
+    Layout,
+    ParamStore,
+    RingClosed,
+    ShmParams,
+    SlotRing,
+    new_segment_name,
+    remove_orphaned_segments,
+    unlink_segment,
+)
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
@@ -60,7 +69,7 @@ class WorkerStartError(RuntimeError):
     """A worker process did not come up."""
 
 
-_LIVE_WORKERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_LIVE_WORKERS: weakref.WeakSet[Any] = weakref.WeakSet()
 """Worker processes started here and not yet joined (see the module doc)."""
 
 
@@ -238,7 +247,7 @@ class WorkerProcess:
 class ProcessOutbox(LocalOutbox):
     """The outbox of a learner-process component: local delivery, parameters into shared memory."""
 
-    backend: "ProcessBackend"
+    backend: ProcessBackend
 
     def share(self, snapshot: ParamsSnapshot) -> Any:
         return self.backend.publish(snapshot)
@@ -362,7 +371,7 @@ class ProcessBackend(LocalBackend):
         """Write a parameter version into the store (created at the first version) once."""
         with self.store_lock:
             fresh = self.store is None
-            if fresh:
+            if self.store is None:
                 self.store = ParamStore.create(snapshot.arrays)
             handle = self.store.publish(snapshot.version, snapshot.arrays)
         if fresh:
@@ -380,7 +389,8 @@ class ProcessBackend(LocalBackend):
             if not live:
                 time.sleep(0.01)
                 continue
-            for conn in wait(list(live), timeout=0.05):
+            for ready in wait(list(live), timeout=0.05):
+                conn = cast(Connection, ready)  # wait() returns the objects it was given
                 wp = live[conn]
                 try:
                     while not wp.closed and conn.poll():
@@ -487,7 +497,8 @@ class ProcessBackend(LocalBackend):
                 wp.process.join(10.0)  # unmapping a large process can take seconds on a loaded machine
             if wp.process.is_alive():
                 state = "retired" if wp in self.retired_workers else "current"
-                alive.append(f"process {wp.process.name} (pid {wp.process.pid}, {state}, ready={wp.ready.is_set()}, done={wp.done.is_set()})")
+                alive.append(f"process {wp.process.name} (pid {wp.process.pid}, {state}, "
+                             f"ready={wp.ready.is_set()}, done={wp.done.is_set()})")
             elif wp.close_failure:
                 alive.append(wp.close_failure)
         time.sleep(0)  # let the receiver take the last pipe contents

@@ -30,13 +30,18 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import partial
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import torch
 
 from janus.errors import ConfigError, RunFailed
+from janus.runtime.backends.local import SHUTDOWN_ORDER
+from janus.runtime.component import Component, Host
+from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.stats import MessageStats, payload_bytes
 
 RAY_MISSING = ("--backend ray needs Ray, which is not installed here: pip install 'janus-rl[ray]' "
                "(from a clone: .venv/bin/pip install -e '.[ray]'), or choose --backend local|process")
@@ -47,15 +52,11 @@ except ModuleNotFoundError as _exc:  # Ray itself missing; a broken install's ow
     if (_exc.name or "ray").split(".")[0] != "ray":
         raise
     raise ConfigError(RAY_MISSING) from None
-from janus.runtime.backends.local import SHUTDOWN_ORDER
-from janus.runtime.component import Component, Host
-from janus.runtime.messages import WorkerDownMsg
-from janus.runtime.stats import MessageStats, payload_bytes
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 PRELOAD = ["torch", "janus.runtime.components"]  # imported by idle Ray workers before an actor lands
 ACTOR_CPUS = 0.1  # small, so that many components fit on a 2-core machine
-_OUTBOX: "RayOutbox | None" = None  # the outbox of the component hosted by this process
+_OUTBOX: RayOutbox | None = None  # the outbox of the component hosted by this process
 _SPAWNED: dict[tuple[str, str], Any] = {}  # (namespace, name) -> handle of an actor this process created
 
 
@@ -101,7 +102,8 @@ def start_local_ray(**kwargs: Any) -> None:
     try:
         with keeping_stop_handlers():
             try:
-                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, logging_level="warning",
+                ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                         logging_level="warning",  # type: ignore[arg-type]  # a level name works too; Ray types int
                          _system_config={"preload_python_modules": PRELOAD}, **kwargs)
             except BaseException as exc:  # Ctrl-C or SIGTERM as it starts: stop the node processes it started
                 with contextlib.suppress(Exception):
@@ -187,7 +189,8 @@ class GcsWatch:
 
 def _probe_gcs(timeout_s: float) -> None:
     """Read one key from the GCS of the connected Ray (raises once it does not answer in ``timeout_s``)."""
-    ray._private.worker.global_worker.gcs_client.internal_kv_get(b"janus-gcs-probe", b"janus", timeout=timeout_s)
+    worker = ray._private.worker.global_worker
+    worker.gcs_client.internal_kv_get(b"janus-gcs-probe", b"janus", timeout=timeout_s)  # type: ignore[attr-defined]  # set once connected
 
 
 def run_bounded(fn: Callable[[], Any], give_up: Callable[[], str | None], what: str) -> Any:
@@ -357,7 +360,7 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
     def attempt() -> None:
         try:
-            ray.init(address=address, logging_level="warning")
+            ray.init(address=address, logging_level="warning")  # type: ignore[arg-type]  # a level name works too
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             outcome.append(exc)
@@ -480,7 +483,7 @@ class RayOutbox:
 def to_wire(msg: Any) -> Any:
     """``msg`` with torch tensors in its mapping payloads as numpy arrays (Ray moves numpy ~5x faster
     than tensors, and a CUDA tensor must leave the device before it leaves the process)."""
-    if not is_dataclass(msg):
+    if not is_dataclass(msg) or isinstance(msg, type):  # messages are dataclass instances
         return msg
     changes = {}
     for f in fields(msg):
@@ -570,7 +573,8 @@ class ComponentActor:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)
+# max_concurrency: an actor option Ray takes (threaded actors) that its ray.remote overloads omit
+_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)  # type: ignore[call-overload]
 
 
 class DeathWatch:
@@ -897,12 +901,14 @@ class RayBackend:
         """:meth:`shutdown` while the GCS answers (:class:`GcsLost` once it does not)."""
         from janus.runtime.messages import StopMsg
 
+        outbox = self.outbox
+        assert outbox is not None  # shutdown() returns early when it is
         deadline = time.monotonic() + timeout
         handles = {n: h for n in self.roles if (h := self._lookup(n)) is not None}
         for role in SHUTDOWN_ORDER:
             group = [n for n in handles if self.roles[n] == role]
             for name in group:
-                self.outbox.send(name, StopMsg("shutdown"))
+                outbox.send(name, StopMsg("shutdown"))
             left = max(0.1, deadline - time.monotonic())
             _wait_all([handles[n].wait_done.remote(left) for n in group], left)
         if "orchestrator" in handles:  # its summary after the drain, for orchestrator_status()
@@ -917,8 +923,8 @@ class RayBackend:
         for f in self._final.values():
             self.stats.merge(f["stats"])
             self.stats.dropped += f["stats"]["dropped"]
-        self.stats.merge({"count": self.outbox.stats.count, "bytes": self.outbox.stats.bytes})
-        self.stats.dropped += self.outbox.stats.dropped
+        self.stats.merge({"count": outbox.stats.count, "bytes": outbox.stats.bytes})
+        self.stats.dropped += outbox.stats.dropped
         for handle in handles.values():
             try:
                 ray.kill(handle, no_restart=True)
