@@ -1,6 +1,6 @@
 """Configuration: defaults, YAML loading, validation messages and placement resolution.
 
-CUDA availability is patched (``janus.config.cuda_available``) so every test runs on any machine.
+CUDA availability is patched (``janus.config.cuda_available`` and ``janus.datapath``'s) so every test runs on any machine.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import janus.config as config
+import janus.datapath as datapath
 from janus.config import JanusConfig, RunConfig, WorkloadConfig
 from janus.errors import ConfigError, JanusError, PlacementUnavailableError
 
@@ -21,12 +22,14 @@ CONFIGS = REPO / "configs"
 
 @pytest.fixture
 def no_cuda(monkeypatch):
-    monkeypatch.setattr(config, "cuda_available", lambda: False)
+    for module in (config, datapath):
+        monkeypatch.setattr(module, "cuda_available", lambda: False)
 
 
 @pytest.fixture
 def with_cuda(monkeypatch):
-    monkeypatch.setattr(config, "cuda_available", lambda: True)
+    for module in (config, datapath):
+        monkeypatch.setattr(module, "cuda_available", lambda: True)
 
 
 @pytest.fixture

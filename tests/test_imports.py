@@ -1,4 +1,8 @@
-"""The import graph: no cycle among janus modules, and the runtime and config import no algorithm."""
+"""The import graph: no cycle among janus modules, the layers import nothing above them, and the
+runtime and config import no algorithm.
+
+Imports count wherever they are: at module level, inside functions (an import there still runs,
+later) and under ``if TYPE_CHECKING:`` (the modules depend on each other all the same)."""
 
 from __future__ import annotations
 
@@ -41,24 +45,87 @@ def graph(top_level_only: bool) -> dict[str, set[str]]:
             for name, path in modules.items()}
 
 
-def test_no_import_cycle_at_module_level() -> None:
-    edges = graph(top_level_only=True)
+# Edges left out of the cycle check, each with the reason it cannot go before issue 36's restructure.
+# Every entry must still be an edge of the graph (test_the_cycle_allow_list_is_current).
+ALLOWED_CYCLE_EDGES = {
+    # algorithms.base annotates the Algorithm interface with RunConfig (an import under TYPE_CHECKING,
+    # never executed), and janus.config's validate/unread_fields/recorded ask the algorithm registry
+    # (inside functions). Breaking it means taking the algorithm-aware checks out of janus.config.
+    ("janus.algorithms.base", "janus.config"),
+}
+
+# Each layer (a package or module and everything under it) and what it may never import, even
+# indirectly: the replay library stands alone, the runtime sits below the CLI's harness.
+LAYERS = {
+    "janus.buffer": ("janus.runtime", "janus.harness", "janus.cli", "janus.algorithms", "janus.config", "janus.policy"),
+    "janus.runtime": ("janus.harness", "janus.cli"),
+}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (``[a, b, ..., a]``), or None."""
     state: dict[str, int] = {}  # 1: on the stack, 2: done
 
-    def visit(node: str, stack: list[str]) -> None:
+    def visit(node: str, stack: list[str]) -> list[str] | None:
         state[node] = 1
-        for nxt in edges[node]:
+        for nxt in sorted(edges[node]):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
-                raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if nxt not in state:
-                visit(nxt, stack + [nxt])
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt, stack + [nxt])):
+                return cycle
         state[node] = 2
+        return None
 
     for name in sorted(edges):
-        if name not in state:
-            visit(name, [name])
+        if name not in state and (cycle := visit(name, [name])):
+            return cycle
+    return None
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_no_import_cycle_at_module_level() -> None:
+    edges = graph(top_level_only=True)
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
     assert edges.get("janus.runtime.run"), "the graph was read"
+
+
+def test_no_import_cycle_counting_imports_inside_functions() -> None:
+    edges = graph(top_level_only=False)
+    for a, b in ALLOWED_CYCLE_EDGES:
+        edges[a].discard(b)
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle (imports inside functions counted): " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_allow_list_is_current() -> None:
+    edges = graph(top_level_only=False)
+    gone = sorted(edge for edge in ALLOWED_CYCLE_EDGES if edge[1] not in edges.get(edge[0], ()))
+    assert not gone, f"no longer imported: take {gone} out of ALLOWED_CYCLE_EDGES"
+    assert find_cycle(edges), "the allowed edges still close a cycle (else drop them from the list)"
+
+
+def test_layers_import_nothing_above_them() -> None:
+    """Counting imports inside functions, and what those modules import in turn."""
+    edges = graph(top_level_only=False)
+    found = []
+    for layer, above in LAYERS.items():
+        # from every module of the layer at once; a forbidden module ends its path (one path each)
+        path_to = {n: [n] for n in edges if within(n, layer)}
+        todo = sorted(path_to)
+        while todo:
+            node = todo.pop(0)
+            for nxt in sorted(edges[node]):
+                if nxt not in path_to:
+                    path_to[nxt] = path_to[node] + [nxt]
+                    if not any(within(nxt, a) for a in above):
+                        todo.append(nxt)
+        found += [" -> ".join(path_to[m]) for m in sorted(path_to) if any(within(m, a) for a in above)]
+    assert not found, "layering broken:\n" + "\n".join(found)
+    assert any(within(n, "janus.buffer") for n in edges) and any(within(n, "janus.runtime") for n in edges)
 
 
 def test_backends_never_import_the_run_module() -> None:

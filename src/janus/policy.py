@@ -2,11 +2,13 @@
 
 ``path`` is a ``janus train`` run folder (its last checkpoint), its ``best/`` folder (the best
 policy periodic evaluation kept), its ``checkpoint/`` folder, or one of those files. ``janus
-rollout`` uses the same code.
+rollout`` uses the same code, and :func:`episode_returns` plays a policy's episodes for it and for
+the runtime's Evaluator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +126,36 @@ def load_policy(path: str | Path) -> Policy:
         learner.load_state_dict(state["learner"]["learner"])
     policy_module(learner).eval()
     return Policy(cfg, learner, found, info)
+
+
+def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True, *,
+                    env_kwargs: Mapping[str, Any] | None = None, wrap: Callable[[Any], Any] | None = None,
+                    on_episode_end: Callable[[], None] | None = None) -> list[float]:
+    """Returns of ``episodes`` episodes of ``policy`` in a fresh copy of its run's environment.
+
+    ``env_kwargs`` replace the run's ``workload.env_kwargs``; ``wrap`` replaces the vector env's
+    first environment by what it returns, and ``on_episode_end`` is called as each episode ends
+    (``janus rollout --video`` records frames through both).
+    """
+    from janus.algorithms.envs import make_vector_env
+
+    kwargs = dict(policy.cfg.workload.env_kwargs or {}) if env_kwargs is None else dict(env_kwargs)
+    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False)  # whole games, real rewards
+    returns: list[float] = []
+    try:
+        if wrap is not None:
+            # inside the vector env (sync, make_vector_env's default: it has .envs): sees each last frame
+            env.envs[0] = wrap(env.envs[0])  # type: ignore[attr-defined]
+        obs, _ = env.reset(seed=seed)
+        total = 0.0
+        while len(returns) < episodes:
+            obs, reward, term, trunc, _ = env.step(policy.predict(obs, deterministic=deterministic))
+            total += float(reward[0])
+            if term[0] or trunc[0]:
+                returns.append(total)
+                total = 0.0
+                if on_episode_end is not None:
+                    on_episode_end()
+    finally:
+        env.close()
+    return returns

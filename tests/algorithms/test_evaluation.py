@@ -48,12 +48,12 @@ def test_no_evaluator_unless_asked() -> None:
 
 
 def test_an_evaluation_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import janus.harness.rollout as rollout
+    import janus.policy as policy
 
     def broken(*_: Any, **__: Any) -> list[float]:
         raise RuntimeError("the evaluation env broke on purpose")
 
-    monkeypatch.setattr(rollout, "episode_returns", broken)
+    monkeypatch.setattr(policy, "episode_returns", broken)
     with pytest.raises(RunFailed, match="evaluation env broke on purpose"):
         run_runtime(dqn_cfg(3000, None), timeout_s=300)
 
@@ -68,16 +68,15 @@ def test_a_worse_evaluation_keeps_the_best_file(tmp_path: Path) -> None:
     assert evaluator.best_return == 50.0
     evaluator.policy = type("P", (), {"learner": None})()
 
-    import janus.harness.rollout as rollout
     import janus.policy as policy
 
-    original_returns, original_module = rollout.episode_returns, policy.policy_module
-    rollout.episode_returns = lambda *a, **k: [10.0, 20.0, 30.0]  # type: ignore[assignment]
+    original_returns, original_module = policy.episode_returns, policy.policy_module
+    policy.episode_returns = lambda *a, **k: [10.0, 20.0, 30.0]  # type: ignore[assignment]
     policy.policy_module = lambda learner: torch.nn.Module()  # type: ignore[assignment]
     try:
         evaluator._play(2000, 7, {})
     finally:
-        rollout.episode_returns, policy.policy_module = original_returns, original_module
+        policy.episode_returns, policy.policy_module = original_returns, original_module
     assert evaluator.failure is None and evaluator.result == (2000, 7, [10.0, 20.0, 30.0])
     assert path.read_bytes() == before, "a worse policy does not replace the best one"
 

@@ -149,14 +149,14 @@ def test_warm_up_loads_the_kernels_once_per_process() -> None:
 
     probe = (
         "import sys\n"
-        "from janus.buffer import native\n"
+        "from janus.buffer import experience, native\n"
         "assert 'janus.buffer._kernels' not in sys.modules\n"
-        "native.warm_up()\n"
+        "experience.warm_up()\n"
         "k = native.kernels()\n"
         "loaded = [k.extend.signatures, k.sample_prioritized.signatures, k.update_priority_at.signatures,\n"
         "          k.update_priority.signatures]\n"
         "assert all(loaded), loaded\n"
-        "native.warm_up()\n"
+        "experience.warm_up()\n"
         "assert len(k.extend.signatures) == 1\n"
         "print('ok')\n"
     )

@@ -27,7 +27,7 @@ from janus.buffer.frames import FrameStackReplay
 from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.buffer.validation import check_frame_piece, check_int, check_piece, is_int
-from janus.config import JanusConfig, resolve_janus
+from janus.datapath import JanusConfig, resolve_janus
 from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, invalid
 
 

@@ -42,30 +42,6 @@ def kernels() -> Any:
     return _KERNELS
 
 
-_WARM = False
-
-
-def warm_up() -> None:
-    """Load the kernels into this process now rather than in a buffer's first calls: Numba, LLVM
-    and compiled code, ~0.4 s from the on-disk cache (seconds when it compiles). Once per process.
-
-    For callers that time what follows: the runtime builds its buffer before its clock starts, and
-    calls this there, so that no run (in ``compare``, the first) pays the load inside its timings.
-    What is left for a buffer's own field count and sampler is ~5-10 ms.
-    """
-    global _WARM
-    if _WARM:
-        return
-    _WARM = True
-    from janus.buffer.experience import ExperienceBuffer
-
-    scratch = ExperienceBuffer(2, "cpu_pageable", "prioritized", seed=0, fields={"x": ((), "float32")})
-    scratch.extend({"x": np.zeros(1, np.float32)})
-    index = scratch.sample(1)["index"]
-    scratch.update_priority(index, torch.ones(1))  # tensors, read by address
-    scratch.update_priority(index.numpy(), np.ones(1))  # numpy arrays
-
-
 def compiled(kernel: Any, *args: Any) -> Any:
     """``kernel``'s compiled code for the types of ``args``, to call without Numba's dispatcher,
     which types every argument of every call (~0.25 us of a sample of one item).

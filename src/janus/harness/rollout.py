@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from janus.config import SEED_LIMIT, RunConfig
 from janus.errors import ConfigError
 from janus.harness.video import FrameRecorder, check_video_path, write_gif
-from janus.policy import Policy, load_policy
+from janus.policy import Policy, episode_returns, load_policy
+
+__all__ = ["MAX_VIDEO_FRAMES", "Video", "episode_returns", "rollout", "run_episodes"]  # episode_returns: janus.policy's
 
 MAX_VIDEO_FRAMES = 5_000
 """Frames a ``--video`` keeps at most (the rest of a longer episode is not recorded)."""
@@ -20,45 +23,28 @@ class Video:
         self.path, self.frames, self.cut = path, frames, cut
 
 
-def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True) -> list[float]:
-    """Returns of ``episodes`` episodes of ``policy`` in a fresh copy of its run's environment."""
-    return run_episodes(policy, episodes, seed, deterministic)[0]
-
-
 def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True,
                  video: str | Path | None = None) -> tuple[list[float], Video | None]:
-    """:func:`episode_returns`; with ``video`` (a ``.gif`` path) the first episode is also
-    rendered (``render_mode="rgb_array"``) and written there."""
-    from janus.algorithms.envs import make_vector_env
+    """:func:`~janus.policy.episode_returns`; with ``video`` (a ``.gif`` path) the first episode is
+    also rendered (``render_mode="rgb_array"``) and written there."""
+    if video is None:
+        return episode_returns(policy, episodes, seed, deterministic), None
+    video = check_video_path(video)
+    kwargs = {**(policy.cfg.workload.env_kwargs or {}), "render_mode": "rgb_array"}
+    recorders: list[FrameRecorder] = []
 
-    kwargs = dict(policy.cfg.workload.env_kwargs or {})
-    recorder = None
-    if video is not None:
-        video = check_video_path(video)
-        kwargs["render_mode"] = "rgb_array"
-    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False)  # whole games, real rewards
-    returns: list[float] = []
-    try:
-        if video is not None:
-            # inside the vector env (sync, make_vector_env's default: it has .envs): sees each last frame
-            recorder = FrameRecorder(env.envs[0], MAX_VIDEO_FRAMES)  # type: ignore[attr-defined]
-            env.envs[0] = recorder  # type: ignore[attr-defined]
-        obs, _ = env.reset(seed=seed)
-        total = 0.0
-        while len(returns) < episodes:
-            obs, reward, term, trunc, _ = env.step(policy.predict(obs, deterministic=deterministic))
-            total += float(reward[0])
-            if term[0] or trunc[0]:
-                returns.append(total)
-                total = 0.0
-                if recorder is not None and recorder.recording:
-                    recorder.frames.pop()  # the autoreset's first frame of the next episode
-                    recorder.recording = False
-    finally:
-        env.close()
-    if recorder is None:
-        return returns, None
-    assert video is not None  # a recorder is made only when a video is asked for
+    def record(env: Any) -> FrameRecorder:
+        recorders.append(FrameRecorder(env, MAX_VIDEO_FRAMES))
+        return recorders[0]
+
+    def episode_end() -> None:
+        if recorders and recorders[0].recording:
+            recorders[0].frames.pop()  # the autoreset's first frame of the next episode
+            recorders[0].recording = False
+
+    returns = episode_returns(policy, episodes, seed, deterministic, env_kwargs=kwargs, wrap=record,
+                              on_episode_end=episode_end)
+    recorder = recorders[0]
     fps = float(recorder.metadata.get("render_fps") or 30)  # the wrapped env's own (Atari: per agent step)
     write_gif(recorder.frames, video, fps)
     return returns, Video(Path(video), len(recorder.frames), recorder.truncated_video)

@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from janus import policy as policies  # attributes read at call time: tests replace them
+from janus.buffer.checkpoint import load_state, save_atomic
+from janus.policy import BEST_FORMAT
 from janus.runtime.component import Component
 from janus.runtime.messages import CountsMsg, EvaluateMsg, FetchParamsMsg, LoadParamsMsg
 
@@ -69,13 +72,10 @@ class Evaluator(Component):
         self.running.start()
 
     def _play(self, env_steps: int, version: int, arrays: dict[str, torch.Tensor]) -> None:
-        from janus.harness.rollout import episode_returns
-        from janus.policy import policy_module
-
         try:
             torch.set_num_threads(1)
-            policy_module(self.policy.learner).load_state_dict(arrays)
-            returns = episode_returns(self.policy, self.episodes, self.seed)
+            policies.policy_module(self.policy.learner).load_state_dict(arrays)
+            returns = policies.episode_returns(self.policy, self.episodes, self.seed)
             if statistics.fmean(returns) > self.best_return and self.best_path is not None:
                 save_best(self.best_path, arrays, env_steps, statistics.fmean(returns), version)
             self.result = (env_steps, version, returns)
@@ -110,17 +110,11 @@ def previous_best(path: Path | None) -> float:
     """The return of the best policy a resumed run kept (``-inf``: none)."""
     if path is None or not path.is_file():
         return float("-inf")
-    from janus.buffer.checkpoint import load_state
-    from janus.policy import BEST_FORMAT
-
     return float(load_state(path, fmt=BEST_FORMAT).get("eval_return", float("-inf")))
 
 
 def save_best(path: Path, params: dict[str, torch.Tensor], env_steps: int, mean_return: float, version: int) -> None:
     """Write the best policy so far (checksummed, atomic, never through a symlink)."""
-    from janus.buffer.checkpoint import save_atomic
-    from janus.policy import BEST_FORMAT
-
     path.parent.mkdir(parents=True, exist_ok=True)
     save_atomic({"params": params, "env_steps": int(env_steps), "eval_return": float(mean_return), "version": int(version)},
                 path, fmt=BEST_FORMAT)

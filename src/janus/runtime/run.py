@@ -20,8 +20,8 @@ from typing import Any
 
 from janus import stopping
 from janus.algorithms.base import Algorithm, algorithm
+from janus.buffer.experience import warm_up
 from janus.buffer.janus import JanusBuffer
-from janus.buffer.native import warm_up
 from janus.buffer.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError, RunFailed
