@@ -99,8 +99,15 @@ def test_per_beta_is_annealed_to_per_beta_final_over_the_run(tmp_path: Path) -> 
     out = tmp_path / "per"
     assert main(["train", "--algo", "dqn", "--prioritized", "--total_env_steps", "2000", "--learning_starts", "400",
                  "--results_interval_s", "0.5", "--out", str(out)]) == 0
-    beta = json.loads((out / "results.json").read_text())["runs"][0]["train_metrics"]["per_beta"]  # row means
-    assert beta == sorted(beta) and 0.4 <= beta[0] < beta[-1] and beta[-1] > 0.75, beta
+    metrics = json.loads((out / "results.json").read_text())["runs"][0]["train_metrics"]
+    beta, updates = metrics["per_beta"], metrics["updates"]  # a row: the mean over its updates (every 2 s)
+    assert beta == sorted(beta) and 0.4 <= beta[0] and beta[-1] <= 1.0, beta
+    if len(beta) > 1:  # a quick run on a quiet machine may close a single row
+        assert beta[0] < beta[-1], beta
+    # over the whole run a linear ramp from 0.4 to 1.0 averages 0.7 (a fixed exponent: 0.4)
+    weights = [b - a for a, b in zip([0, *updates[:-1]], updates, strict=True)]
+    mean = sum(w * b for w, b in zip(weights, beta, strict=True)) / sum(weights)
+    assert mean == pytest.approx(0.7, abs=0.05), (beta, updates)
 
 
 def test_per_beta_schedule_spans_the_budget_and_continues_from_the_trained_count(monkeypatch: pytest.MonkeyPatch) -> None:
