@@ -78,12 +78,6 @@ class RunResult:
         return {f.name for f in fields(cls)}
 
 
-SYNTHETIC_ONLY = tuple(p.partition(".")[2] for p in config.SYNTHETIC_ONLY if p.startswith("workload."))
-"""Workload fields only the synthetic workload reads (an RL run's result leaves them out)."""
-RL_ONLY = tuple(p.partition(".")[2] for p in config.GYM_ONLY if p.startswith("workload."))
-"""Workload fields only RL algorithms read (a synthetic run's result leaves them out)."""
-
-
 def reported_config(cfg: RunConfig) -> dict[str, Any]:
     """A run's config as its result reports it: as config.yaml records it (:func:`janus.config.recorded`:
     fully resolved, only what the run's algorithm reads), and ``minibatch_size``, the transitions
