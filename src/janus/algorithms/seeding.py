@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from janus.errors import invalid
+from janus.buffer.validation import check_int
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,9 @@ class StreamSeeds:
         return np.random.default_rng(self.explore)
 
 
-def _check(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise invalid(name, value, "an integer >= 0")
-    return int(value)
+def _check(name: str, value: int) -> int:
+    check_int(name, value, 0)
+    return int(value)  # a numpy integer as a Python int
 
 
 def stream_seeds(run_seed: int, worker: int, num_envs: int, *, instance: int = 0, session: int = 0) -> StreamSeeds:

@@ -16,7 +16,7 @@ import torch
 
 from janus.buffer.samplers import make_generator, restore_generator
 from janus.buffer.sumtree import MinTree, SumTree
-from janus.buffer.validation import is_finite_number
+from janus.buffer.validation import check_int, is_finite_number
 from janus.errors import BufferEmptyError, BufferInputError, invalid
 
 
@@ -43,10 +43,8 @@ class LinearSchedule:
     def __post_init__(self) -> None:
         _check_number("start", self.start)
         _check_number("end", self.end)
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise invalid("steps", self.steps, "an integer >= 1")
-        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
-            raise invalid("offset", self.offset, "an integer >= 0")
+        check_int("steps", self.steps, 1)
+        check_int("offset", self.offset, 0)
 
     def __call__(self, step: int) -> float:
         frac = min(1.0, (self.offset + step) / self.steps)
