@@ -6,8 +6,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from janus.errors import BufferInputError, ConfigError
 from janus.returns import NStepResult, discounted_returns, gae, nstep_returns

@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
-from janus.errors import ConfigError, JanusError
-from janus.errors import shown as errors_shown
+from janus.errors import ConfigError, JanusError, shown as errors_shown
 from janus.stopping import Aborted, StopSignals, Terminated
 
 DEFAULT_CONFIG = Path("configs/default.yaml")

@@ -29,23 +29,15 @@ import yaml
 
 from janus.datapath import (  # the data-path knobs (JanusConfig), below this module: also janus.config's names
     DEVICES as DEVICES,
-)
-from janus.datapath import (
     MAX_INT as MAX_INT,
-)
-from janus.datapath import (
     PLACEMENTS as PLACEMENTS,
-)
-from janus.datapath import (
     JanusConfig,
     _int,
     _is_number,
     cuda_available,
+    parse_granularity as parse_granularity,
     resolve_janus,
     validate_janus,
-)
-from janus.datapath import (
-    parse_granularity as parse_granularity,
 )
 from janus.errors import ConfigError, invalid, one_of, shown
 from janus.fileio import checking_path

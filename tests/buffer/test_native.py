@@ -15,8 +15,7 @@ import pydoc
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.buffer.test_prioritized import chi2_critical
 
 from janus import ExperienceBuffer

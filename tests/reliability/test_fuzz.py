@@ -28,8 +28,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from janus import config as C
 from janus.algorithms.envs import EXAMPLE_ENVS, make_vector_env
