@@ -15,9 +15,7 @@ import torch
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime import run as runmod
 from janus.runtime.backends.local import LocalBackend
-from janus.runtime.components import Trainer, TrajectoryManager, WorkerProxy
 from janus.runtime.messages import (
-    BatchTrainingDataMsg,
     CountsMsg,
     FetchParamsMsg,
     InsertTransitionMsg,
@@ -26,7 +24,11 @@ from janus.runtime.messages import (
     SampleBatchMsg,
     StartMsg,
 )
+from janus.runtime.plan import RunPlan
 from janus.runtime.run import RunFailed, run_runtime
+from janus.runtime.trainer import Trainer
+from janus.runtime.trajectory_manager import TrajectoryManager
+from janus.runtime.worker_proxy import WorkerProxy
 
 
 class FakeOutbox:
@@ -101,9 +103,11 @@ def test_proxy_batches_inserts() -> None:
     assert merged.transitions["x"].shape == (6, 4)
 
 
-def test_trajectory_manager_batches_share_no_memory_with_buffer() -> None:
+def test_the_replay_hosts_remote_batches_share_no_memory_with_buffer() -> None:
+    """What a remote replay client gets (:meth:`TrajectoryManager.sample`) is a copy: writing
+    into it leaves the replay as it was."""
     cfg = tiny()
-    tm = TrajectoryManager("tm", "trainer", "orch", runmod.make_buffer(cfg))
+    tm = TrajectoryManager("tm", "orch", runmod.make_buffer(RunPlan.of(cfg)))
     out = FakeOutbox()
     tm.bind(out)
     tm.receive(StartMsg())
@@ -112,18 +116,18 @@ def test_trajectory_manager_batches_share_no_memory_with_buffer() -> None:
         piece = {"obs": obs, "action": np.zeros((16, 4), np.int64), "reward": np.zeros((16, 4), np.float32)}
         for _ in range(2):
             tm.receive(InsertTransitionMsg("w", piece, 64))
-        tm.receive(SampleBatchMsg(0))
+        batch = None
         deadline = time.monotonic() + 10
-        while not out.of(BatchTrainingDataMsg) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        (_, msg), = out.of(BatchTrainingDataMsg)
+        while batch is None and time.monotonic() < deadline:
+            batch = tm.sample(timeout=0.1)
+        assert batch is not None and isinstance(batch["obs"], np.ndarray) and batch["obs"].shape == (64, 32)
         before = tm.buffer.experience.gather(torch.arange(len(tm.buffer.experience)))["obs"].clone()
-        msg.batch["obs"][:] = -1.0
+        batch["obs"][:] = -1.0
         after = tm.buffer.experience.gather(torch.arange(len(tm.buffer.experience)))["obs"]
         assert torch.equal(before, after)
+        assert tm.counters["batches_sent"] == 1
     finally:
         tm.close()
-    assert not tm.serve_thread.is_alive()
 
 
 @pytest.mark.parametrize("placement", ["cpu_pageable", "cuda"])
@@ -133,9 +137,9 @@ def test_the_trajectory_manager_loads_the_replay_kernels_before_the_clock_starts
     its timed collection (0.41-0.54 s of collect against 0.07 for the others in a --quick run)."""
     calls: list[str] = []
     monkeypatch.setattr(runmod, "warm_up", lambda: calls.append("warm"))
-    monkeypatch.setattr(runmod, "make_buffer", lambda cfg: SimpleNamespace())  # no CUDA needed for this check
+    monkeypatch.setattr(runmod, "make_buffer", lambda plan: SimpleNamespace())  # no CUDA needed for this check
     cfg = dataclasses.replace(tiny(), janus=dataclasses.replace(tiny().janus, placement=placement))
-    runmod.new_trajectory_manager(cfg)
+    runmod.new_trajectory_manager(RunPlan.of(cfg))
     assert calls == (["warm"] if placement != "cuda" else [])
 
 
@@ -166,19 +170,36 @@ def test_warm_up_loads_the_kernels_once_per_process() -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
+class ListReplay:
+    """A replay client that hands out the batches it was given, in order."""
+
+    def __init__(self, batches: list[dict[str, Any]]) -> None:
+        self.batches = list(batches)
+        self.failure = None
+
+    def get(self, timeout: float | None = None) -> dict[str, Any]:
+        return {k: torch.as_tensor(v) for k, v in self.batches.pop(0).items()}
+
+    def update_priority(self, index: Any, priority: Any) -> int:
+        return len(index)
+
+
 def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
     cfg = tiny()
-    trainer = Trainer("trainer", "tm", "orch", lambda: runmod.make_learner(cfg), publish_every=1)
+    batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
+             "reward": np.ones(64, np.float32), "index": np.arange(64)}
+    trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: ListReplay([batch] * 3),
+                      publish_every=1)
     out = FakeOutbox()
     trainer.bind(out)
     trainer.receive(StartMsg())
     trainer.receive(FetchParamsMsg("proxy-0", 0))
     (_, first), = out.of(LoadParamsMsg)
     frozen = {k: v.copy() for k, v in first.params.arrays.items()}
-    batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
-             "reward": np.ones(64, np.float32), "index": np.arange(64)}
     for i in range(3):
-        trainer.receive(BatchTrainingDataMsg(i, batch))
+        trainer.receive(SampleBatchMsg(i))
+    while trainer.step():
+        pass
     assert trainer.version == 3
     assert all(np.array_equal(frozen[k], first.params.arrays[k]) for k in frozen)
     latest = trainer.latest.params.arrays
@@ -186,8 +207,8 @@ def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
 
 
 def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, FakeOutbox]:
-    trainer = Trainer("trainer", "tm", "orch", lambda: runmod.make_learner(cfg), publish_every=100,
-                      buffer=lambda: buffer, **kwargs)
+    trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: buffer, publish_every=100,
+                      **kwargs)
     out = FakeOutbox()
     trainer.bind(out)
     trainer.receive(StartMsg())
@@ -195,7 +216,7 @@ def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, Fa
 
 
 def _filled(cfg: RunConfig) -> Any:
-    buffer = runmod.make_buffer(cfg)
+    buffer = runmod.make_buffer(RunPlan.of(cfg))
     piece = {"obs": np.random.rand(16, 4, 32).astype(np.float32), "action": np.zeros((16, 4), np.int64),
              "reward": np.zeros((16, 4), np.float32)}
     for _ in range(2):
@@ -219,7 +240,6 @@ def test_trainer_takes_one_batch_from_the_shared_buffer_per_credit() -> None:
         assert [m.counters["trained"] for _, m in out.of(CountsMsg)] == [3]
         assert buffer.stats.batches_delivered == 3
         assert trainer.step() is False and trainer.trained == 3
-        assert not out.of(BatchTrainingDataMsg), "nothing travels as a message"
     finally:
         buffer.close()
 
@@ -243,7 +263,7 @@ def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly
 
 def test_trainer_waits_for_a_batch_in_slices_and_never_when_serial() -> None:
     cfg = tiny()
-    buffer = runmod.make_buffer(cfg)  # empty: no batch can be selected
+    buffer = runmod.make_buffer(RunPlan.of(cfg))  # empty: no batch can be selected
     try:
         for wait_s, busy in ((0.05, True), (0.0, False)):
             trainer, _ = _trainer_on(buffer, cfg, batch_wait_s=wait_s)
@@ -270,7 +290,6 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
     # every batch trained was requested; credits still open at the stop may go unserved. The
     # Trainer takes its batches from the buffer in this process: no batch travels as a message
     assert total <= counts["updates"] <= msgs["SampleBatchMsg"]["messages"]
-    assert "BatchTrainingDataMsg" not in msgs
     assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["SampleBatchMsg"]["bytes"] == 0
     # two nodes (3 workers, 2 per node): one proxy each, at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
@@ -371,11 +390,10 @@ def test_a_stall_fails_the_run_within_its_timeout_naming_the_starved_stage(monke
 
 def test_a_stall_diagnosis_names_collection_when_pieces_wait_in_staging() -> None:
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        make_limiter(cfg), total_updates=100)
+                        RunPlan.of(cfg).limiter, total_updates=100)
     orch.inserted, orch.component_counters["tm"] = 640, {"transitions_inserted": 640, "buffer.transitions_collected": 512}
     assert "128 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
@@ -387,11 +405,10 @@ def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as
     """A resumed run's `inserted` starts at the checkpoint's count; the transitions restored with the
     buffer were never staged by this process, so they are not blamed on collection."""
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        make_limiter(cfg), total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
+                        RunPlan.of(cfg).limiter, total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
     orch.inserted = 5_640  # restored 5,000 + 640 inserted and collected by this process
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
     orch.requested = orch.trained = 4_200
@@ -428,7 +445,6 @@ def test_a_restarted_worker_gets_its_start_timeout_before_it_is_restarted_again(
     is not a restart loop; a late answer of the killed instance does not count as the new one's."""
     from janus.runtime.messages import PongMsg
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     class Outbox:
         def __init__(self) -> None:
@@ -440,7 +456,7 @@ def test_a_restarted_worker_gets_its_start_timeout_before_it_is_restarted_again(
     restarted: list[str] = []
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        make_limiter(cfg), total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
+                        RunPlan.of(cfg).limiter, total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
     orch.bind(Outbox())  # type: ignore[arg-type]
     t0 = time.monotonic()  # on_PongMsg stamps answers with the real clock
     orch.last_pong = {n: t0 for n in orch.roles}

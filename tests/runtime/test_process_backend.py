@@ -30,10 +30,11 @@ from janus.runtime import run as runmod
 from janus.runtime.backends.base import Backend
 from janus.runtime.backends.process import ProcessBackend
 from janus.runtime.component import Component
-from janus.runtime.components import Worker, WorkerProxy
 from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, StartMsg
 from janus.runtime.run import RunFailed, run_runtime
 from janus.runtime.shm import segments_of
+from janus.runtime.worker import Worker
+from janus.runtime.worker_proxy import WorkerProxy
 
 SHM = Path("/dev/shm")
 T, ENVS = 4, 3  # steps and environments per piece of the tagged actor

@@ -53,7 +53,7 @@ class InsertTransitionMsg:
 
 @dataclass(frozen=True)
 class SampleBatchMsg:
-    """Orchestrator -> TrajectoryManager: a credit to send one training batch to the Trainer."""
+    """Orchestrator -> Trainer: a credit to train on one more batch of the replay."""
 
     request_id: int
 
@@ -69,22 +69,6 @@ class InsertCreditMsg:
 class FlushMsg:
     """Orchestrator -> TrajectoryManager: every worker has sent its last piece; write what is
     staged below the collection granularity (off-policy), or the learner would wait for it forever."""
-
-
-@dataclass(frozen=True)
-class BatchTrainingDataMsg:
-    """TrajectoryManager -> Trainer: one batch (fields + ``index`` keys, ``weight`` if prioritized)."""
-
-    request_id: int
-    batch: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class UpdatePriorityMsg:
-    """Trainer -> TrajectoryManager: new priorities for the items with these keys."""
-
-    keys: np.ndarray
-    priorities: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -173,7 +157,7 @@ class WorkerDownMsg:
 
 
 MESSAGE_TYPES = (
-    InsertTransitionMsg, SampleBatchMsg, InsertCreditMsg, FlushMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
+    InsertTransitionMsg, SampleBatchMsg, InsertCreditMsg, FlushMsg, FetchParamsMsg,
     LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
     EvaluateMsg, WorkerDownMsg,
 )

@@ -106,8 +106,6 @@ class Orchestrator(Component):
             checkpoint) fails the run with a message naming the starved stage (0: never).
         metrics_interval_s: the learner's metrics (sums the Trainer reports with its counts) are
             averaged into one row of :attr:`train_metrics` at most this often (and at the stop).
-        sample_credits_to: the component that takes the sample credits: the TrajectoryManager
-            (default), or the Trainer where it takes its batches from the buffer itself.
     """
 
     def __init__(
@@ -116,7 +114,7 @@ class Orchestrator(Component):
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
         all_pieces: bool = False, eval_interval_steps: int = 0,
-        metrics_interval_s: float = 2.0, sample_credits_to: str | None = None, worker_quota: int = 0,
+        metrics_interval_s: float = 2.0, worker_quota: int = 0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -132,7 +130,6 @@ class Orchestrator(Component):
         self.starting: dict[str, tuple[float, int]] = {}
         self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
         self.trainer = next(n for n, r in roles.items() if r == "trainer")
-        self.sample_credits_to = sample_credits_to or self.tm
         self.workers = [n for n, r in roles.items() if r == "worker"]
         self.seq = 0
         self.last_ping = 0.0
@@ -305,7 +302,7 @@ class Orchestrator(Component):
         if inserts_done and credits:  # counted: what the ratio alone would not have granted
             self.beyond_ratio += max(0, credits - self.limiter.sample_credits(self.inserted, self.requested, self.trained))
         for _ in range(credits):
-            self.send(self.sample_credits_to, SampleBatchMsg(self.requested))
+            self.send(self.trainer, SampleBatchMsg(self.requested))
             self.requested += 1
         credits += self._grant_inserts()
         if self.total_pieces and not self.flushed and self.pieces_inserted >= self.total_pieces:
