@@ -39,7 +39,6 @@ import torch
 
 from janus.errors import ConfigError, RunFailed
 from janus.runtime.backends.local import SHUTDOWN_ORDER
-from janus.runtime.backends.ray_replay import RemoteReplay
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.replay_client import ReplayClient
@@ -55,6 +54,8 @@ except ModuleNotFoundError as _exc:  # Ray itself missing; a broken install's ow
     if (_exc.name or "ray").split(".")[0] != "ray":
         raise
     raise ConfigError(RAY_MISSING) from None
+
+from janus.runtime.backends.ray_replay import RemoteReplay  # noqa: E402  imports ray: after the check above
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 PRELOAD = ["torch", "janus.runtime.trainer", "janus.runtime.trajectory_manager"]  # imported by idle Ray workers before an actor lands
