@@ -15,8 +15,8 @@ import janus
 
 SRC = Path(janus.__file__).resolve().parent
 ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.ppo", "janus.algorithms.synthetic",
-                     "janus.algorithms.envs", "janus.algorithms.gym_algorithm", "janus.algorithms.networks",
-                     "janus.algorithms.image_envs"}
+                     "janus.envs.vector", "janus.algorithms.gym_algorithm", "janus.algorithms.networks",
+                     "janus.envs.image_catch"}
 
 
 def module_name(path: Path) -> str:

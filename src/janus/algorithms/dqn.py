@@ -29,7 +29,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import BufferSpec, register
-from janus.algorithms.envs import (
+from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
+from janus.algorithms.linear_chain import LinearChain, linear_chain
+from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
+from janus.algorithms.optim import adam, clip_grad_norm
+from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
+from janus.envs.vector import (
     Episodes,
     EpisodeTracker,
     UpdateResult,
@@ -44,11 +49,6 @@ from janus.algorithms.envs import (
     observation_box,
     snapshot,
 )
-from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
-from janus.algorithms.linear_chain import LinearChain, linear_chain
-from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
-from janus.algorithms.optim import adam, clip_grad_norm
-from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
 

@@ -7,7 +7,7 @@ observation is in ``info["final_obs"][i]``. So every step is a real transition (
 skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds ``next_obs[t]``
 (the final observation at done steps) from what ``step`` returns.
 
-``ALE/`` ids (Atari through ale-py) get the standard preprocessing of :mod:`janus.algorithms.atari`;
+``ALE/`` ids (Atari through ale-py) get the standard preprocessing of :mod:`janus.envs.atari`;
 ``training=True`` adds its training signals (a lost life ends the episode, clipped rewards), and
 :class:`EpisodeTracker` then records the real, unclipped full-game returns from ``info``.
 
@@ -18,7 +18,7 @@ subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory) or ``auto``
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
 arrays (:func:`snapshot`, :func:`load_snapshot`). The networks' parts (``mlp``, ``flat_size``, the
 CNN torso of image observations) live in :mod:`janus.algorithms.networks` (re-exported here).
-Importing this module registers ``janus/ImageCatch-v0`` (:mod:`janus.algorithms.image_envs`).
+Importing this module registers ``janus/ImageCatch-v0`` (:mod:`janus.envs.image_catch`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-import janus.algorithms.image_envs  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
-from janus.algorithms import atari
+import janus.envs.image_catch  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
 from janus.algorithms.networks import flat_size, mlp  # noqa: F401 - re-exported (their old home)
 from janus.config import VECTOR_ENVS, usable_cpus
+from janus.envs import atari
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -179,7 +179,7 @@ def async_context() -> str:
                           f"daemonic multiprocessing process, which cannot start the sub-env processes; "
                           f"use workload.vector_env: sync here")
     if ASYNC_CONTEXT == "forkserver":  # the server imports these once; each sub-env forks with them loaded
-        preload = ["janus.algorithms.envs"] + (["ale_py"] if importlib.util.find_spec("ale_py") else [])
+        preload = ["janus.envs.vector"] + (["ale_py"] if importlib.util.find_spec("ale_py") else [])
         multiprocessing.get_context("forkserver").set_forkserver_preload(preload)  # no effect once it runs
     return ASYNC_CONTEXT
 
@@ -246,7 +246,7 @@ class UpdateResult(NamedTuple):
 
 def game_signals(info: Mapping[str, Any], num_envs: int) -> tuple[np.ndarray, np.ndarray] | None:
     """``(raw reward, game over)`` per sub-env of one SAME_STEP ``step`` whose envs report them in
-    ``info`` (Atari training envs, :class:`~janus.algorithms.atari.EpisodicLife`), else None.
+    ``info`` (Atari training envs, :class:`~janus.envs.atari.EpisodicLife`), else None.
 
     A sub-env that ended an episode this step carries its step's info in ``info["final_info"]``
     (its top-level entries are then the reset's); the others carry it at the top level.
