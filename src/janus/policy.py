@@ -105,8 +105,8 @@ class Policy:
 def load_policy(path: str | Path) -> Policy:
     """The policy saved at ``path`` (a run folder, ``RUN_DIR/best``, ``RUN_DIR/checkpoint`` or a file)."""
     from janus.algorithms.base import algorithm, names
+    from janus.algorithms.shared import load_snapshot
     from janus.buffer.state_file import load_state
-    from janus.envs.vector import load_snapshot
 
     run_dir, found = locate(path)
     cfg = resolve(from_dict(read_yaml(run_dir / "config.yaml")))

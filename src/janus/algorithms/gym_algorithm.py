@@ -91,7 +91,7 @@ class GymAlgorithm(Algorithm):
 
     def check_actions(self, action_space: Any) -> None:
         """Raise :class:`ConfigError` unless the algorithm supports ``action_space``."""
-        from janus.envs.vector import check_action_space
+        from janus.algorithms.shared import check_action_space
 
         check_action_space(self.name, action_space, self.action_spaces)
 

@@ -34,22 +34,11 @@ from torch.distributions import Categorical, Distribution, Normal
 
 from janus.algorithms.base import Budget, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
-from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
+from janus.algorithms.networks import CNNTorso, flat_size, image_layout, mlp, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
-from janus.envs.vector import (
-    Episodes,
-    EpisodeTracker,
-    UpdateResult,
-    check_action_space,
-    flat_size,
-    load_snapshot,
-    make_vector_env,
-    mlp,
-    next_obs_of,
-    observation_box,
-    snapshot,
-)
+from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.returns import gae
 
 
