@@ -58,7 +58,8 @@ ALLOWED_CYCLE_EDGES = {
 # Each layer (a package or module and everything under it) and what it may never import, even
 # indirectly: the replay library stands alone, the runtime sits below the CLI's harness.
 LAYERS = {
-    "janus.buffer": ("janus.runtime", "janus.harness", "janus.cli", "janus.algorithms", "janus.config", "janus.policy"),
+    "janus.buffer": ("janus.runtime", "janus.harness", "janus.cli", "janus.algorithms", "janus.envs", "janus.config",
+                     "janus.policy"),
     "janus.runtime": ("janus.harness", "janus.cli"),
     # environments serve the algorithms and know none of them (checked directly below: janus.config,
     # which envs read for the vector-env choices, still asks the algorithm registry inside functions)
@@ -187,3 +188,14 @@ def test_the_package_and_the_command_line_import_without_torch() -> None:
                              "PlacementUnavailableError", "Policy", "RunConfig", "StageStats", "WorkloadConfig",
                              "__version__", "load_policy"]  # the public names the eager __init__ exported
     assert all(getattr(janus, name) is not None for name in janus.__all__)
+
+
+def test_the_environments_import_without_torch() -> None:
+    """The forkserver of async vector envs preloads janus.envs.vector, and every sub-env process
+    forks from it: without torch there, each is a process of gymnasium, numpy and the game."""
+    code = "import sys, janus.envs.vector, janus.envs.atari; print('torch' in sys.modules, 'janus/ImageCatch-v0' in " \
+           "__import__('gymnasium').registry)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
