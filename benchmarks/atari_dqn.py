@@ -1,7 +1,7 @@
 """DQN on an Atari game, janus vs Stable-Baselines3 with the same CNN: env steps/s and memory (on demand).
 
 Both libraries train one after the other in this process on the same game with the same
-preprocessing (janus's, :func:`janus.algorithms.atari.make_atari_env` with ``training=True``, so
+preprocessing (janus's, :func:`janus.envs.atari.make_atari_env` with ``training=True``, so
 SB3 steps exactly the environments janus does), the same Nature-DQN network (SB3's ``CnnPolicy``:
 NatureCNN, 512 features, a linear head; janus picks the same torso for ``(4, 84, 84)`` uint8
 frames), the same env-step budget and the hyperparameters matched (batch, learning rate, replay
@@ -81,7 +81,7 @@ def run_sb3(env: str, steps: int, seed: int) -> dict[str, Any]:
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from janus.algorithms.atari import make_atari_env
+    from janus.envs.atari import make_atari_env
 
     s = SETTINGS
     venv = DummyVecEnv([lambda: Monitor(make_atari_env(env, training=True)) for _ in range(s["num_envs"])])

@@ -31,7 +31,7 @@ from stable_baselines3.common.utils import polyak_update
 from torch import nn
 
 from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner
-from janus.algorithms.envs import next_obs_of
+from janus.envs.vector import next_obs_of
 
 
 def random_batches(cfg: DQNConfig, count: int, seed: int) -> list[dict[str, np.ndarray]]:

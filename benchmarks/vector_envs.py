@@ -4,7 +4,7 @@
     python benchmarks/vector_envs.py --seconds 1 --rounds 3 --out vector_envs.json
 
 What ``workload.vector_env: auto`` picks comes from these numbers (docs/benchmarks.md,
-"Vectorised environments"). Envs are built by :func:`janus.algorithms.envs.make_vector_env` as a
+"Vectorised environments"). Envs are built by :func:`janus.envs.vector.make_vector_env` as a
 worker builds them (``training=True``: Pong with the full Atari preprocessing), stepped with
 random actions drawn up front (no policy: the env side alone). Each round measures sync, then
 async, for ``--seconds`` each, so every ratio async/sync pairs two measurements taken moments
@@ -29,8 +29,8 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from janus.algorithms import envs as envs_module
-from janus.algorithms.envs import make_vector_env
+from janus.envs import vector as envs_module
+from janus.envs.vector import make_vector_env
 
 
 def steps_per_second(envs, seconds: float, rng: np.random.Generator) -> float:

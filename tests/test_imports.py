@@ -14,9 +14,10 @@ from pathlib import Path
 import janus
 
 SRC = Path(janus.__file__).resolve().parent
-ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.ppo", "janus.algorithms.synthetic",
-                     "janus.algorithms.envs", "janus.algorithms.gym_algorithm", "janus.algorithms.networks",
-                     "janus.algorithms.image_envs"}
+ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.ppo", "janus.algorithms.sac", "janus.algorithms.synthetic",
+                     "janus.algorithms.gym_algorithm", "janus.algorithms.networks", "janus.algorithms.shared",
+                     "janus.algorithms.linear_chain"}
+ENV_MODULES = {"janus.envs.vector", "janus.envs.atari", "janus.envs.image_catch"}
 
 
 def module_name(path: Path) -> str:
@@ -57,8 +58,12 @@ ALLOWED_CYCLE_EDGES = {
 # Each layer (a package or module and everything under it) and what it may never import, even
 # indirectly: the replay library stands alone, the runtime sits below the CLI's harness.
 LAYERS = {
-    "janus.buffer": ("janus.runtime", "janus.harness", "janus.cli", "janus.algorithms", "janus.config", "janus.policy"),
+    "janus.buffer": ("janus.runtime", "janus.harness", "janus.cli", "janus.algorithms", "janus.envs", "janus.config",
+                     "janus.policy"),
     "janus.runtime": ("janus.harness", "janus.cli"),
+    # environments serve the algorithms and know none of them (checked directly below: janus.config,
+    # which envs read for the vector-env choices, still asks the algorithm registry inside functions)
+    "janus.envs": ("janus.buffer", "janus.runtime", "janus.harness", "janus.cli", "janus.policy"),
 }
 
 
@@ -134,10 +139,20 @@ def test_backends_never_import_the_run_module() -> None:
             assert "janus.runtime.run" not in deps, f"{name} imports janus.runtime.run"
 
 
-def test_runtime_and_config_import_no_algorithm_module() -> None:
+def test_runtime_and_config_import_no_algorithm_or_environment_module() -> None:
     for name, deps in graph(top_level_only=False).items():
         if name.startswith("janus.runtime") or name == "janus.config":
-            assert not deps & ALGORITHM_MODULES, f"{name} imports {sorted(deps & ALGORITHM_MODULES)}"
+            found = deps & (ALGORITHM_MODULES | ENV_MODULES)
+            assert not found, f"{name} imports {sorted(found)}"
+
+
+def test_environments_import_no_algorithm() -> None:
+    edges = graph(top_level_only=False)
+    assert not ENV_MODULES - set(edges), f"not modules: {sorted(ENV_MODULES - set(edges))}"
+    for name, deps in edges.items():
+        if within(name, "janus.envs"):
+            found = sorted(d for d in deps if within(d, "janus.algorithms"))
+            assert not found, f"{name} imports {found}"
 
 
 def test_a_fresh_interpreter_imports_the_runtime_without_an_algorithm() -> None:
@@ -147,7 +162,7 @@ def test_a_fresh_interpreter_imports_the_runtime_without_an_algorithm() -> None:
         "assert not loaded, loaded\n"
         "from janus.algorithms.base import algorithm\n"
         "assert algorithm('dqn').name == 'dqn' and 'janus.algorithms.dqn' in sys.modules\n"
-    ) % (ALGORITHM_MODULES,)
+    ) % (ALGORITHM_MODULES | ENV_MODULES,)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -173,3 +188,14 @@ def test_the_package_and_the_command_line_import_without_torch() -> None:
                              "PlacementUnavailableError", "Policy", "RunConfig", "StageStats", "WorkloadConfig",
                              "__version__", "load_policy"]  # the public names the eager __init__ exported
     assert all(getattr(janus, name) is not None for name in janus.__all__)
+
+
+def test_the_environments_import_without_torch() -> None:
+    """The forkserver of async vector envs preloads janus.envs.vector, and every sub-env process
+    forks from it: without torch there, each is a process of gymnasium, numpy and the game."""
+    code = "import sys, janus.envs.vector, janus.envs.atari; print('torch' in sys.modules, 'janus/ImageCatch-v0' in " \
+           "__import__('gymnasium').registry)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]

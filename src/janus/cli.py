@@ -399,7 +399,7 @@ def _algo_for_env(env: str, env_kwargs: dict[str, Any] | None) -> str:
     """``--env`` without ``--algo``: dqn for a Discrete action space, ppo otherwise (Box)."""
     from gymnasium import spaces
 
-    from janus.algorithms.envs import env_spaces
+    from janus.envs.vector import env_spaces
 
     _, action_space = env_spaces(env, env_kwargs)
     name = "dqn" if isinstance(action_space, spaces.Discrete) else "ppo"
@@ -460,7 +460,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks dqn or ppo by the
     environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
     """
-    from janus.harness.experiments import check_flags_not_overridden, compare_granularity
+    from janus.harness.sweeps import check_flags_not_overridden, compare_granularity
 
     typed = _typed(args)
     check_flags_not_overridden(args.command, getattr(args, "sweep", None), set(typed))
@@ -476,7 +476,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         cfg = from_dict({"runtime": runtime}, base=cfg)
     _check_applies(typed, cfg, from_file=args.algo is None and (path is not None or resume is not None))
     if args.quick:
-        from janus.harness.experiments import quick
+        from janus.harness.sweeps import quick
 
         cfg = quick(cfg)
     overrides: dict[str, Any] = {k: v for k, v in typed.items() if k in JANUS_FLAGS}

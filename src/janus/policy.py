@@ -55,7 +55,7 @@ class Policy:
     """A trained policy: :meth:`predict` maps observations to actions of the run's environment."""
 
     def __init__(self, cfg: RunConfig, learner: Any, source: Path, info: dict[str, Any] | None = None) -> None:
-        from janus.algorithms.envs import env_spaces
+        from janus.envs.vector import env_spaces
 
         self.cfg = cfg
         self.learner = learner
@@ -105,8 +105,8 @@ class Policy:
 def load_policy(path: str | Path) -> Policy:
     """The policy saved at ``path`` (a run folder, ``RUN_DIR/best``, ``RUN_DIR/checkpoint`` or a file)."""
     from janus.algorithms.base import algorithm, names
-    from janus.algorithms.envs import load_snapshot
-    from janus.buffer.checkpoint import load_state
+    from janus.algorithms.shared import load_snapshot
+    from janus.buffer.state_file import load_state
 
     run_dir, found = locate(path)
     cfg = resolve(from_dict(read_yaml(run_dir / "config.yaml")))
@@ -137,7 +137,7 @@ def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic:
     first environment by what it returns, and ``on_episode_end`` is called as each episode ends
     (``janus rollout --video`` records frames through both).
     """
-    from janus.algorithms.envs import make_vector_env
+    from janus.envs.vector import make_vector_env
 
     kwargs = dict(policy.cfg.workload.env_kwargs or {}) if env_kwargs is None else dict(env_kwargs)
     env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False)  # whole games, real rewards

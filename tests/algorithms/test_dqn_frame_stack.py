@@ -99,7 +99,7 @@ def test_a_run_is_the_same_with_and_without_the_frame_replay() -> None:
 def test_train_checkpoints_the_frame_replay_and_resume_restores_it(tmp_path: Any) -> None:
     import torch
 
-    from janus.buffer.checkpoint import load_state
+    from janus.buffer.state_file import load_state
     from janus.cli import main
 
     run = tmp_path / "run"

@@ -16,11 +16,11 @@ from gymnasium import spaces
 import janus
 from janus.algorithms.base import algorithm
 from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner, q_network
-from janus.algorithms.envs import env_spaces
-from janus.algorithms.image_envs import ENV_ID, ImageCatch, random_return
 from janus.algorithms.networks import CNNTorso, image_chw, image_layout, obs_dtype, torso_kind
 from janus.algorithms.ppo import PPOActor, PPOAgent, PPOConfig, PPOLearner, TorsoPolicyValue, policy_value
 from janus.config import RunConfig, from_dict, resolve
+from janus.envs.image_catch import ENV_ID, ImageCatch, random_return
+from janus.envs.vector import env_spaces
 from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
 
@@ -205,7 +205,7 @@ CATCH_GREEDY = random_return() + 1.25  # 0.5 over 20 greedy episodes: 15 catches
 
 
 def test_cnn_dqn_learns_image_catch_through_the_runtime(tmp_path: Path) -> None:
-    from janus.buffer.checkpoint import load_state
+    from janus.buffer.state_file import load_state
 
     cfg = image_cfg("dqn", CATCH_STEPS, **CATCH_DQN,  # local: the CNN on process is test_cnn_ppo_trains_through_the_process_backend
                     runtime={"backend": "local", "eval_interval_steps": CATCH_STEPS // 2, "eval_episodes": 20,

@@ -12,9 +12,10 @@ gym = pytest.importorskip("gymnasium")
 
 from janus.algorithms.base import algorithm  # noqa: E402
 from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner  # noqa: E402
-from janus.algorithms.envs import check_action_space, env_spaces, make_vector_env  # noqa: E402
 from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner  # noqa: E402
+from janus.algorithms.shared import check_action_space  # noqa: E402
 from janus.config import from_dict, resolve  # noqa: E402
+from janus.envs.vector import env_spaces, make_vector_env  # noqa: E402
 from janus.errors import ConfigError  # noqa: E402
 from janus.returns import nstep_returns  # noqa: E402
 from janus.runtime.run import run_runtime  # noqa: E402

@@ -579,10 +579,10 @@ def test_load_cuda_checkpoint_without_cuda_can_override_placement(tmp_path):
     buf.extend(batch(range(8)))
     state = buf.state_dict()
     state["placement"] = "cuda"
-    from janus.buffer import checkpoint
+    from janus.buffer import state_file
 
     path = tmp_path / "gpu.pt"
-    checkpoint.save_atomic(state, path)
+    state_file.save_atomic(state, path)
     with pytest.raises(PlacementUnavailableError):
         ExperienceBuffer.load(path)
     loaded = ExperienceBuffer.load(path, placement="cpu_pageable")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from janus.algorithms.envs import make_vector_env
 from janus.cli import main
+from janus.envs.vector import make_vector_env
 from janus.harness.video import FrameRecorder, write_gif
 
 

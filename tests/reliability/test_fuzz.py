@@ -31,10 +31,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from janus import config as C
-from janus.algorithms.envs import EXAMPLE_ENVS, make_vector_env
-from janus.buffer import checkpoint
+from janus.buffer import state_file
 from janus.buffer.experience import ExperienceBuffer
 from janus.cli import main
+from janus.envs.vector import EXAMPLE_ENVS, make_vector_env
 from janus.errors import AllocationError, BufferEmptyError, ConfigError, JanusError, PlacementUnavailableError
 
 torch.set_num_threads(1)
@@ -383,10 +383,10 @@ def test_load_of_corrupt_checkpoints(data, tmp_path_factory):
         i = data.draw(st.integers(0, len(blob) - 1))
         path.write_bytes(blob[:i] + bytes([blob[i] ^ data.draw(st.integers(1, 255))]) + blob[i + 1:])
     elif kind == "foreign":
-        torch.save(data.draw(st.dictionaries(st.text(max_size=5), JUNK | st.just(checkpoint.FORMAT), max_size=4)), path)
+        torch.save(data.draw(st.dictionaries(st.text(max_size=5), JUNK | st.just(state_file.FORMAT), max_size=4)), path)
     elif kind == "state":
         state = data.draw(corrupt_states(buf.state_dict()))
-        torch.save({"format": checkpoint.FORMAT, "version": checkpoint.VERSION, "state": state}, path)
+        torch.save({"format": state_file.FORMAT, "version": state_file.VERSION, "state": state}, path)
         attempt(buf, lambda: buf.load_state_dict(state), "checkpoint", "capacity", "sampler", "allocate")
     else:
         junk = data.draw(st.sampled_from([None, 3, b"x.pt", ["a"]]))

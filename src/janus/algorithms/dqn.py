@@ -29,26 +29,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import BufferSpec, register
-from janus.algorithms.envs import (
-    Episodes,
-    EpisodeTracker,
-    UpdateResult,
-    check_action_space,
-    env_spaces,
-    flat_size,
-    is_frame_stack,
-    load_snapshot,
-    make_vector_env,
-    mlp,
-    next_obs_of,
-    observation_box,
-    snapshot,
-)
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.linear_chain import LinearChain, linear_chain
-from janus.algorithms.networks import MLP, CNNTorso, image_layout, obs_dtype
+from janus.algorithms.networks import MLP, CNNTorso, flat_size, image_layout, mlp, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
+from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.vector import Episodes, EpisodeTracker, env_spaces, is_frame_stack, make_vector_env, next_obs_of, observation_box
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
 

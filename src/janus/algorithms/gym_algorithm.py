@@ -69,7 +69,7 @@ class GymAlgorithm(Algorithm):
 
     def validate(self, cfg: Any) -> None:
         """Clear errors for the ``algorithm:`` keys, on/off-policy and the environment's spaces."""
-        from janus.algorithms.envs import env_spaces
+        from janus.envs.vector import env_spaces
 
         names = {f.name for f in fields(self.config_class)}
         defaults = self.config_class()
@@ -91,7 +91,7 @@ class GymAlgorithm(Algorithm):
 
     def check_actions(self, action_space: Any) -> None:
         """Raise :class:`ConfigError` unless the algorithm supports ``action_space``."""
-        from janus.algorithms.envs import check_action_space
+        from janus.algorithms.shared import check_action_space
 
         check_action_space(self.name, action_space, self.action_spaces)
 
@@ -112,7 +112,7 @@ class GymAlgorithm(Algorithm):
                               f"(--hidden_size/--num_layers) sizes the MLP of vector observations only; leave it unset")
 
     def learner(self, cfg: Any) -> GymLearnerSide:
-        from janus.algorithms.envs import env_spaces
+        from janus.envs.vector import env_spaces
 
         obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         return GymLearnerSide(self.make_learner(self.config(cfg), obs_space, action_space, cfg.seed), self.budget(cfg).total_updates)
@@ -162,8 +162,8 @@ def image_observations(env: str, env_kwargs: dict[str, Any]) -> bool:
 
 @functools.lru_cache(maxsize=32)
 def _image_observations(env: str, env_kwargs_json: str) -> bool:
-    from janus.algorithms.envs import env_spaces
     from janus.algorithms.networks import image_layout
+    from janus.envs.vector import env_spaces
 
     return image_layout(env_spaces(env, json.loads(env_kwargs_json))[0]) is not None
 

@@ -4,7 +4,7 @@
   time-major piece ``[T, num_envs, ...]``: ``obs, action, logprob, value, reward, terminated,
   truncated, advantage, return``. Advantages come from :func:`janus.returns.gae` over the piece,
   bootstrapping from ``V(next_obs[t])``: after a truncation ``next_obs`` is the final observation
-  (SAME_STEP autoreset, see :mod:`janus.algorithms.envs`), and the end of the piece bootstraps
+  (SAME_STEP autoreset, see :mod:`janus.envs.vector`), and the end of the piece bootstraps
   from the value of the last ``next_obs``.
 * :class:`PPOLearner` (runs in the Trainer) does one clipped-objective gradient step per
   minibatch; the caller iterates each rollout in ``num_minibatches`` minibatches for
@@ -33,23 +33,12 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
 from janus.algorithms.base import Budget, register
-from janus.algorithms.envs import (
-    Episodes,
-    EpisodeTracker,
-    UpdateResult,
-    check_action_space,
-    flat_size,
-    load_snapshot,
-    make_vector_env,
-    mlp,
-    next_obs_of,
-    observation_box,
-    snapshot,
-)
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
-from janus.algorithms.networks import CNNTorso, image_layout, obs_dtype
+from janus.algorithms.networks import CNNTorso, flat_size, image_layout, mlp, obs_dtype
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
+from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.returns import gae
 
 

@@ -10,7 +10,7 @@
   temperature ``alpha`` tuned automatically towards ``target_entropy`` (``-action_dim`` by default).
 
 The bootstrap is cut only at termination (``terminated``); a truncated episode (time limit)
-bootstraps from its real last observation, which :func:`~janus.algorithms.envs.next_obs_of` keeps.
+bootstraps from its real last observation, which :func:`~janus.envs.vector.next_obs_of` keeps.
 """
 
 from __future__ import annotations
@@ -26,22 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from janus.algorithms.base import register
-from janus.algorithms.envs import (
-    Episodes,
-    EpisodeTracker,
-    UpdateResult,
-    check_action_space,
-    flat_size,
-    load_snapshot,
-    make_vector_env,
-    mlp,
-    next_obs_of,
-    observation_box,
-    snapshot,
-)
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
+from janus.algorithms.networks import flat_size, mlp
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
+from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.errors import invalid
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from janus.buffer import checkpoint, validation
+from janus.buffer import state_file, validation
 from janus.buffer.native import NativePrioritizedSampler, NativeSampler, compiled, kernels
 from janus.buffer.samplers import Sampler, UniformSampler, epoch_permutation, make_generator
 from janus.buffer.storage import FieldSpec, RingStorage, placement_device
@@ -430,9 +430,9 @@ class ExperienceBuffer:
         """
         with self._lock:
             try:
-                checkpoint.check_compatible(state, self.capacity, self._sampler_name)
-                written = checkpoint.written_from_state(state)
-                specs = checkpoint.specs_from_state(state)
+                state_file.check_compatible(state, self.capacity, self._sampler_name)
+                written = state_file.written_from_state(state)
+                specs = state_file.specs_from_state(state)
                 name = self._torch_only_field(specs)
                 if name is not None:
                     raise CheckpointError(f"checkpoint field {name!r} is {specs[name].dtype}, which output='numpy' cannot "
@@ -440,7 +440,7 @@ class ExperienceBuffer:
                 storage = RingStorage(self.capacity, self.placement)
                 if specs:
                     self._allocate(storage, specs)
-                    checkpoint.copy_data(state, storage.fields, min(written, self.capacity))
+                    state_file.copy_data(state, storage.fields, min(written, self.capacity))
                 elif self._storage.allocated:  # an empty checkpoint keeps this buffer's declared fields
                     self._allocate(storage, self._storage.specs)
                 sampler = self._make_sampler(0)  # seeded: draws nothing from torch's global RNG
@@ -464,7 +464,7 @@ class ExperienceBuffer:
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (temporary file, then rename)."""
-        checkpoint.save_atomic(self.state_dict(), path)
+        state_file.save_atomic(self.state_dict(), path)
 
     @classmethod
     def load(cls, path: str | Path, placement: str | None = None, output: str | None = None) -> ExperienceBuffer:
@@ -472,7 +472,7 @@ class ExperienceBuffer:
 
         ``placement`` and ``output`` default to the saved buffer's (checkpoints from before
         ``output`` existed: ``torch``)."""
-        state = checkpoint.load_state(path)
+        state = state_file.load_state(path)
         if placement is not None:
             placement_device(placement)  # a bad argument is the caller's error, not the file's
         if output is not None and output not in OUTPUTS:

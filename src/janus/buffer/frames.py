@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from janus.buffer import checkpoint, frame_state, validation
+from janus.buffer import frame_state, state_file, validation
 from janus.buffer.memory import HUGE_PAGE_MIN_BYTES
 from janus.buffer.native import NativePrioritizedSampler, NativeSampler, kernels
 from janus.buffer.storage import FieldSpec, OutLayout, RingStorage, placement_device
@@ -375,12 +375,12 @@ class FrameStackReplay:
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (temporary file, then rename)."""
-        checkpoint.save_atomic(self.state_dict(), path, fmt=FORMAT)
+        state_file.save_atomic(self.state_dict(), path, fmt=FORMAT)
 
     @classmethod
     def load(cls, path: str | Path) -> FrameStackReplay:
         """Load a checkpoint written by :meth:`save` (no pickled code is executed)."""
-        state = checkpoint.load_state(path, fmt=FORMAT)
+        state = state_file.load_state(path, fmt=FORMAT)
         try:
             replay = cls(state["capacity"], state["placement"], state["sampler"], state["seed"],
                          frame_capacity=state["frame_capacity"], max_age=state["max_age"], history=state["history"],
@@ -426,13 +426,13 @@ def _restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
     if theirs != mine:
         raise CheckpointError(f"checkpoint holds {theirs}; this FrameStackReplay has {mine}")
     try:
-        written = checkpoint.written_from_state(state)
+        written = state_file.written_from_state(state)
         sampler = replay._make_sampler(0)
         sampler.load_state_dict({k: v for k, v in state["sampler_state"].items()})
         if state["stack"] is None:
             f, storage, order = None, type(replay._storage)(replay.capacity, replay.placement), []
         else:
-            specs = checkpoint.specs_from_state({"capacity": replay.capacity, "fields": state["fields"], "sampler": replay._sampler_name})
+            specs = state_file.specs_from_state({"capacity": replay.capacity, "fields": state["fields"], "sampler": replay._sampler_name})
             shape, dtype = tuple(state["stack"]["shape"]), getattr(torch, state["stack"]["dtype"])
             _check_frame_memory(replay, shape, dtype)
             np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
@@ -463,7 +463,7 @@ def _restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
 def _check_frame_memory(replay: FrameStackReplay, shape: tuple[int, ...], dtype: torch.dtype) -> None:
     if not isinstance(dtype, torch.dtype) or not all(isinstance(d, int) and d >= 1 for d in shape):
         raise CheckpointError(f"checkpoint 'stack' is malformed: shape {shape!r}, dtype {dtype!r}")
-    need, limit = replay.frame_capacity * math.prod(shape[1:]) * dtype.itemsize, checkpoint.memory_limit()
+    need, limit = replay.frame_capacity * math.prod(shape[1:]) * dtype.itemsize, state_file.memory_limit()
     if need > limit:
         raise CheckpointError(f"checkpoint declares {need / 2**30:.1f} GiB of frames, more than this machine's "
                               f"{limit / 2**30:.1f} GiB; nothing was allocated")

@@ -16,10 +16,10 @@ import yaml
 from janus import fileio, stopping
 from janus.config import RunConfig, recorded
 from janus.harness import run_folder
-from janus.harness.experiments import compare_configs, resolve_all, sweep_configs
 from janus.harness.live import LiveRun
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
+from janus.harness.sweeps import compare_configs, resolve_all, sweep_configs
 from janus.result import RunResult
 from janus.runtime.run import run_runtime
 

@@ -62,7 +62,7 @@ from janus.runtime.shm import (
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-WORKER_PROCESS_VAR = "JANUS_WORKER_PROCESS"  # set in a worker process (read by janus.algorithms.envs)
+WORKER_PROCESS_VAR = "JANUS_WORKER_PROCESS"  # set in a worker process (read by janus.envs.vector)
 
 
 class WorkerStartError(RuntimeError):

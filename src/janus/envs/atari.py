@@ -1,6 +1,6 @@
 """Atari games (``ALE/<Game>-v5`` through ale-py) with the standard DQN/PPO preprocessing.
 
-:func:`make_atari_env` builds one game as an agent sees it; :func:`janus.algorithms.envs.make_vector_env`
+:func:`make_atari_env` builds one game as an agent sees it; :func:`janus.envs.vector.make_vector_env`
 calls it for every ``ALE/`` id. The chain, innermost first:
 
 1. the ALE game, ``frameskip=1`` and ``obs_type="grayscale"`` (ALE's own luminance of each
@@ -13,7 +13,7 @@ calls it for every ``ALE/`` id. The chain, innermost first:
 3. training only, :class:`EpisodicLife`: a lost life ends the *training* episode (``terminated``,
    so nothing is bootstrapped past it) while the game goes on; the reward is clipped to
    ``{-1, 0, +1}``; ``info["raw_reward"]`` and ``info["game_over"]`` carry the unclipped reward
-   and the real end of the game, from which :class:`~janus.algorithms.envs.EpisodeTracker`
+   and the real end of the game, from which :class:`~janus.envs.vector.EpisodeTracker`
    records full-game returns;
 4. ``FrameStackObservation``: the last 4 frames, a ``(4, 84, 84)`` uint8 observation.
 

@@ -13,8 +13,8 @@ paddle 128, background 0): ``(rows * scale, cols * scale)`` = ``(16, 16)`` by de
 channel axis, ``layout="CHW"`` ``(1, H, W)`` or ``layout="HWC"`` ``(H, W, 1)``. ``render_mode=
 "rgb_array"`` renders the same picture in RGB, enlarged to at least 128 pixels a side.
 
-Importing :mod:`janus.algorithms.envs` (every algorithm does) registers the id, so ``janus train
---env janus/ImageCatch-v0`` works; elsewhere ``import janus.algorithms.image_envs`` first.
+Importing :mod:`janus.envs.vector` (every algorithm does) registers the id, so ``janus train
+--env janus/ImageCatch-v0`` works; elsewhere ``import janus.envs.image_catch`` first.
 """
 
 from __future__ import annotations
@@ -90,4 +90,4 @@ class ImageCatch(gym.Env):
 
 
 if ENV_ID not in gym.registry:
-    gym.register(ENV_ID, entry_point="janus.algorithms.image_envs:ImageCatch")
+    gym.register(ENV_ID, entry_point="janus.envs.image_catch:ImageCatch")

@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("ale_py")
 
-from janus.algorithms import atari
-from janus.algorithms.envs import EpisodeTracker, make_vector_env
+from janus.envs import atari
+from janus.envs.vector import EpisodeTracker, make_vector_env
 from janus.errors import ConfigError
 
 
@@ -220,7 +220,7 @@ def test_tracked_training_returns_are_the_real_full_game_returns() -> None:
 def test_evaluation_plays_whole_games_with_real_rewards(monkeypatch: pytest.MonkeyPatch) -> None:
     """``janus rollout``, the Evaluator and ``load_policy`` share ``episode_returns``: it asks for
     the evaluation env (no life loss, no clipping)."""
-    from janus.algorithms import envs
+    from janus.envs import vector as envs
     from janus.harness import rollout
 
     asked = []

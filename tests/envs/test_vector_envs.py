@@ -10,9 +10,9 @@ import numpy as np
 import psutil
 import pytest
 
-from janus.algorithms import envs as envs_module
-from janus.algorithms.envs import EpisodeTracker, make_vector_env, next_obs_of, vector_env_kind
 from janus.config import from_dict, resolve
+from janus.envs import vector as envs_module
+from janus.envs.vector import EpisodeTracker, make_vector_env, next_obs_of, vector_env_kind
 from janus.errors import ConfigError
 
 

@@ -1,4 +1,4 @@
-"""Gymnasium environments and the small pieces every actor/learner pair shares.
+"""Gymnasium vector environments as the algorithms use them, and their episode bookkeeping.
 
 Autoreset convention (Gymnasium >= 1.0): :func:`make_vector_env` builds a ``SyncVectorEnv`` with
 ``autoreset_mode=SAME_STEP``. A ``step`` that ends an episode resets that sub-env *in the same
@@ -7,7 +7,7 @@ observation is in ``info["final_obs"][i]``. So every step is a real transition (
 skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds ``next_obs[t]``
 (the final observation at done steps) from what ``step`` returns.
 
-``ALE/`` ids (Atari through ale-py) get the standard preprocessing of :mod:`janus.algorithms.atari`;
+``ALE/`` ids (Atari through ale-py) get the standard preprocessing of :mod:`janus.envs.atari`;
 ``training=True`` adds its training signals (a lost life ends the episode, clipped rewards), and
 :class:`EpisodeTracker` then records the real, unclipped full-game returns from ``info``.
 
@@ -15,10 +15,9 @@ skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds `
 subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory) or ``auto``
 (:func:`vector_env_kind`; see docs/benchmarks.md, "Vectorised environments").
 
-Also here: per-env episode bookkeeping (:class:`EpisodeTracker`), parameter snapshots as numpy
-arrays (:func:`snapshot`, :func:`load_snapshot`). The networks' parts (``mlp``, ``flat_size``, the
-CNN torso of image observations) live in :mod:`janus.algorithms.networks` (re-exported here).
-Importing this module registers ``janus/ImageCatch-v0`` (:mod:`janus.algorithms.image_envs`).
+Also here: per-env episode bookkeeping (:class:`EpisodeTracker`). What an actor/learner pair
+shares beyond its environments (update results, parameter snapshots, the action-space check) is in
+:mod:`janus.algorithms.shared`. This module needs no torch. Importing it registers ``janus/ImageCatch-v0`` (:mod:`janus.envs.image_catch`).
 """
 
 from __future__ import annotations
@@ -34,14 +33,11 @@ from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
-import torch
 from gymnasium import spaces
-from torch import nn
 
-import janus.algorithms.image_envs  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
-from janus.algorithms import atari
-from janus.algorithms.networks import flat_size, mlp  # noqa: F401 - re-exported (their old home)
+import janus.envs.image_catch  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
 from janus.config import VECTOR_ENVS, usable_cpus
+from janus.envs import atari
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -92,7 +88,7 @@ def registered_env_id(env_id: str) -> str:
 ASYNC_CONTEXT = "forkserver"
 """How ``async`` sub-env processes start: not ``fork`` (a worker holds torch and other threads);
 ``forkserver`` forks each from a single-threaded server started once per process, which has
-imported this module (torch, gymnasium) and ale-py; ``spawn`` would start each from scratch
+imported this module (gymnasium, numpy) and ale-py; ``spawn`` would start each from scratch
 (see docs/design.md, "Vectorised environments")."""
 
 
@@ -179,7 +175,7 @@ def async_context() -> str:
                           f"daemonic multiprocessing process, which cannot start the sub-env processes; "
                           f"use workload.vector_env: sync here")
     if ASYNC_CONTEXT == "forkserver":  # the server imports these once; each sub-env forks with them loaded
-        preload = ["janus.algorithms.envs"] + (["ale_py"] if importlib.util.find_spec("ale_py") else [])
+        preload = ["janus.envs.vector"] + (["ale_py"] if importlib.util.find_spec("ale_py") else [])
         multiprocessing.get_context("forkserver").set_forkserver_preload(preload)  # no effect once it runs
     return ASYNC_CONTEXT
 
@@ -204,24 +200,6 @@ def is_frame_stack(space: gym.Space) -> bool:
     return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[0] > 1
 
 
-ACTION_SPACES: dict[str, tuple[type, ...]] = {"dqn": (spaces.Discrete,), "ppo": (spaces.Discrete, spaces.Box)}
-"""Action spaces each Gymnasium algorithm supports."""
-
-
-def check_action_space(algo: str, space: gym.Space, accepted: tuple[type, ...] | None = None) -> None:
-    """Raise :class:`ConfigError` unless ``space`` is one of ``accepted`` (default: ``algo``'s entry
-    in :data:`ACTION_SPACES`; DQN: Discrete; PPO: Discrete or Box)."""
-    if accepted is None:
-        if algo not in ACTION_SPACES:
-            raise invalid("--algo", algo, one_of(tuple(ACTION_SPACES)))
-        accepted = ACTION_SPACES[algo]
-    names = " or ".join(a.__name__ for a in accepted)
-    if not isinstance(space, accepted):
-        raise invalid(f"--env action space for --algo {algo}", str(space), f"a {names} action space")
-    if isinstance(space, spaces.Box) and len(space.shape) != 1:
-        raise invalid(f"--env action space for --algo {algo}", str(space), "a 1-D Box action space")
-
-
 def next_obs_of(obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict[str, Any]) -> np.ndarray:
     """``next_obs`` of a SAME_STEP ``step``: ``obs``, except the final observation where an episode ended."""
     next_obs = np.array(obs, copy=True)
@@ -237,16 +215,9 @@ class Episodes(NamedTuple):
     lengths: np.ndarray  #: int64 number of steps of each episode
 
 
-class UpdateResult(NamedTuple):
-    """What one learner update reports."""
-
-    priorities: torch.Tensor | None  #: new priority per batch item (DQN with prioritized replay), else None
-    metrics: dict[str, float]  #: scalar diagnostics (losses, KL, mean Q, ...)
-
-
 def game_signals(info: Mapping[str, Any], num_envs: int) -> tuple[np.ndarray, np.ndarray] | None:
     """``(raw reward, game over)`` per sub-env of one SAME_STEP ``step`` whose envs report them in
-    ``info`` (Atari training envs, :class:`~janus.algorithms.atari.EpisodicLife`), else None.
+    ``info`` (Atari training envs, :class:`~janus.envs.atari.EpisodicLife`), else None.
 
     A sub-env that ended an episode this step carries its step's info in ``info["final_info"]``
     (its top-level entries are then the reset's); the others carry it at the top level.
@@ -293,19 +264,3 @@ class EpisodeTracker:
         out = Episodes(np.array(self._returns, dtype=np.float64), np.array(self._lengths, dtype=np.int64))
         self._returns, self._lengths = [], []
         return out
-
-
-def snapshot(module: nn.Module) -> dict[str, np.ndarray]:
-    """An immutable copy of ``module``'s parameters and buffers: fresh, read-only numpy arrays."""
-    out = {}
-    for name, t in module.state_dict().items():
-        arr = t.detach().cpu().numpy().copy()
-        arr.flags.writeable = False
-        out[name] = arr
-    return out
-
-
-def load_snapshot(module: nn.Module, params: dict[str, Any]) -> None:
-    """Copy a :func:`snapshot` (numpy arrays, or tensors as saved in ``best/policy.pt``) into
-    ``module`` (strict: the names and shapes must match)."""
-    module.load_state_dict({k: v.clone() if isinstance(v, torch.Tensor) else torch.tensor(v) for k, v in params.items()})
