@@ -15,10 +15,10 @@ from typing import Any
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm
 from janus.buffer.prioritized import LinearSchedule
+from janus.buffer.rate_limiter import SampleToInsertRatio
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError
 from janus.runtime import checkpoints
-from janus.runtime.pacing import SampleToInsertRatio
 
 
 @dataclass(frozen=True)
@@ -81,13 +81,21 @@ class RunPlan:
         return 0 if self.pacing.lockstep else self.pieces_per_worker * self.cfg.workload.num_actors
 
     @property
+    def largest_insert(self) -> int:
+        """The most transitions the replay's collection writes at once, off-policy: ``g_collect``
+        puts of the node with the most workers (its proxy merges one piece of each)."""
+        cfg, p = self.cfg, self.pacing
+        per_node = cfg.runtime.workers_per_node or cfg.workload.num_actors
+        piece = p.piece_steps * cfg.workload.envs_per_actor
+        return max(1, round(cfg.janus.g_collect)) * min(per_node, cfg.workload.num_actors) * piece
+
+    @property
     def limiter(self) -> SampleToInsertRatio:
-        """The run's sample/insert ratio, from its algorithm's pacing."""
+        """The run's sample/insert ratio, from its algorithm's pacing, checked against deadlock for
+        the largest insert the replay makes (the replay's limiter enforces it)."""
         p, cfg = self.pacing, self.cfg
-        return SampleToInsertRatio(
-            p.samples_per_insert, p.min_size_to_sample, p.error_buffer, insert_piece=p.piece_steps * cfg.workload.envs_per_actor,
-            sample_batch=cfg.minibatch_size, max_in_flight=cfg.runtime.max_in_flight,
-        )
+        return SampleToInsertRatio(p.samples_per_insert, p.min_size_to_sample, p.error_buffer,
+                                   insert_piece=self.largest_insert, sample_batch=cfg.minibatch_size)
 
     @property
     def restored_env_steps(self) -> int:
@@ -115,6 +123,7 @@ class RunPlan:
         ratio can never allow the batches it must train (a run without an env-step budget; one with a
         budget takes its update count from the ratio, and gets its last batches once every piece is in)."""
         p, cfg = self.pacing, self.cfg
+        self.limiter  # noqa: B018  built to refuse a deadlocking ratio before any work
         pieces = self.pieces_in_all
         produced = pieces * p.piece_steps * cfg.workload.envs_per_actor + int(self.resumed.get("inserted", 0))
         if pieces and p.min_size_to_sample > produced:

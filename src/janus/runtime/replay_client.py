@@ -31,6 +31,10 @@ class ReplayClient(Protocol):
         here, the replay host counts them)."""
         ...
 
+    def set_learner_version(self, version: int) -> None:
+        """The learner's parameter version now (the replay's limiter bounds staleness by it)."""
+        ...
+
     @property
     def failure(self) -> BaseException | None:
         """The error that stopped the replay's pipeline, if any."""

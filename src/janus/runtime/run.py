@@ -28,7 +28,7 @@ from janus.runtime import checkpoints
 from janus.runtime.backends.base import Backend
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.messages import StartMsg
-from janus.runtime.orchestrator import Orchestrator, run_state
+from janus.runtime.orchestrator import Orchestrator, Rates, run_state
 from janus.runtime.plan import RunPlan, plan_of, serial
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.trainer import Trainer
@@ -65,15 +65,19 @@ class SharedBuffer:
 # ---- factories (top-level functions + partial: picklable for Ray and worker processes) -----------
 def make_buffer(plan: RunPlan) -> JanusBuffer:
     spec, cfg = plan.spec, plan.cfg
-    # Off-policy, the buffer serves its first batch at the limiter's threshold (e.g. DQN's
-    # learning_starts, which may be below batch_size: sampling is with replacement); a buffer
-    # waiting for more than the limiter lets in would deadlock the two.
-    min_size = None if spec.on_policy else plan.pacing.min_size_to_sample
+    # The buffer's rate limiter is the run's one pacing: off-policy the algorithm's sample/insert
+    # ratio (its deadlock check passed when the plan was made) from its first batch at the
+    # algorithm's threshold (DQN's learning_starts, which may be below batch_size: sampling is with
+    # replacement); on-policy a queue of one rollout, each served num_epochs times.
+    p = plan.pacing
+    rates: dict[str, Any] = {} if spec.on_policy else {
+        "min_size": p.min_size_to_sample, "samples_per_insert": p.samples_per_insert,
+        "error_buffer": p.error_buffer if p.samples_per_insert else None}
     return JanusBuffer(
         replace(cfg.janus, learner_device=plan.replay_device),
         rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
-        seed=cfg.seed, sampler=spec.sampler, min_size=min_size, frame_stack=spec.frame_stack,
-        beta_schedule=plan.beta_schedule(), **spec.sampler_kwargs,
+        seed=cfg.seed, sampler=spec.sampler, frame_stack=spec.frame_stack,
+        beta_schedule=plan.beta_schedule(), **rates, **spec.sampler_kwargs,
     )
 
 
@@ -98,7 +102,7 @@ def new_worker(plan: RunPlan, index: int, proxy: str) -> Worker:
     p = plan.pacing
     return Worker(f"worker-{index}", proxy, partial(make_actor, plan, index), lockstep=p.lockstep,
                   max_rollouts=plan.pieces_per_worker, pieces_per_rollout=p.pieces_per_rollout, orchestrator="orchestrator",
-                  paced=plan.limiter.limits_inserts, actor_takes_instance=True)
+                  actor_takes_instance=True)
 
 
 def new_proxy(plan: RunPlan, name: str, workers_on_node: int) -> WorkerProxy:
@@ -121,7 +125,9 @@ def new_trajectory_manager(plan: RunPlan, shared: SharedBuffer | None = None) ->
     buffer = shared() if shared is not None else make_buffer(plan)
     if plan.cfg.janus.placement != "cuda":  # host placements: their compiled kernels load here, not in timed calls
         warm_up()
-    return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"))
+    return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"),
+                             put_wait_s=0.0 if plan.serial else 0.01, resumed=plan.resumed,
+                             sample_batch=plan.cfg.minibatch_size)
 
 
 def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:
@@ -130,18 +136,19 @@ def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:
     its replay client when it starts (the serial scheduler's Trainer never waits)."""
     return Trainer("trainer", "orchestrator", partial(_built, make_learner(plan)), replay, plan.pacing.publish_every,
                    checkpointer(plan, "trainer"), report_every=plan.cfg.runtime.max_in_flight // 2,
-                   batch_wait_s=0.0 if plan.serial else 0.02)
+                   batch_wait_s=0.0 if plan.serial else 0.02, max_updates=plan.total_updates)
 
 
 def new_orchestrator(plan: RunPlan, roles: dict[str, str], restart: Callable[[str], str | None] | None) -> Orchestrator:
     r = plan.cfg.runtime
     names = plan.checkpointed
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
-    return Orchestrator("orchestrator", roles, plan.limiter, plan.total_updates, restart, r.ping_interval_s, r.pong_timeout_s,
+    p = plan.pacing
+    rates = Rates(p.min_size_to_sample, p.samples_per_insert, p.error_buffer)
+    return Orchestrator("orchestrator", roles, rates, plan.total_updates, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=dict(plan.resumed), checkpoints=schedule, total_pieces=plan.pieces_in_all,
                         stall_timeout_s=r.stall_timeout_s, all_pieces=plan.budget.env_steps > 0,
-                        eval_interval_steps=r.eval_interval_steps if plan.evaluates else 0,
-                        worker_quota=plan.pieces_per_worker if plan.pieces_in_all else 0)
+                        eval_interval_steps=r.eval_interval_steps if plan.evaluates else 0)
 
 
 def new_evaluator(plan: RunPlan) -> Any:
@@ -421,13 +428,12 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
             "backend": cfg.runtime.backend,
             "learner_utilization": update_s / wall if wall > 0 else 0.0,
             "learner_wait_s": trainer.get("wait_s", 0.0),
-            "pacing": {
+            "pacing": {  # the replay's rate limiter: its settings and how long each side waited on it
                 "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,
-                "error_buffer": limiter.error_buffer, "insert_piece": limiter.insert_piece,
-                "sample_batch": limiter.sample_batch, "pieces_granted": int(status.get("pieces_granted", 0)),
-                # granted once every piece of an env-step budget was in: the inserts that would have
-                # earned them were lost (staged pieces of a killed predecessor); 0 in a clean run
-                "batches_beyond_ratio": int(status.get("batches_beyond_ratio", 0)),
+                "error_buffer": limiter.error_buffer, "largest_insert": limiter.insert_piece,
+                "sample_batch": limiter.sample_batch,
+                "insert_wait_s": tm.get("buffer.insert_wait_s", 0.0), "sample_wait_s": tm.get("buffer.sample_wait_s", 0.0),
+                "pieces_dropped_at_stop": int(tm.get("pieces_dropped_at_stop", 0)),
             },
             "messages": backend.stats.as_dict(),
             "param_versions_published": int(trainer.get("versions_published", 0)),

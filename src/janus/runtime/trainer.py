@@ -15,16 +15,7 @@ from janus.buffer.staging import StagingTimeout
 from janus.errors import PipelineClosedError, TrainingDiverged
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
-from janus.runtime.messages import (
-    CheckpointMsg,
-    CountsMsg,
-    FetchParamsMsg,
-    LoadParamsMsg,
-    ParamsSnapshot,
-    SampleBatchMsg,
-    StartMsg,
-    StopMsg,
-)
+from janus.runtime.messages import CheckpointMsg, CountsMsg, FetchParamsMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg
 from janus.runtime.replay_client import ReplayClient, set_priorities
 
 
@@ -52,10 +43,13 @@ class Trainer(Component):
 
     It reads batches and writes priorities through its :class:`~janus.runtime.replay_client.ReplayClient`
     (the JanusBuffer itself in the replay host's process; a prefetching remote client elsewhere),
-    one batch per :class:`SampleBatchMsg` credit.
+    as fast as the replay's rate limiter lets batches through, until ``max_updates`` are trained
+    (the budget: never a batch past it). Each version it publishes is told to the replay, whose
+    limiter bounds the staleness of what it serves.
 
     Args:
         make_replay: builds the replay client (called once, on start, in the Trainer's process).
+        max_updates: batches the run trains in all (a resumed Trainer continues its count); 0: no limit.
         batch_wait_s: longest wait for a batch in one :meth:`step` (messages are handled between
             waits); 0 for the serial scheduler, which must never block.
     """
@@ -63,12 +57,14 @@ class Trainer(Component):
     def __init__(
         self, name: str, orchestrator: str, make_learner: Callable[[], LearnerSide], make_replay: Callable[[], ReplayClient],
         publish_every: int, checkpoint: Checkpointer | None = None, report_every: int = 1, batch_wait_s: float = 0.02,
+        max_updates: int = 0,
     ) -> None:
         super().__init__(name)
         self.make_replay = make_replay
         self.replay: ReplayClient | None = None
         self.batch_wait_s = batch_wait_s
-        self.credits = 0  # sample credits not yet used
+        self.max_updates = max_updates
+        self.replay_closed = False
         self.checkpoint = checkpoint
         self.report_every = max(1, report_every)
         self.orchestrator = orchestrator
@@ -98,6 +94,7 @@ class Trainer(Component):
             self.publish()
         if self.replay is None:
             self.replay = self.make_replay()
+            self.replay.set_learner_version(self.version)
         self.idle_since = time.perf_counter()
 
     def save(self, tag: int | str) -> None:
@@ -136,29 +133,28 @@ class Trainer(Component):
         else:
             self.pending.append(msg)
 
-    def on_SampleBatchMsg(self, msg: SampleBatchMsg) -> None:
-        self.credits += 1
+    @property
+    def budget_left(self) -> bool:
+        return not self.max_updates or self.trained < self.max_updates
 
     def step(self) -> bool:
-        """Train on the replay's next batch if a credit allows one (waiting at most
-        ``batch_wait_s`` for it); report counts when idle. True while credits remain."""
-        if self.credits and self.replay is not None and not self.stopped:
-            try:
-                batch = self.replay.get(timeout=self.batch_wait_s)
-            except StagingTimeout:
-                self._report()
-                return self.batch_wait_s > 0  # waited: look at the mailbox, then wait again
-            except PipelineClosedError:
-                if self.replay.failure is not None:
-                    raise self.replay.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
-                self.credits = 0  # closed at shutdown: nothing more to train on
-                return False
-            self.credits -= 1
-            self._train(batch)
-            if self.credits:
-                return True
-        self._report()  # out of credits: the Orchestrator grants more on this count, now, not after a poll
-        return False
+        """Train on the replay's next batch (waiting at most ``batch_wait_s`` for it); report
+        counts when idle. True while it trained (the host then polls again at once)."""
+        if self.replay is None or self.replay_closed or self.stopped or not self.budget_left:
+            self._report()
+            return False
+        try:
+            batch = self.replay.get(timeout=self.batch_wait_s)
+        except StagingTimeout:
+            self._report()
+            return self.batch_wait_s > 0  # waited: look at the mailbox, then wait again (serial: never waits)
+        except PipelineClosedError:
+            if self.replay.failure is not None:
+                raise self.replay.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
+            self.replay_closed = True  # closed at shutdown: nothing more to train on
+            return False
+        self._train(batch)
+        return True
 
     def _train(self, batch: dict[str, Any]) -> None:
         assert self.learner is not None
@@ -180,6 +176,8 @@ class Trainer(Component):
             self._set_priorities(batch["index"], priorities)
         if self.trained % self.publish_every == 0:
             self.publish()
+            assert self.replay is not None
+            self.replay.set_learner_version(self.version)
         if self.trained - self.reported >= self.report_every:
             self._report()  # batches still queued: the Orchestrator refills before this mailbox runs dry
 

@@ -9,20 +9,27 @@ import numpy as np
 
 from janus.algorithms.base import ActorSide
 from janus.runtime.component import Component
-from janus.runtime.messages import CountsMsg, FetchParamsMsg, InsertCreditMsg, InsertTransitionMsg, LoadParamsMsg, StartMsg
+from janus.runtime.messages import CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, PiecesAcceptedMsg, StartMsg
+
+PIECES_UNACCEPTED = 2
+"""Pieces a Worker may have sent and the replay not yet taken into its staging: enough that it
+rolls out while its last piece travels, few enough that a rate limiter holding inserts back stops
+it within a piece or two (see :class:`~janus.runtime.messages.PiecesAcceptedMsg`)."""
 
 
 class Worker(Component):
     """Rolls out in the background and sends its transitions to its node's WorkerProxy.
 
-    Two rules say when the next piece may start:
+    Two rules say when the next piece may start; neither is a rate (the replay's rate limiter is
+    the run's only pacing):
 
-    * ``paced``: only with an insert credit, granted by the Orchestrator's
-      :class:`~janus.runtime.pacing.SampleToInsertRatio` (:class:`InsertCreditMsg`); a restarted
-      worker starts with none and is granted credit again.
-    * ``lockstep`` (on-policy, correctness rather than a rate): rollout ``i`` acts with parameters
-      of version ``>= base + i``, i.e. trained on rollout ``i-1``. Off-policy, a worker asks for a
-      newer version after each piece but never waits for it.
+    * backpressure: at most ``max_unaccepted`` pieces sent and not yet taken by the replay
+      (:class:`PiecesAcceptedMsg`). When the replay's limiter holds inserts back, its staging fills
+      and acceptances stop. A restarted worker starts with none outstanding.
+    * ``lockstep`` (on-policy: the actor half of the replay's staleness bound 0): rollout ``i``
+      acts with parameters of version ``>= base + i``, i.e. trained on rollout ``i-1``; the replay
+      drops a rollout acted with older ones. Off-policy, a worker asks for a newer version after
+      each piece but never waits for it.
 
     ``make_actor`` builds the actor when the worker starts; with ``actor_takes_instance`` it is
     given the worker's :attr:`instance` (0 the first, +1 per restart), so that a restarted worker
@@ -31,8 +38,8 @@ class Worker(Component):
 
     def __init__(
         self, name: str, proxy: str, make_actor: Callable[..., ActorSide], lockstep: bool,
-        max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None, paced: bool = False,
-        actor_takes_instance: bool = False,
+        max_rollouts: int = 0, pieces_per_rollout: int = 1, orchestrator: str | None = None,
+        actor_takes_instance: bool = False, max_unaccepted: int = PIECES_UNACCEPTED,
     ) -> None:
         super().__init__(name)
         self.proxy = proxy
@@ -42,8 +49,8 @@ class Worker(Component):
         self.lockstep = lockstep
         self.max_rollouts = max_rollouts  # pieces to produce; 0: unlimited
         self.pieces_per_rollout = pieces_per_rollout
-        self.paced = paced
-        self.insert_credit = 0  # pieces the worker may still send (paced)
+        self.max_unaccepted = max_unaccepted
+        self.unaccepted = 0  # pieces sent that the replay has not taken yet
         self.actor: ActorSide | None = None
         self.version = -1
         self.base_version = 0  # first version loaded: lockstep counts from there (resume, restart)
@@ -62,9 +69,9 @@ class Worker(Component):
             self.actor = self.make_actor(self.instance) if self.actor_takes_instance else self.make_actor()
         self._fetch(0)
 
-    def on_InsertCreditMsg(self, msg: InsertCreditMsg) -> None:
-        self.insert_credit += msg.pieces
-        self.count("insert_credit", msg.pieces)
+    def on_PiecesAcceptedMsg(self, msg: PiecesAcceptedMsg) -> None:
+        # a replaced instance's pieces may be accepted after this one started: never below 0
+        self.unaccepted = max(0, self.unaccepted - msg.pieces)
 
     def _fetch(self, min_version: int) -> None:
         if not self.fetch_pending:
@@ -84,7 +91,7 @@ class Worker(Component):
     def step(self) -> bool:
         if self.actor is None or (self.max_rollouts and self.rollouts >= self.max_rollouts):
             return False
-        if self.paced and self.insert_credit <= 0:
+        if self.unaccepted >= self.max_unaccepted:
             return False
         needed = self.required_version()
         if self.version < needed:
@@ -95,7 +102,7 @@ class Worker(Component):
         self.count("rollout_s", time.perf_counter() - t0)
         count = int(np.prod(next(iter(piece.values())).shape[:2]))
         self.rollouts += 1
-        self.insert_credit -= self.paced
+        self.unaccepted += 1
         self.count("transitions", count)
         self.count("rollouts")
         self.count("env_steps", info.get("env_steps", count))

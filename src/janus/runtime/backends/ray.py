@@ -577,6 +577,9 @@ class ComponentActor:
     def replay_update_priority(self, keys: Any, priorities: Any) -> int:
         return self._replay_host().update_priority(keys, priorities)
 
+    def replay_set_learner_version(self, version: int) -> None:
+        self._replay_host().set_learner_version(version)
+
     def _replay_host(self) -> TrajectoryManager:
         host = self.host.component
         if not isinstance(host, TrajectoryManager):

@@ -89,6 +89,11 @@ class RemoteReplay:
             ray.wait([self.priority_calls.popleft()], fetch_local=False)
         return None
 
+    def set_learner_version(self, version: int) -> None:
+        """Tell the host (a call not waited for; the host keeps the highest version it was told,
+        as calls to a threaded actor may overtake each other)."""
+        self.priority_calls.append(self._host().replay_set_learner_version.remote(version))
+
     def close(self) -> None:
         self.closed = True
         self.in_flight.clear()
