@@ -278,8 +278,11 @@ class JanusBuffer:
 
     def set_learner_version(self, version: int) -> None:
         """The learner's parameter version now: on-policy, rollouts older than ``max_staleness``
-        versions are dropped unserved (counted in ``stats.items_dropped_stale``)."""
+        versions are dropped unserved (counted in ``stats.items_dropped_stale``), and their room
+        goes to the staged pieces."""
         self.rate_limiter.set_learner_version(version)
+        if not self.config.overlap_collect and not self._closed:
+            self._collect_staged(block=False)
 
     def _admit(self, items: list[Any], n: int) -> bool:
         """Admit (reserve) a collection of staged ``items`` with the limiter, if it allows it now."""

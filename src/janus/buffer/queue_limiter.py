@@ -110,6 +110,18 @@ class QueueLimiter(RateLimiter):
         self._cond.notify_all()  # inserters waiting for room
         return True
 
+    def commit_insert(self, n: int) -> None:
+        super().commit_insert(n)
+        with self._cond:  # a head completed now may be stale already: its room goes to the next insert
+            while self._drop_stale_head():
+                pass
+
+    def set_learner_version(self, version: int) -> None:
+        super().set_learner_version(version)
+        with self._cond:
+            while self._drop_stale_head():
+                pass
+
     def _release_head(self) -> None:
         self._versions.pop(self._head, None)
         self._head += 1

@@ -140,6 +140,7 @@ class RateLimiter:
         self._insert_wait_s = 0.0
         self._sample_wait_s = 0.0
         self._learner_version: int | None = None
+        self._waiting = {"insert": 0, "sample": 0}  # threads waiting on each side now
 
     # ---- read-only counters ------------------------------------------------------------------
     @property
@@ -161,6 +162,16 @@ class RateLimiter:
     def sample_wait_s(self) -> float:
         """Seconds samplers spent waiting to be allowed."""
         return self._sample_wait_s
+
+    @property
+    def insert_waiters(self) -> int:
+        """Threads waiting now for an insert to be admitted."""
+        return self._waiting["insert"]
+
+    @property
+    def sample_waiters(self) -> int:
+        """Threads waiting now for a sample to be granted."""
+        return self._waiting["sample"]
 
     @property
     def closed(self) -> bool:
@@ -191,7 +202,7 @@ class RateLimiter:
         with self._cond:
             self.check_insert(n)
             waited = self._await(lambda: self._insert_ready(n), deadline, f"insert {n} transitions",
-                                 self._insert_blocker)
+                                 self._insert_blocker, side="insert")
             self._insert_wait_s += waited
             self._admit(n, version)
             self._admitted += n
@@ -204,7 +215,7 @@ class RateLimiter:
         with self._cond:
             self.check_insert(n)
             waited = self._await(lambda: self._insert_ready(n), deadline, f"insert {n} transitions",
-                                 self._insert_blocker)
+                                 self._insert_blocker, side="insert")
             self._insert_wait_s += waited
             return waited
 
@@ -245,7 +256,7 @@ class RateLimiter:
         if batches < 1:
             raise invalid("batches", batches, "an integer >= 1")
         with self._cond:
-            waited = self._await(lambda: self._sample_ready(batches), deadline, "sample", self._sample_blocker)
+            waited = self._await(lambda: self._sample_ready(batches), deadline, "sample", self._sample_blocker, "sample")
             self._sample_wait_s += waited
             grant = self._grant(batches)
             self._cond.notify_all()
@@ -316,20 +327,24 @@ class RateLimiter:
         """Mode state derived from the restored counts."""
 
     def _await(self, ready: Callable[[], bool], deadline: float | None, what: str,
-               why: Callable[[], str] | None = None) -> float:
+               why: Callable[[], str] | None = None, side: str = "insert") -> float:
         """Wait (lock held) until ``ready()``; return seconds waited. Raises on close or deadline
         (the timeout's message says ``why()`` it was still waiting)."""
         if ready():
             return 0.0
         start = time.perf_counter()
-        while not ready():
-            if self._closed:
-                raise PipelineClosedError(f"{type(self).__name__} is closed")
-            remaining = None if deadline is None else deadline - time.perf_counter()
-            if remaining is not None and remaining <= 0:
-                because = f" ({why()})" if why is not None else ""
-                raise StagingTimeout(f"{type(self).__name__}: timed out waiting to {what}{because}")
-            self._cond.wait(remaining)
+        self._waiting[side] += 1
+        try:
+            while not ready():
+                if self._closed:
+                    raise PipelineClosedError(f"{type(self).__name__} is closed")
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if remaining is not None and remaining <= 0:
+                    because = f" ({why()})" if why is not None else ""
+                    raise StagingTimeout(f"{type(self).__name__}: timed out waiting to {what}{because}")
+                self._cond.wait(remaining)
+        finally:
+            self._waiting[side] -= 1
         return time.perf_counter() - start
 
 
