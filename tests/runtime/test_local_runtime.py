@@ -393,7 +393,7 @@ def test_a_stall_diagnosis_names_collection_when_pieces_wait_in_staging() -> Non
 
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        RunPlan.of(cfg).limiter, total_updates=100)
+                        RunPlan.of(cfg).rates, total_updates=100)
     orch.inserted, orch.component_counters["tm"] = 640, {"transitions_inserted": 640, "buffer.transitions_collected": 512}
     assert "128 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
@@ -408,7 +408,7 @@ def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as
 
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        RunPlan.of(cfg).limiter, total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
+                        RunPlan.of(cfg).rates, total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
     orch.inserted = 5_640  # restored 5,000 + 640 inserted and collected by this process
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
     orch.requested = orch.trained = 4_200
@@ -456,7 +456,7 @@ def test_a_restarted_worker_gets_its_start_timeout_before_it_is_restarted_again(
     restarted: list[str] = []
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        RunPlan.of(cfg).limiter, total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
+                        RunPlan.of(cfg).rates, total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
     orch.bind(Outbox())  # type: ignore[arg-type]
     t0 = time.monotonic()  # on_PongMsg stamps answers with the real clock
     orch.last_pong = {n: t0 for n in orch.roles}

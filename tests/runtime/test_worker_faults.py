@@ -300,7 +300,7 @@ def test_a_failed_worker_is_replaced_at_once_and_a_late_notice_changes_nothing()
         return TRACEBACK
 
     roles = {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker", "worker-1": "worker"}
-    orch = Orchestrator("orchestrator", roles, RunPlan.of(tiny("local")).limiter, total_updates=100, restart=restart,
+    orch = Orchestrator("orchestrator", roles, RunPlan.of(tiny("local")).rates, total_updates=100, restart=restart,
                         pong_timeout_s=3600.0)
     orch.bind(Outbox())  # type: ignore[arg-type]
     orch.receive(WorkerDownMsg("worker-0", 0))

@@ -37,7 +37,7 @@ from janus.errors import BufferInputError, ConfigError, PipelineClosedError, inv
 
 @dataclass(frozen=True)
 class SampleToInsertRatio:
-    """Validated ratio settings, and the credit arithmetic the runtime's Orchestrator uses today.
+    """Validated ratio settings (a :class:`RatioLimiter` enforces them).
 
     Args:
         samples_per_insert: sampled transitions per inserted transition (0: no ratio).
@@ -45,7 +45,6 @@ class SampleToInsertRatio:
         error_buffer: how far ``diff`` may drift either side of 0, in sampled transitions.
         insert_piece: the largest insert, in transitions (one worker piece).
         sample_batch: transitions one sample takes (one learner batch).
-        max_in_flight: batches requested but not yet trained (the prefetch depth).
 
     ``error_buffer`` must hold one insert's worth and one batch, or there are states where neither
     side may move (a deadlock): such settings are refused here.
@@ -56,13 +55,12 @@ class SampleToInsertRatio:
     error_buffer: float
     insert_piece: int
     sample_batch: int
-    max_in_flight: int = 4
 
     def __post_init__(self) -> None:
         spi = self.samples_per_insert
         if isinstance(spi, bool) or not isinstance(spi, (int, float)) or not math.isfinite(spi) or spi < 0:
             raise invalid("samples_per_insert", spi, "a finite number >= 0 (0: no ratio)")
-        for name, low in (("min_size_to_sample", 1), ("insert_piece", 1), ("sample_batch", 1), ("max_in_flight", 1)):
+        for name, low in (("min_size_to_sample", 1), ("insert_piece", 1), ("sample_batch", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise invalid(name, value, f"an integer >= {low}")
@@ -95,24 +93,6 @@ class SampleToInsertRatio:
         """Batches the ratio allows in all once ``inserted`` transitions are in (ignoring the
         in-flight bound): what a run's workers can ever earn its learner."""
         return math.floor((self.diff(inserted, 0) + self.error_buffer) / self.sample_batch)
-
-    def sample_credits(self, inserted: int, requested: int, trained: int, inserts_done: bool = False) -> int:
-        """Batches to request now, given transitions ``inserted``, batches ``requested`` so far and
-        batches ``trained``. ``inserts_done``: no insert will come, only the in-flight bound is left."""
-        if inserted < self.min_size_to_sample:
-            return 0
-        room = self.max_in_flight - (requested - trained)
-        if self.limits_inserts and not inserts_done:
-            allowed = (self.diff(inserted, requested * self.sample_batch) + self.error_buffer) / self.sample_batch
-            room = min(room, math.floor(allowed))
-        return max(room, 0)
-
-    def insert_credits(self, issued: int, requested: int) -> int | None:
-        """Pieces to grant now, given transitions ``issued`` and batches ``requested``; None: no limit."""
-        if not self.limits_inserts:
-            return None
-        worth = self.samples_per_insert * self.insert_piece
-        return max(math.floor((self.error_buffer - self.diff(issued, requested * self.sample_batch)) / worth), 0)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from janus.buffer.rate_limiter import SampleToInsertRatio
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError
 from janus.runtime import checkpoints
+from janus.runtime.orchestrator import Rates
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,12 @@ class RunPlan:
         p, cfg = self.pacing, self.cfg
         return SampleToInsertRatio(p.samples_per_insert, p.min_size_to_sample, p.error_buffer,
                                    insert_piece=self.largest_insert, sample_batch=cfg.minibatch_size)
+
+    @property
+    def rates(self) -> Rates:
+        """The limiter's settings as the Orchestrator names them in a stall's diagnosis."""
+        p = self.pacing
+        return Rates(p.min_size_to_sample, p.samples_per_insert, p.error_buffer)
 
     @property
     def restored_env_steps(self) -> int:

@@ -28,7 +28,7 @@ from janus.runtime import checkpoints
 from janus.runtime.backends.base import Backend
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.messages import StartMsg
-from janus.runtime.orchestrator import Orchestrator, Rates, run_state
+from janus.runtime.orchestrator import Orchestrator, run_state
 from janus.runtime.plan import RunPlan, plan_of, serial
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.trainer import Trainer
@@ -143,9 +143,7 @@ def new_orchestrator(plan: RunPlan, roles: dict[str, str], restart: Callable[[st
     r = plan.cfg.runtime
     names = plan.checkpointed
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
-    p = plan.pacing
-    rates = Rates(p.min_size_to_sample, p.samples_per_insert, p.error_buffer)
-    return Orchestrator("orchestrator", roles, rates, plan.total_updates, restart, r.ping_interval_s, r.pong_timeout_s,
+    return Orchestrator("orchestrator", roles, plan.rates, plan.total_updates, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=dict(plan.resumed), checkpoints=schedule, total_pieces=plan.pieces_in_all,
                         stall_timeout_s=r.stall_timeout_s, all_pieces=plan.budget.env_steps > 0,
                         eval_interval_steps=r.eval_interval_steps if plan.evaluates else 0)

@@ -29,7 +29,6 @@ from janus.runtime.messages import (
     StopMsg,
 )
 
-
 STOP_PUT_S = 5.0  # at the stop, how long pieces still waiting at the host may take to be put
 
 
@@ -185,7 +184,8 @@ class TrajectoryManager(Component):
         self.buffer.rate_limiter.finish_inserts()
         deadline = time.monotonic() + STOP_PUT_S
         while self.waiting and self.buffer.failure is None and time.monotonic() < deadline:
-            self._put_waiting(0.05)  # staging drains now (on-policy: a rollout left incomplete cannot)
+            self.buffer.flush()  # staging drains now (on-policy: a rollout left incomplete cannot)
+            self._put_waiting(0.05)
         self.count("pieces_dropped_at_stop", sum(m.pieces for m in self.waiting))
         self.waiting.clear()
         self.buffer.close()
