@@ -21,7 +21,7 @@ from janus.runtime.messages import (
     InsertTransitionMsg,
     LoadParamsMsg,
     ParamsSnapshot,
-    SampleBatchMsg,
+    PiecesAcceptedMsg,
     StartMsg,
 )
 from janus.runtime.plan import RunPlan
@@ -66,9 +66,9 @@ def host_threads() -> list[str]:
 
 
 def test_messages_are_frozen_and_snapshots_immutable() -> None:
-    msg = SampleBatchMsg(3)
+    msg = PiecesAcceptedMsg(3)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        msg.request_id = 4  # type: ignore[misc]
+        msg.pieces = 4  # type: ignore[misc]
     source = {"w": np.ones(3, dtype=np.float32)}
     snap = ParamsSnapshot.freeze(1, source)
     source["w"][:] = 7  # the snapshot copied
@@ -183,21 +183,22 @@ class ListReplay:
     def update_priority(self, index: Any, priority: Any) -> int:
         return len(index)
 
+    def set_learner_version(self, version: int) -> None:
+        pass
+
 
 def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
     cfg = tiny()
     batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
              "reward": np.ones(64, np.float32), "index": np.arange(64)}
     trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: ListReplay([batch] * 3),
-                      publish_every=1)
+                      publish_every=1, max_updates=3)
     out = FakeOutbox()
     trainer.bind(out)
     trainer.receive(StartMsg())
     trainer.receive(FetchParamsMsg("proxy-0", 0))
     (_, first), = out.of(LoadParamsMsg)
     frozen = {k: v.copy() for k, v in first.params.arrays.items()}
-    for i in range(3):
-        trainer.receive(SampleBatchMsg(i))
     while trainer.step():
         pass
     assert trainer.version == 3
@@ -225,18 +226,15 @@ def _filled(cfg: RunConfig) -> Any:
     return buffer
 
 
-def test_trainer_takes_one_batch_from_the_shared_buffer_per_credit() -> None:
+def test_trainer_takes_batches_from_the_shared_buffer_up_to_its_budget() -> None:
     cfg = tiny()
     buffer = _filled(cfg)
-    trainer, out = _trainer_on(buffer, cfg, report_every=100)
+    trainer, out = _trainer_on(buffer, cfg, report_every=100, max_updates=3)
     try:
-        assert trainer.step() is False and trainer.trained == 0, "no credit: no batch taken"
-        for i in range(3):
-            trainer.receive(SampleBatchMsg(i))
         while trainer.step():
             pass
-        assert trainer.trained == 3 and not trainer.credits
-        # out of credits, it reports at once (the Orchestrator's next credits wait for this count)
+        assert trainer.trained == 3, "the budget, not a credit, ends its training"
+        # at its budget it reports at once (the Orchestrator stops the run on this count)
         assert [m.counters["trained"] for _, m in out.of(CountsMsg)] == [3]
         assert buffer.stats.batches_delivered == 3
         assert trainer.step() is False and trainer.trained == 3
@@ -249,7 +247,6 @@ def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly
     buffer = _filled(cfg)
     trainer, _ = _trainer_on(buffer, cfg)
     buffer._fail(RuntimeError("selection broke on purpose"))  # what a background selection error does
-    trainer.receive(SampleBatchMsg(0))
     with pytest.raises(RuntimeError, match="selection broke on purpose"):
         while trainer.step():
             pass
@@ -257,8 +254,8 @@ def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly
     buffer = _filled(cfg)
     trainer, _ = _trainer_on(buffer, cfg)
     buffer.close()  # what the TrajectoryManager's stop does before the Trainer's
-    trainer.receive(SampleBatchMsg(0))
-    assert trainer.step() is False and trainer.trained == 0 and not trainer.credits
+    assert trainer.step() is False and trainer.trained == 0 and trainer.replay_closed
+    assert trainer.step() is False, "closed: it asks no more"
 
 
 def test_trainer_waits_for_a_batch_in_slices_and_never_when_serial() -> None:
@@ -267,12 +264,11 @@ def test_trainer_waits_for_a_batch_in_slices_and_never_when_serial() -> None:
     try:
         for wait_s, busy in ((0.05, True), (0.0, False)):
             trainer, _ = _trainer_on(buffer, cfg, batch_wait_s=wait_s)
-            trainer.receive(SampleBatchMsg(0))
             start = time.perf_counter()
             assert trainer.step() is busy, "a Trainer that waited looks at its mailbox, then waits again"
             took = time.perf_counter() - start
             assert (took >= wait_s) if wait_s else (took < 0.5)
-            assert trainer.credits == 1, "the credit is kept for the batch to come"
+            assert trainer.trained == 0
     finally:
         buffer.close()
 
@@ -287,10 +283,11 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
     total = cfg.workload.iterations * cfg.updates_per_iteration
     assert counts["updates"] >= total
     assert counts["transitions_inserted"] == counts["transitions_produced"] > 0
-    # every batch trained was requested; credits still open at the stop may go unserved. The
-    # Trainer takes its batches from the buffer in this process: no batch travels as a message
-    assert total <= counts["updates"] <= msgs["SampleBatchMsg"]["messages"]
-    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["SampleBatchMsg"]["bytes"] == 0
+    # the Trainer reads the buffer of its process: no batch, and no credit, travels as a message;
+    # each piece taken is acknowledged to its worker (backpressure), with no payload
+    assert counts["updates"] == total
+    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["PiecesAcceptedMsg"]["bytes"] == 0
+    assert msgs["PiecesAcceptedMsg"]["messages"] >= msgs["InsertTransitionMsg"]["messages"] // 2
     # two nodes (3 workers, 2 per node): one proxy each, at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
     assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
@@ -298,11 +295,10 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
         # every rollout needs the next version on every node: exactly one fetch per node per rollout
         assert all(n == cfg.workload.iterations for n in rt["param_fetches_per_node"].values())
     else:
-        p = rt["pacing"]  # the two-sided ratio: sampled within the error buffer of its target
+        p = rt["pacing"]  # the two-sided ratio: sampled (trained, and selected ahead) within the error buffer
         spi, batch, eb = p["samples_per_insert"], p["sample_batch"], p["error_buffer"]
         target = spi * (counts["transitions_inserted"] - p["min_size_to_sample"])
-        assert msgs["SampleBatchMsg"]["messages"] * batch <= target + eb
-        assert msgs["InsertCreditMsg"]["messages"] > 0 and p["pieces_granted"] * 4 * 16 >= counts["transitions_inserted"]
+        assert counts["batches_selected"] * batch <= target + eb
     assert not host_threads(), "every component thread joined"
 
 

@@ -77,10 +77,10 @@ class Budget:
 
 @dataclass(frozen=True)
 class Pacing:
-    """Rates and piece sizes: what the Orchestrator's ratio limiter and the Workers are built from.
+    """Rates and piece sizes: what the replay's rate limiter and the Workers are built from.
 
     Sizes are in transitions; ``error_buffer`` is in sampled transitions (see
-    :class:`~janus.runtime.pacing.SampleToInsertRatio`).
+    :class:`~janus.buffer.rate_limiter.RatioLimiter`).
     """
 
     samples_per_insert: float

@@ -38,14 +38,14 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
         fetches = "none (the workers read each version from shared memory)"
     restarts = sum(rt["worker_restarts"].values())
     errors = rt.get("worker_errors", [])
-    beyond = int(rt.get("pacing", {}).get("batches_beyond_ratio", 0))
+    dropped = int(rt.get("pacing", {}).get("pieces_dropped_at_stop", 0))
     return (
         f"\nruntime{f' of {name}' if name else ''} ({rt['backend']}): messages " + "; ".join(parts)
         + f"\n  parameter versions published: {rt['param_versions_published']}; fetches per node: {fetches}"
         + f"\n  worker restarts: {restarts}; stalls: {rt['stalls']}"
         + (f"\n  worker errors: {rt.get('worker_errors_total', len(errors))} (the last: {errors[-1]['error'][:200]})" if errors else "")
-        + (f"\n  {beyond} batches trained past the ratio at the end of the budget (their inserts were lost "
-           f"with a killed run's staged pieces)" if beyond else "")
+        + (f"\n  {dropped} pieces that reached the replay at the stop could not be written (on-policy: the "
+           f"rest of a rollout the run no longer trains on)" if dropped else "")
     )
 
 
