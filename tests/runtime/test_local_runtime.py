@@ -287,7 +287,7 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
     # each piece taken is acknowledged to its worker (backpressure), with no payload
     assert counts["updates"] == total
     assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["PiecesAcceptedMsg"]["bytes"] == 0
-    assert msgs["PiecesAcceptedMsg"]["messages"] >= msgs["InsertTransitionMsg"]["messages"] // 2
+    assert msgs["PiecesAcceptedMsg"]["messages"] > 0
     # two nodes (3 workers, 2 per node): one proxy each, at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
     assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
@@ -298,7 +298,7 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
         p = rt["pacing"]  # the two-sided ratio: sampled (trained, and selected ahead) within the error buffer
         spi, batch, eb = p["samples_per_insert"], p["sample_batch"], p["error_buffer"]
         target = spi * (counts["transitions_inserted"] - p["min_size_to_sample"])
-        assert counts["batches_selected"] * batch <= target + eb
+        assert counts["updates"] * batch <= target + eb
     assert not host_threads(), "every component thread joined"
 
 
@@ -391,10 +391,11 @@ def test_a_stall_diagnosis_names_collection_when_pieces_wait_in_staging() -> Non
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
                         RunPlan.of(cfg).rates, total_updates=100)
     orch.inserted, orch.component_counters["tm"] = 640, {"transitions_inserted": 640, "buffer.transitions_collected": 512}
-    assert "128 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
+    text = orch.stall_diagnosis(5.0)
+    assert "128 transitions wait in the actor-side staging" in text and "samples_per_insert 1" in text
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
-    orch.requested, orch.trained = 7, 3
-    assert "selection stage is starved" in orch.stall_diagnosis(5.0)
+    orch.trained = 3
+    assert "the learner waits for a batch and no worker inserts" in orch.stall_diagnosis(5.0)
 
 
 def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as_staged() -> None:
@@ -407,10 +408,10 @@ def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as
                         RunPlan.of(cfg).rates, total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
     orch.inserted = 5_640  # restored 5,000 + 640 inserted and collected by this process
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
-    orch.requested = orch.trained = 4_200
+    orch.trained = 4_200
     text = orch.stall_diagnosis(5.0)
     assert "staging" not in text and "g_collect" not in text, text
-    assert "no sample credit is allowed" in text
+    assert "the learner waits for a batch" in text
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 576}
     assert "64 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
 

@@ -30,7 +30,7 @@ from janus.runtime import run as runmod
 from janus.runtime.backends.base import Backend
 from janus.runtime.backends.process import ProcessBackend
 from janus.runtime.component import Component
-from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, StartMsg
+from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, PiecesAcceptedMsg, StartMsg
 from janus.runtime.run import RunFailed, run_runtime
 from janus.runtime.shm import segments_of
 from janus.runtime.worker import Worker
@@ -104,6 +104,8 @@ class Sink(Component):
         time.sleep(0.002)  # slower than the producers: rings fill and workers block
         with self.lock:
             self.ids.extend(msg.transitions["id"].reshape(-1).tolist())
+        for worker, pieces in msg.by_worker():  # taken: the workers may send more (as a replay host says)
+            self.send(worker, PiecesAcceptedMsg(pieces))
 
 
 def expected_ids(workers: int, pieces: int) -> list[int]:

@@ -110,7 +110,7 @@ def test_ray_run_completes_with_consistent_counts(ray_session: Any, on_policy: b
     # client, so no batch is a message; the replay host counts what it served
     assert "BatchTrainingDataMsg" not in msgs and msgs["InsertTransitionMsg"]["bytes"] > 0
     assert counts["updates"] <= backend.counters()["trajectory_manager"]["batches_sent"]
-    assert msgs["SampleBatchMsg"]["bytes"] == 0 and msgs["PongMsg"]["messages"] > 0
+    assert msgs["PiecesAcceptedMsg"]["bytes"] == 0 and msgs["PongMsg"]["messages"] > 0
     # one proxy per node (2 workers, 1 per node), at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
     assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())

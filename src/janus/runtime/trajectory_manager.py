@@ -133,9 +133,13 @@ class TrajectoryManager(Component):
         self._finish_if_done()
 
     def _finish_if_done(self) -> None:
+        """The limiter stops holding samples back for inserts that cannot come, and the staged
+        pieces are written (not ``JanusBuffer.finish_inserts``, which refuses later puts: a
+        replaced worker's new instance may still send pieces past the budget's count)."""
         if self.finishing and not self.waiting and not self.finished:
             self.finished = True
-            self.buffer.finish_inserts()
+            self.buffer.rate_limiter.finish_inserts()
+            self.buffer.flush()
 
     # ---- for a replay client in another process (see janus.runtime.replay_client) ----------------
     def sample(self, timeout: float) -> dict[str, np.ndarray] | None:
