@@ -34,8 +34,6 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
     msgs = rt["messages"]
     parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB payload)" for k, v in msgs.items() if isinstance(v, dict)]
     fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
-    if rt["backend"] == "process" and not any(rt["param_fetches_per_node"].values()):
-        fetches = "none (the workers read each version from shared memory)"
     restarts = sum(rt["worker_restarts"].values())
     errors = rt.get("worker_errors", [])
     dropped = int(rt.get("pacing", {}).get("pieces_dropped_at_stop", 0))

@@ -80,8 +80,9 @@ class Worker(Component):
 
     def on_LoadParamsMsg(self, msg: LoadParamsMsg) -> None:
         self.fetch_pending = False
+        if self.actor is None:  # a fetch of the instance this one replaced, answered before this one started
+            return  # (it fetches on start)
         if msg.version > self.version:
-            assert self.actor is not None
             self.actor.load_params(self.outbox.resolve(msg.params))
             if self.version < 0:
                 self.base_version = msg.version
