@@ -273,8 +273,9 @@ def test_a_gcs_that_stops_answering_is_reported_within_the_bound(failure: str) -
 def test_lost_gcs_stops_the_run_with_a_clear_error_and_no_actor_left(ray_session: Any) -> None:
     """The driver's GCS probe starts failing mid-run (the session's GCS itself stays up, so the
     test can see the actors): the run fails naming the GCS within seconds, with no actor left."""
-    cfg = tiny(workers=1)
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, env_step_ms=4.0))
+    cfg = tiny(workers=1, samples_per_insert=1.0)  # the learner paced by the worker's inserts: ~13 s
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, env_step_ms=4.0,
+                                                                updates_per_iteration=1))
     backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
     lost_at: list[float] = []
 

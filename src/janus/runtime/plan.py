@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm
+from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm, largest_insert
 from janus.buffer.prioritized import LinearSchedule
 from janus.buffer.rate_limiter import SampleToInsertRatio
 from janus.config import RunConfig, resolve_backend
@@ -83,12 +83,8 @@ class RunPlan:
 
     @property
     def largest_insert(self) -> int:
-        """The most transitions the replay's collection writes at once, off-policy: ``g_collect``
-        puts of the node with the most workers (its proxy merges one piece of each)."""
-        cfg, p = self.cfg, self.pacing
-        per_node = cfg.runtime.workers_per_node or cfg.workload.num_actors
-        piece = p.piece_steps * cfg.workload.envs_per_actor
-        return max(1, round(cfg.janus.g_collect)) * min(per_node, cfg.workload.num_actors) * piece
+        """The most transitions the replay's collection writes at once (off-policy)."""
+        return largest_insert(self.cfg, self.pacing.piece_steps * self.cfg.workload.envs_per_actor)
 
     @property
     def limiter(self) -> SampleToInsertRatio:
