@@ -171,7 +171,6 @@ class JanusBuffer:
             if min_size is not None:  # sampling needs an item; more than the capacity would never be stored
                 check_int("min_size", min_size, 1, capacity, f" (buffer_capacity={capacity})")
             self.min_size = batch_size if min_size is None else int(min_size)
-            self.rate_limiter = RatioLimiter(self.min_size, batch_size, samples_per_insert, error_buffer)
         self.batch_size = batch_size
 
         self.experience: ExperienceBuffer | FrameStackReplay
@@ -181,6 +180,9 @@ class JanusBuffer:
             self.experience = FrameStackReplay(capacity, cfg.placement, sampler, seed, **sampler_kwargs)
         else:
             self.experience = ExperienceBuffer(capacity, cfg.placement, "uniform" if cfg.is_on_policy else sampler, seed, **sampler_kwargs)
+        if not cfg.is_on_policy:  # min size counts what the storage holds, a checkpoint loaded into it too
+            self.rate_limiter = RatioLimiter(self.min_size, batch_size, samples_per_insert, error_buffer,
+                                             stored=self.experience.__len__)
         self.actor_buffer = ActorBuffer(
             max(cfg.actor_buffer_size, self._collect_pieces or 1), min_transitions=self._collect_transitions or 0
         )
@@ -395,8 +397,8 @@ class JanusBuffer:
                     "the staged ones now")
         lim = self.rate_limiter
         if isinstance(lim, RatioLimiter):
-            if lim.inserted < lim.min_size_to_sample:
-                return (f"{head}: the buffer stores {lim.inserted} transitions and sampling starts at min_size="
+            if lim.stored < lim.min_size_to_sample:
+                return (f"{head}: the buffer stores {lim.stored} transitions and sampling starts at min_size="
                         f"{lim.min_size_to_sample}; {staged} piece(s) are staged: put more pieces")
             if not lim.can_sample():
                 r = lim.ratio

@@ -340,11 +340,16 @@ class RatioLimiter(RateLimiter):
         max_insert: the largest insert, if known now: settings that could deadlock with it are
             refused here; unknown (None), an insert too large for ``error_buffer`` is refused when it
             comes (:meth:`check_insert`), never left to hang.
+        stored: how many transitions the storage holds now, for the minimum size (default: those
+            committed here). The JanusBuffer passes its storage's length, so a storage loaded from
+            a checkpoint directly (``experience.load_state_dict``) counts before any new insert.
     """
 
     def __init__(self, min_size_to_sample: int, sample_batch: int, samples_per_insert: float = 0.0,
-                 error_buffer: float | None = None, max_insert: int | None = None) -> None:
+                 error_buffer: float | None = None, max_insert: int | None = None,
+                 stored: Callable[[], int] | None = None) -> None:
         super().__init__()
+        self._stored = stored
         if samples_per_insert and error_buffer is None:
             raise ConfigError(f"invalid error_buffer: got None with samples_per_insert={samples_per_insert!r}; "
                               "accepted: a number of sampled transitions >= max(samples_per_insert x largest "
@@ -355,6 +360,11 @@ class RatioLimiter(RateLimiter):
     @property
     def min_size_to_sample(self) -> int:
         return self.ratio.min_size_to_sample
+
+    @property
+    def stored(self) -> int:
+        """Transitions the storage holds, as the minimum size counts them."""
+        return self._inserted if self._stored is None else self._stored()
 
     @property
     def diff(self) -> float:
@@ -381,7 +391,7 @@ class RatioLimiter(RateLimiter):
     def _allowed_batches(self) -> int:
         """Batches a sample may take now (0: none)."""
         r = self.ratio
-        if self._inserted < r.min_size_to_sample:
+        if self.stored < r.min_size_to_sample:
             return 0
         if not r.limits_inserts or self._inserts_finished:
             return 1 << 30
@@ -392,8 +402,8 @@ class RatioLimiter(RateLimiter):
 
     def _sample_blocker(self) -> str:
         r = self.ratio
-        if self._inserted < r.min_size_to_sample:
-            return f"{self._inserted} transitions written, sampling starts at min_size_to_sample={r.min_size_to_sample}"
+        if self.stored < r.min_size_to_sample:
+            return f"{self.stored} transitions stored, sampling starts at min_size_to_sample={r.min_size_to_sample}"
         return (f"the ratio samples_per_insert={r.samples_per_insert:g} holds sampling back: diff={self.diff:g}, "
                 f"error_buffer={r.error_buffer:g}, a batch is {r.sample_batch}")
 
