@@ -31,3 +31,41 @@ def test_deadlocking_error_buffer_is_rejected(error_buffer: float, why: str) -> 
 def test_bad_settings_name_the_field(field: str, value: float) -> None:
     with pytest.raises(ConfigError, match=field):
         ratio(**{field: value})
+
+
+@pytest.mark.parametrize("overlap", [0, 1])
+def test_a_collection_unit_the_ratio_could_never_admit_whole_is_written_a_piece_at_a_time(overlap: int) -> None:
+    """g_collect pieces worth more than error_buffer: never a deadlock, never an error (a kill-resume
+    run with g_collect 4 failed so); only a single piece that large is refused."""
+    import numpy as np
+
+    from janus.buffer.janus import JanusBuffer
+    from janus.buffer.staging import StagingTimeout
+    from janus.config import JanusConfig
+
+    # 8-transition pieces, 4 per collection = 32 transitions, worth 64 sampled; error_buffer 24 admits one piece
+    buffer = JanusBuffer(JanusConfig(batch_size=8, buffer_capacity=1000, g_collect=4, actor_buffer_size=8,
+                                     overlap_collect=overlap, overlap_select=0),
+                         min_size=8, samples_per_insert=2.0, error_buffer=24.0)
+    piece = {"obs": np.zeros((8, 1, 4), np.float32)}
+    def learn() -> None:
+        for _ in range(100):  # the learner takes what the ratio allows
+            try:
+                buffer.get(timeout=0.05)
+            except StagingTimeout:
+                return
+
+    try:
+        for _ in range(8):
+            buffer.put(piece, timeout=5.0)
+            learn()
+        assert buffer.stats.transitions_collected >= 24, "units of 4 pieces went in one piece at a time"
+        for _ in range(10):  # below the granularity: flush writes what the ratio admits, as it admits it
+            buffer.flush()
+            learn()
+        assert buffer.stats.transitions_collected == 64 and buffer.failure is None
+    finally:
+        buffer.close()
+    with pytest.raises(ConfigError, match="could hold it back for ever"):
+        JanusBuffer(JanusConfig(batch_size=8, buffer_capacity=1000), min_size=8, samples_per_insert=2.0,
+                    error_buffer=24.0).put({"obs": np.zeros((16, 1, 4), np.float32)})

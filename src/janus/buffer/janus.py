@@ -197,6 +197,7 @@ class JanusBuffer:
             None if seed is None else seed + 2, beta_schedule,
         )
         self._collect_lock = threading.Lock()
+        self._unit_too_large = False  # the last unit offered could never be admitted whole (see _collect_staged)
         self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
         self._schema_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -309,18 +310,41 @@ class JanusBuffer:
         for the limiter to admit it, *outside* the collect lock and without taking the pieces (so
         ``flush`` is never locked out, and held-back pieces stay staged: backpressure), then takes
         and writes it; ``block=False`` (inline) collects every complete unit the limiter admits now.
+        A unit of several pieces more than the ratio could ever admit whole (``g_collect`` pieces
+        worth more than ``error_buffer``) is written a piece at a time; only a single piece that
+        large is an error.
         """
         if block:
-            n = self.actor_buffer.wait_unit(*self._collect_threshold())
+            threshold = self._collect_threshold()
+            n = self.actor_buffer.wait_unit(*threshold)
+            if threshold[0] != 1 and self._never_admitted(n):
+                threshold = (1, None)
+                n = self.actor_buffer.wait_unit(*threshold)
             self.rate_limiter.await_can_insert(n)
         while True:
             with self._collect_lock:
-                pieces = self.actor_buffer.take(*self._collect_threshold(), block=False, admit=self._admit)
+                pieces = self.actor_buffer.take(*self._collect_threshold(), block=False, admit=self._admit_whole)
+                if not pieces and self._unit_too_large:
+                    pieces = self.actor_buffer.take(1, None, block=False, admit=self._admit)
                 if not pieces:
                     return
                 self._run_collection(pieces)
             if block:
                 return
+
+    def _never_admitted(self, n: int) -> bool:
+        """Whether an insert of ``n`` transitions is more than the limiter could ever admit."""
+        try:
+            self.rate_limiter.check_insert(n)
+        except (BufferInputError, ConfigError):
+            return True
+        return False
+
+    def _admit_whole(self, items: list[Any], n: int) -> bool:
+        """As :meth:`_admit`; a unit of several pieces the limiter could never admit whole is not
+        admitted (and noted: the caller takes one piece instead), never an error."""
+        self._unit_too_large = len(items) > 1 and self._never_admitted(n)
+        return not self._unit_too_large and self._admit(items, n)
 
     def _run_collection(self, items: list[Any]) -> None:
         """Write admitted ``items`` (``(piece, version, transitions)``) and tell the limiter."""
