@@ -341,6 +341,15 @@ class DQNLearner:
             p.grad = g
         return loss, q, td, clip_grad_norm(self._params, self.cfg.max_grad_norm)
 
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Greedy actions (argmax Q) for a batch of observations (DQN acts greedily either way)."""
+        return self.q(obs).argmax(1).numpy()
+
+    def policy_network(self) -> nn.Module:
+        """The network it acts with and publishes to the workers (:meth:`params`)."""
+        return self.q
+
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the online Q-network for the actors."""
         return snapshot(self.q)
@@ -381,7 +390,7 @@ class DQN(ReplayGymAlgorithm):
     # env-steps/s on CartPole here), local threads for the serial --seed recipe or on one CPU
     # (docs/benchmarks.md, "The engine: local vs process backend").
     preset: ClassVar[dict[str, Any]] = {
-        "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
+        "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 4, "prefetch": 4,
         "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,
                      "hidden_size": 128, "num_layers": 2},  # the network (DQNConfig.hidden), as config.yaml records it

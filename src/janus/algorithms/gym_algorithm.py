@@ -14,8 +14,9 @@ import math
 from dataclasses import asdict, fields, replace
 from typing import Any
 
-from janus.algorithms.base import Algorithm, Budget, BufferSpec
+from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
 from janus.errors import ConfigError, invalid
+from janus.run_config import field_docs
 
 MAPPED = {  # algorithm field -> where the data-path config sets it
     "num_envs": "workload.envs_per_actor", "rollout_steps": "workload.rollout_length",
@@ -23,6 +24,7 @@ MAPPED = {  # algorithm field -> where the data-path config sets it
     "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
 }
 UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau"}
+NOT_FLAGS = {"hidden"}  # set through --hidden_size and --num_layers (see Algorithm.hidden_layers)
 ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
@@ -57,6 +59,31 @@ class GymAlgorithm(Algorithm):
     def buffer_spec(self, cfg: Any) -> BufferSpec:
         return BufferSpec(on_policy=self.on_policy, checkpoint_replay=not self.on_policy, checkpoint_learner=True)
 
+    def flags(self) -> dict[str, Hyperparameter]:
+        """Every field of its config dataclass, except those the data-path config sets (:data:`MAPPED`)
+        and ``hidden`` (``--hidden_size``/``--num_layers``)."""
+        defaults, docs = self.config_class(), field_docs(self.config_class)
+        return {f.name: Hyperparameter(getattr(defaults, f.name), docs.get(f.name, ""))
+                for f in fields(self.config_class) if f.name not in MAPPED and f.name not in NOT_FLAGS}
+
+    def check_hyperparameter(self, key: str, value: Any) -> None:
+        check_value(key, value, getattr(self.config_class(), key))
+
+    def hyperparameter(self, cfg: Any, key: str) -> Any:
+        return getattr(self.config(cfg), key)
+
+    def hidden_layers(self, cfg: Any) -> tuple[int, ...]:
+        return tuple(self.config(cfg).hidden)
+
+    def defaults(self) -> dict[str, Any]:
+        values = asdict(self.config_class())
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k not in MAPPED}
+
+    def policy(self, cfg: Any, learner: Any) -> LearnerPolicy:
+        """The learner's network (a :class:`GymLearnerSide`'s, or, as the runtime's evaluator gives
+        it, the bare learner), acting through the learner's ``act``."""
+        return LearnerPolicy(learner.learner if isinstance(learner, GymLearnerSide) else learner)
+
     def hyperparameters(self, cfg: Any) -> dict[str, Any]:
         """Every field of the run's config dataclass, defaults included, except those the data-path
         config sets (:data:`MAPPED`, recorded there) and, for image observations, ``hidden`` (the
@@ -80,8 +107,6 @@ class GymAlgorithm(Algorithm):
                 raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {self.name}: "
                                   f"{', '.join(sorted(names - set(MAPPED)))}")
             check_value(key, cfg.algorithm[key], getattr(defaults, key))
-        if bool(cfg.janus.is_on_policy) != self.on_policy:
-            raise invalid("is_on_policy", cfg.janus.is_on_policy, f"{str(self.on_policy).lower()} for --algo {self.name}")
         obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         try:
             self.check_actions(action_space)
@@ -153,6 +178,16 @@ class ReplayGymAlgorithm(GymAlgorithm):
         """One version per round of one piece from every worker (the updates the ratio allots it)."""
         w = cfg.workload
         return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
+
+
+def default_algorithm(env: str, env_kwargs: dict[str, Any] | None) -> str:
+    """The algorithm ``--env`` alone runs: dqn for a Discrete action space, else ppo."""
+    from gymnasium import spaces
+
+    from janus.algorithms.envs import env_spaces
+
+    _, action_space = env_spaces(env, env_kwargs)
+    return "dqn" if isinstance(action_space, spaces.Discrete) else "ppo"
 
 
 def image_observations(env: str, env_kwargs: dict[str, Any]) -> bool:
@@ -262,3 +297,24 @@ class GymLearnerSide:
     def load_state_dict(self, state: dict) -> None:
         self.learner.load_state_dict(state["learner"])
         self.updates = int(state["updates"])
+
+
+class LearnerPolicy:
+    """The :class:`~janus.algorithms.base.ActingPolicy` of a Gymnasium algorithm: its learner's
+    network (``policy_network()``, in eval mode), acting through the learner's ``act``."""
+
+    def __init__(self, learner: Any) -> None:
+        self.learner = learner
+        self.network = learner.policy_network()
+        self.network.eval()
+
+    def act(self, obs: Any, deterministic: bool) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return self.learner.act(torch.as_tensor(obs, dtype=torch.float32), deterministic)
+
+    def load_params(self, params: Any) -> None:
+        from janus.algorithms.envs import load_snapshot
+
+        load_snapshot(self.network, dict(params))

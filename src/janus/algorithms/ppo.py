@@ -363,6 +363,20 @@ class PPOLearner:
         }
         return UpdateResult(None, metrics)
 
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations: the mode of the policy's distribution
+        (``deterministic``) or a draw from it."""
+        dist = self.agent.dist(obs)
+        if not deterministic:
+            return dist.sample().numpy()
+        probs = getattr(dist, "probs", None)  # Categorical (Discrete actions); a Normal (Box) has its mean
+        return (probs.argmax(-1) if probs is not None else dist.mean).numpy()
+
+    def policy_network(self) -> nn.Module:
+        """The network it acts with and publishes to the workers (:meth:`params`)."""
+        return self.agent
+
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the policy and value networks for the actors."""
         return snapshot(self.agent)
@@ -387,7 +401,7 @@ class PPO(GymAlgorithm):
     quick_env_steps = 4096
     # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
     preset: ClassVar[dict[str, Any]] = {
-        "is_on_policy": True, "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
+        "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 0.25,
         "workload": {"algo": "ppo", "hidden_size": 64, "num_layers": 2,  # the network (PPOConfig.hidden)
                      "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,

@@ -286,6 +286,10 @@ class SACLearner:
         unit = self.policy.deterministic(x) if deterministic else self.policy.sample(x)[0]
         return self.scale.to_env(unit.numpy())
 
+    def policy_network(self) -> nn.Module:
+        """The network it acts with and publishes to the workers (:meth:`params`)."""
+        return self.policy
+
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the policy for the actors."""
         return snapshot(self.policy)
@@ -322,7 +326,7 @@ class SAC(ReplayGymAlgorithm):
     quick_env_steps = 2048
     # Defaults that solve Pendulum-v1 (see docs/benchmarks.md); a user's config and flags override them.
     preset: ClassVar[dict[str, Any]] = {
-        "is_on_policy": False, "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
+        "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
         "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,
                      "total_env_steps": 20_000, "hidden_size": 256, "num_layers": 2},  # the networks (SACConfig.hidden)
