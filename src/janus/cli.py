@@ -3,8 +3,8 @@
 Every command takes ``--config FILE`` (default ``configs/default.yaml`` when present), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
-hyperparameters the Gymnasium algorithms declare (``--lr``, ``--gamma``, ``--clip_coef`` ...,
-generated from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
+hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
+its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
 
 A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
 flag the run's algorithm or backend does not read is an error naming it. Help text and the defaults
@@ -203,7 +203,9 @@ def _help(doc: str, defaults: dict[str, Any], applies: str = "") -> str:
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
     defaults = flag_defaults()
-    gym = sorted(n for n in hyperparameters().get("lr", {}))
+    from janus.algorithms.base import names
+
+    gym = [n for n in names() if _acts_in_gymnasium(n)]
     only = {
         **{f: f" ({', '.join(gym)} only)" for f in GYM_ONLY}, **{f: " (synthetic only)" for f in SYNTHETIC_ONLY},
         **{f: " (--backend ray only)" for f in RAY_ONLY},
@@ -230,8 +232,6 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         elif name == "vector_env":
             extra = {"type": str, "choices": VECTOR_ENVS}
         elif name == "algo":
-            from janus.algorithms.base import names
-
             extra = {"type": str}
             docs["algo"] = (f"Workload: {', '.join(names())}, or package.module:Name of a custom algorithm "
                             "(docs/custom-algorithm.md). Without it, --env picks dqn for Discrete and ppo for Box "
@@ -258,7 +258,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
             extra = {"type": _bool, "nargs": "?", "const": True, "metavar": "BOOL"}
         else:
             extra = {"type": int if isinstance(example, int) else float, "metavar": name.upper()}
-        owners = f" ({', '.join(by_algo)} only)" if set(by_algo) != set(gym) else ""
+        owners = f" ({', '.join(by_algo)} only)" if set(by_algo) != set(gym) else ""  # "dqn, sac only"
         hgroup.add_argument(f"--{name}", default=None, **extra, help=_help(docs.get(name, ""), defaults[name], owners))
 
 

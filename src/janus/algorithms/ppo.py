@@ -57,10 +57,6 @@ from janus.returns import gae
 class PPOConfig:
     """PPO hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
 
-    num_envs: int = 4
-    """Sub-environments per actor (the local loop's ``SyncVectorEnv``)."""
-    rollout_steps: int = 128
-    """Vector-env steps per rollout; a rollout holds ``rollout_steps * num_envs`` transitions."""
     hidden: tuple[int, ...] = (64, 64)
     """Widths of the hidden layers (tanh) of the policy and of the separate value network."""
     gamma: float = 0.99
@@ -71,10 +67,6 @@ class PPOConfig:
     """Adam learning rate (the start value when annealed)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training (see :meth:`PPOLearner.set_progress`)."""
-    num_minibatches: int = 4
-    """Minibatches per epoch over one rollout."""
-    update_epochs: int = 4
-    """Passes over each rollout."""
     clip_coef: float = 0.2
     """Clip range of the probability ratio (and of the value change when ``clip_vloss``)."""
     clip_vloss: bool = True
@@ -245,11 +237,11 @@ def draw(out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor | None,
 class PPOActor:
     """Actor side: on-policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: PPOConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
+    def __init__(self, cfg: PPOConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
+        seeds = as_stream_seeds(seed, num_envs)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
@@ -407,9 +399,6 @@ class PPO(GymAlgorithm):
                      "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,
                      "total_env_steps": 300_000},
     }
-
-    def mapped(self, cfg: Any) -> dict[str, Any]:
-        return {**super().mapped(cfg), "num_minibatches": cfg.janus.num_minibatches, "update_epochs": cfg.workload.num_epochs}
 
     def budget(self, cfg: Any) -> Budget:
         """``total_env_steps`` in whole rollouts of every worker: the smallest multiple of

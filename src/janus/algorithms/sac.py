@@ -51,10 +51,6 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 class SACConfig:
     """SAC hyperparameters. The defaults follow SB3's and CleanRL's SAC (they solve Pendulum-v1)."""
 
-    num_envs: int = 1
-    """Sub-environments per actor (set by ``workload.envs_per_actor``)."""
-    rollout_steps: int = 8
-    """Vector-env steps per piece (set by ``workload.rollout_length``)."""
     hidden: tuple[int, ...] = (256, 256)
     """Widths of the hidden layers of the policy and of each Q-network (ReLU)."""
     gamma: float = 0.99
@@ -63,10 +59,6 @@ class SACConfig:
     """Polyak step of the target Q-networks: ``target <- tau * online + (1 - tau) * target``."""
     lr: float = 3e-4
     """Adam learning rate of the Q-networks, the policy and the temperature."""
-    batch_size: int = 256
-    """Transitions per gradient update (set by the top-level ``batch_size``)."""
-    buffer_size: int = 100_000
-    """Replay capacity in transitions (set by the top-level ``buffer_capacity``)."""
     learning_starts: int = 1_000
     """Env steps of uniformly random actions (and collected) before the first update."""
     train_frequency: float = 1.0
@@ -151,11 +143,11 @@ class ActionScale:
 class SACActor:
     """Actor side: stochastic policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: SACConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
+    def __init__(self, cfg: SACConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
+        seeds = as_stream_seeds(seed, num_envs)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
