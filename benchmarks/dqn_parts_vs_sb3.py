@@ -33,10 +33,13 @@ from torch import nn
 from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner
 from janus.envs.vector import next_obs_of
 
+BATCH_SIZE = 128  # the top-level batch_size of --algo dqn's preset (janus's data-path knob, not DQNConfig's)
+PIECE_STEPS = 8  # vector-env steps per piece
+
 
 def random_batches(cfg: DQNConfig, count: int, seed: int) -> list[dict[str, np.ndarray]]:
     """CartPole-shaped n-step batches: some windows end early, some by termination (discount 0)."""
-    rng, b = np.random.default_rng(seed), cfg.batch_size
+    rng, b = np.random.default_rng(seed), BATCH_SIZE
     out = []
     for _ in range(count):
         obs = rng.normal(0, 1, (b, 4)).astype(np.float32)
@@ -71,7 +74,7 @@ def compare_updates(updates: int, every: int) -> None:
     batches = random_batches(cfg, updates, seed=1)
 
     def sb3(**adam: Any) -> DQN:
-        model = DQN("MlpPolicy", env, learning_rate=cfg.lr, batch_size=cfg.batch_size, gamma=cfg.gamma,
+        model = DQN("MlpPolicy", env, learning_rate=cfg.lr, batch_size=BATCH_SIZE, gamma=cfg.gamma,
                     max_grad_norm=cfg.max_grad_norm, learning_starts=0, device="cpu", seed=0,
                     policy_kwargs={"net_arch": list(cfg.hidden), "activation_fn": nn.ReLU, "optimizer_kwargs": adam})
         with torch.no_grad():
@@ -94,7 +97,7 @@ def compare_updates(updates: int, every: int) -> None:
     for k, batch in enumerate(batches, 1):
         learner.update({key: torch.as_tensor(v) for key, v in batch.items()})
         for model in (shipped, fused):
-            model.train(gradient_steps=1, batch_size=cfg.batch_size)
+            model.train(gradient_steps=1, batch_size=BATCH_SIZE)
             if k % cfg.target_update_interval == 0:
                 polyak_update(model.q_net.parameters(), model.q_net_target.parameters(), 1.0)
         if k % every == 0 or k == updates:
@@ -116,7 +119,7 @@ def compare_transitions(vector_steps: int, num_envs: int, time_limit: int) -> No
         return out
 
     actor.envs.step = recorded_step  # type: ignore[method-assign]
-    pieces = [actor.rollout(cfg.rollout_steps)[0] for _ in range(vector_steps // cfg.rollout_steps)]
+    pieces = [actor.rollout(PIECE_STEPS)[0] for _ in range(vector_steps // PIECE_STEPS)]
     ours = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}  # [windows, env, ...]
     steps, windows = len(raw), len(ours["reward"])  # janus holds back the last n_step - 1 steps
     env = gym.make("CartPole-v1")

@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--noise-threads", type=int, default=0, help="threads waking every 0.5 ms (see the doc)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    cfg = DQNConfig(hidden=tuple(args.hidden), batch_size=args.batch)
+    cfg = DQNConfig(hidden=tuple(args.hidden))  # the batch size is the batches' own (--batch)
     space = gym.spaces.Box(-np.inf, np.inf, (args.obs_dim,), np.float32)
     by_hand = DQNLearner(cfg, space, gym.spaces.Discrete(args.actions), 0)
     autograd = DQNLearner(cfg, space, gym.spaces.Discrete(args.actions), 0)

@@ -24,7 +24,7 @@ import yaml
 
 from janus import cli
 from janus.algorithms.base import algorithm
-from janus.algorithms.gym_algorithm import MAPPED
+from janus.algorithms.gym_algorithm import MAPPED, NOT_FLAGS
 from janus.config import resolve, validate
 from janus.errors import JanusError
 
@@ -147,7 +147,7 @@ def test_env_without_algo_picks_by_action_space(env: str, algo: str, monkeypatch
     monkeypatch.chdir(ROOT)  # where configs/default.yaml (the synthetic workload) is the default
     cfg = config("train", "--env", env)
     assert cfg.workload.algo == algo and cfg.workload.env == env
-    assert cfg.janus.is_on_policy is algorithm(algo).on_policy, "the algorithm's preset, not the synthetic config"
+    assert validate(cfg).janus.is_on_policy is algorithm(algo).on_policy, "the algorithm states it, the data path follows"
     assert f"running --algo {algo}" in capsys.readouterr().out
 
 
@@ -264,8 +264,8 @@ def test_help_of_a_subcommand_runs() -> None:
 # ---- item 4: hyperparameters from the command line ------------------------------------------------
 def test_hyperparameter_flags_are_generated_from_the_algorithms_fields() -> None:
     for name in ("dqn", "ppo"):
-        declared = {f.name for f in fields(algorithm(name).config_class)} - set(MAPPED) - cli.NOT_FLAGS
-        assert declared == {k for k, owners in cli.hyperparameters().items() if name in owners}
+        declared = {f.name for f in fields(algorithm(name).config_class)} - set(MAPPED) - NOT_FLAGS
+        assert declared == {k for k, owners in cli.hyperparameters().items() if name in owners} == set(algorithm(name).flags())
 
 
 def test_hyperparameter_flags_reach_the_learner() -> None:

@@ -3,8 +3,8 @@
 Every command takes ``--config FILE`` (default ``configs/default.yaml`` when present), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
-hyperparameters the Gymnasium algorithms declare (``--lr``, ``--gamma``, ``--clip_coef`` ...,
-generated from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
+hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
+its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
 
 A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
 flag the run's algorithm or backend does not read is an error naming it. Help text and the defaults
@@ -14,17 +14,12 @@ it shows come from the config dataclasses' field docs and the configuration a ru
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import difflib
 import functools
-import inspect
-import itertools
 import json
 import os
-import re
 import sys
-import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
@@ -33,12 +28,12 @@ from typing import Any, TextIO
 
 from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
 from janus.errors import ConfigError, JanusError, shown as errors_shown
+from janus.run_config import field_docs as field_docs
 from janus.stopping import Aborted, StopSignals, Terminated
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 BOOL_FIELDS = {"is_on_policy"}
 PER_INVOCATION = {"resume", "checkpoint_dir", "best_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, best, --resume)
-NOT_FLAGS = {"hidden"}  # algorithm fields set through other flags (--hidden_size, --num_layers)
 
 JANUS_FLAGS = tuple(f.name for f in fields(JanusConfig))
 WORKLOAD_FLAGS = tuple(f.name for f in fields(WorkloadConfig))
@@ -48,8 +43,8 @@ SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "nu
 """Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget;
 it publishes parameters once per round of pieces, or per rollout on-policy)."""
 GYM_ONLY = {"env", "env_kwargs", "vector_env", "total_env_steps", "eval_interval_steps", "eval_episodes"}
-"""Flags only the Gymnasium algorithms (dqn, ppo, sac) read."""
-ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the Gymnasium algorithms
+"""Flags only the algorithms acting in Gymnasium environments read (``Algorithm.acts_in_gymnasium``)."""
+ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the algorithms acting in Gymnasium environments
 OFF_POLICY_ONLY = {"batch_size"}
 RAY_ONLY = {"address", "max_calls_in_flight"}
 
@@ -89,65 +84,38 @@ def _mapping(text: str) -> dict[str, Any]:
 
 
 # ---- help text and the defaults it shows ---------------------------------------------------------
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """Each dataclass field's docstring (the string literal under it), on one line (parsed once per class)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):  # no source shipped
-        return {}
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
-    for node, after in itertools.pairwise(body):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
-            docs[node.target.id] = " ".join(re.sub(r":\w+:|``", "", after.value.value).split())
-    return docs
-
-
 def hyperparameters() -> dict[str, dict[str, Any]]:
-    """Every hyperparameter flag: name -> {algorithm: its default}, from the algorithms' config dataclasses.
-
-    Fields set by the data-path config (``batch_size``, ``num_envs`` ...) and :data:`NOT_FLAGS` are not flags.
-    """
+    """Every hyperparameter flag: name -> {algorithm: its default}, from the algorithms' :meth:`flags`
+    (every registered one: the built-in ones and the custom ones registered so far)."""
     from janus.algorithms.base import algorithm, names
-    from janus.algorithms.gym_algorithm import MAPPED, GymAlgorithm
 
     out: dict[str, dict[str, Any]] = {}
     for name in names():
-        algo = algorithm(name)
-        if isinstance(algo, GymAlgorithm):
-            defaults = algo.config_class()
-            for f in fields(algo.config_class):
-                if f.name not in MAPPED and f.name not in NOT_FLAGS:
-                    out.setdefault(f.name, {})[name] = getattr(defaults, f.name)
+        for flag, hp in algorithm(name).flags().items():
+            out.setdefault(flag, {})[name] = hp.default
     return out
 
 
 def _hyperparameter_docs() -> dict[str, str]:
     from janus.algorithms.base import algorithm, names
-    from janus.algorithms.gym_algorithm import GymAlgorithm
 
     docs: dict[str, str] = {}
     for name in names():
-        algo = algorithm(name)
-        if isinstance(algo, GymAlgorithm):
-            docs = {**field_docs(algo.config_class), **docs}
+        docs = {**{flag: hp.doc for flag, hp in algorithm(name).flags().items() if hp.doc}, **docs}
     return docs
 
 
-def _is_gym(name: str) -> bool:
+def _acts_in_gymnasium(name: str) -> bool:
     from janus.algorithms.base import algorithm
-    from janus.algorithms.gym_algorithm import GymAlgorithm
 
-    return isinstance(algorithm(name), GymAlgorithm)
+    return algorithm(name).acts_in_gymnasium
 
 
 def reads(algo_name: str, flag: str) -> bool:
     """Whether a run of ``algo_name`` reads the config field behind ``--flag``."""
     from janus.algorithms.base import algorithm
 
-    gym = _is_gym(algo_name)
+    gym = _acts_in_gymnasium(algo_name)
     if flag in SYNTHETIC_ONLY:
         return not gym
     if flag in GYM_ONLY:
@@ -160,15 +128,18 @@ def reads(algo_name: str, flag: str) -> bool:
 
 
 def value_of(cfg: RunConfig, flag: str) -> Any:
-    """The value behind ``--flag`` in ``cfg`` (for dqn/ppo, ``--hidden_size``/``--num_layers`` are the network's)."""
+    """The value behind ``--flag`` in ``cfg`` (``--hidden_size``/``--num_layers``: the network's, for an
+    algorithm that sizes it by ``algorithm.hidden``)."""
     from janus.algorithms.base import algorithm
 
-    algo = cfg.workload.algo
-    if flag in hyperparameters() or (flag in ("hidden_size", "num_layers") and _is_gym(algo)):
-        hp = algorithm(algo).config(cfg)  # type: ignore[attr-defined]  # these flags are a GymAlgorithm's
+    algo = algorithm(cfg.workload.algo)
+    if flag in algo.flags():
+        return algo.hyperparameter(cfg, flag)
+    hidden = algo.hidden_layers(cfg) if flag in ("hidden_size", "num_layers") else None
+    if hidden is not None:
         if flag == "hidden_size":
-            return hp.hidden[0] if hp.hidden else 0
-        return len(hp.hidden) if flag == "num_layers" else getattr(hp, flag)
+            return hidden[0] if hidden else 0
+        return len(hidden)
     if flag == "seed":
         return cfg.seed
     for section in (cfg.janus, cfg.workload, cfg.runtime):
@@ -197,17 +168,20 @@ def flag_defaults() -> dict[str, dict[str, Any]]:
         stamp = (str(DEFAULT_CONFIG.resolve()), DEFAULT_CONFIG.stat().st_mtime_ns)
     except OSError:
         stamp = (str(DEFAULT_CONFIG.resolve()), -1)
-    return {flag: dict(per_algo) for flag, per_algo in _flag_defaults(stamp).items()}  # callers may edit theirs
+    from janus.algorithms.base import names
+
+    per_flag = _flag_defaults(stamp, names())
+    return {flag: dict(per_algo) for flag, per_algo in per_flag.items()}  # callers may edit theirs
 
 
 @functools.lru_cache(maxsize=8)
-def _flag_defaults(stamp: tuple[str, int]) -> dict[str, dict[str, Any]]:
-    from janus.algorithms.base import algorithm, names
+def _flag_defaults(stamp: tuple[str, int], algorithms: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    from janus.algorithms.base import algorithm
 
     bases = {}
     default = _base_config(None, None, None)
     bases[default.workload.algo] = default
-    for name in names():
+    for name in algorithms:
         if name not in bases and algorithm(name).preset:
             bases[name] = _base_config(name, None, None)
     flags = [*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters()]
@@ -218,7 +192,9 @@ def _flag_defaults(stamp: tuple[str, int]) -> dict[str, dict[str, Any]]:
 
 def _help(doc: str, defaults: dict[str, Any], applies: str = "") -> str:
     values = {shown(v) for v in defaults.values()}
-    if len(values) == 1:
+    if not values:
+        text = ""
+    elif len(values) == 1:
         text = f"[default {values.pop()}]"
     else:
         text = "[default " + "; ".join(f"{shown(v)} for {name}" for name, v in defaults.items()) + "]"
@@ -227,7 +203,9 @@ def _help(doc: str, defaults: dict[str, Any], applies: str = "") -> str:
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
     defaults = flag_defaults()
-    gym = sorted(n for n in hyperparameters().get("lr", {}))
+    from janus.algorithms.base import names
+
+    gym = [n for n in names() if _acts_in_gymnasium(n)]
     only = {
         **{f: f" ({', '.join(gym)} only)" for f in GYM_ONLY}, **{f: " (synthetic only)" for f in SYNTHETIC_ONLY},
         **{f: " (--backend ray only)" for f in RAY_ONLY},
@@ -254,11 +232,10 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         elif name == "vector_env":
             extra = {"type": str, "choices": VECTOR_ENVS}
         elif name == "algo":
-            from janus.algorithms.base import names
-
-            extra = {"type": str, "choices": names()}
-            docs["algo"] = ("Workload: synthetic (simulated actors), dqn, ppo or sac (Gymnasium). Without it, --env "
-                            "picks dqn for Discrete and ppo for Box action spaces.")
+            extra = {"type": str}
+            docs["algo"] = (f"Workload: {', '.join(names())}, or package.module:Name of a custom algorithm "
+                            "(docs/custom-algorithm.md). Without it, --env picks dqn for Discrete and ppo for Box "
+                            "action spaces.")
         wgroup.add_argument(f"--{name}", default=None, **{"metavar": name.upper(), **extra},
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup.add_argument("--num_workers", type=_number, default=None, dest="num_actors_alias", metavar="N",
@@ -272,15 +249,16 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         rgroup.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(), **extra,
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     parser.add_argument("--seed", type=int, default=None, help=_help("Random seed.", defaults["seed"]))
-    hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section; dqn, ppo, sac)")
+    hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section)")
     docs = _hyperparameter_docs()
     for name, by_algo in hyperparameters().items():
+        defaults[name] = defaults[name] or by_algo  # an algorithm without a preset: its own defaults
         example = next(iter(by_algo.values()))
         if isinstance(example, bool):
             extra = {"type": _bool, "nargs": "?", "const": True, "metavar": "BOOL"}
         else:
             extra = {"type": int if isinstance(example, int) else float, "metavar": name.upper()}
-        owners = f" ({', '.join(by_algo)} only)" if set(by_algo) != set(gym) else ""
+        owners = f" ({', '.join(by_algo)} only)" if set(by_algo) != set(gym) else ""  # "dqn, sac only"
         hgroup.add_argument(f"--{name}", default=None, **extra, help=_help(docs.get(name, ""), defaults[name], owners))
 
 
@@ -366,7 +344,8 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> Ru
     elif algo is None or not algorithm(algo).preset:
         raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
     section = raw.get("workload")  # anything but a mapping is refused by from_dict below, naming the key
-    name = algo or (section.get("algo", "synthetic") if isinstance(section, dict) else "synthetic")
+    default = WorkloadConfig().algo
+    name = algo or (section.get("algo", default) if isinstance(section, dict) else default)
     preset = algorithm(name).preset if isinstance(name, str) else {}
     base = from_dict(preset) if preset else RunConfig()
     cfg = from_dict(raw, base=base) if raw else base
@@ -396,15 +375,11 @@ def named_by_flag(exc: JanusError, args: argparse.Namespace) -> JanusError:
 
 
 def _algo_for_env(env: str, env_kwargs: dict[str, Any] | None) -> str:
-    """``--env`` without ``--algo``: dqn for a Discrete action space, ppo otherwise (Box)."""
-    from gymnasium import spaces
+    """``--env`` without ``--algo``: the algorithm picked by the environment's action space."""
+    from janus.algorithms.gym_algorithm import default_algorithm
 
-    from janus.envs.vector import env_spaces
-
-    _, action_space = env_spaces(env, env_kwargs)
-    name = "dqn" if isinstance(action_space, spaces.Discrete) else "ppo"
-    print(f"janus: --env {env} has a {type(action_space).__name__} action space: running --algo {name} "
-          f"(give --algo to choose)", flush=True)
+    name = default_algorithm(env, env_kwargs)
+    print(f"janus: --env {env}: running --algo {name} for its action space (give --algo to choose)", flush=True)
     return name
 
 
@@ -417,7 +392,7 @@ def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> No
     for flag in typed:
         if not reads(algo, flag):
             readers = [n for n in names() if reads(n, flag)]
-            hint = "; add --algo dqn or --algo ppo" if flag == "env" and not _is_gym(algo) else ""
+            hint = "; add --algo dqn or --algo ppo" if flag == "env" and not _acts_in_gymnasium(algo) else ""
             raise ConfigError(f"--{flag} does not apply to --algo {algo}{where}: it is read by "
                               f"--algo {' and '.join(readers)} only{hint}")
         if flag in RAY_ONLY and cfg.runtime.backend != "ray":
@@ -426,14 +401,13 @@ def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> No
 
 
 def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None:
-    """dqn/ppo: ``--hidden_size``/``--num_layers`` as ``algorithm.hidden`` (the other one from the current network)."""
+    """``--hidden_size``/``--num_layers`` as ``algorithm.hidden`` (the other one from the current network),
+    for an algorithm that sizes its network so (:meth:`~janus.algorithms.base.Algorithm.hidden_layers`)."""
     from janus.algorithms.base import algorithm
-    from janus.algorithms.gym_algorithm import GymAlgorithm
 
-    algo = algorithm(cfg.workload.algo)
-    if not ({"hidden_size", "num_layers"} & set(typed)) or not isinstance(algo, GymAlgorithm):  # _is_gym
+    current = algorithm(cfg.workload.algo).hidden_layers(cfg) if {"hidden_size", "num_layers"} & set(typed) else None
+    if current is None:
         return None
-    current = algo.config(cfg).hidden
     width, layers = typed.get("hidden_size", current[0] if current else 64), typed.get("num_layers", len(current))
     for flag, value in (("hidden_size", width), ("num_layers", layers)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 20:
@@ -441,14 +415,15 @@ def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None
     return [width] * layers
 
 
-def _check_hyperparameters(typed: dict[str, Any], algo: str) -> None:
+def _check_hyperparameters(typed: dict[str, Any], algo_name: str) -> None:
     """Range checks of the hyperparameter flags, naming the flag (not the YAML key)."""
-    from janus.algorithms.gym_algorithm import check_value
+    from janus.algorithms.base import algorithm
 
-    for name, by_algo in hyperparameters().items():
+    algo = algorithm(algo_name)
+    for name in algo.flags():
         if name in typed:
             try:
-                check_value(name, typed[name], by_algo[algo])
+                algo.check_hyperparameter(name, typed[name])
             except ConfigError as exc:
                 raise ConfigError(str(exc).replace(f"algorithm.{name}", f"--{name}")) from None
 
@@ -468,7 +443,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     resume, path = getattr(args, "resume", None), args.config
     algo = args.algo
     cfg = _base_config(algo, path, resume)
-    if algo is None and resume is None and path is None and "env" in typed and not _is_gym(cfg.workload.algo):
+    if algo is None and resume is None and path is None and "env" in typed and not _acts_in_gymnasium(cfg.workload.algo):
         algo = _algo_for_env(typed["env"], typed.get("env_kwargs"))
         cfg = _base_config(algo, None, None)
     runtime = {k: v for k, v in typed.items() if k in RUNTIME_FLAGS}
@@ -554,8 +529,22 @@ def close_flags(flag: str, known: Sequence[str], n: int = 3) -> list[str]:
     return list(dict.fromkeys(holding + alike))[:n]
 
 
+def register_custom_algorithm(argv: Sequence[str]) -> None:
+    """``--algo package.module:Name``: import and register it before the parser is built, so its
+    hyperparameters are flags too. A name that does not load is left for the config's validation,
+    which names what is wrong."""
+    from janus.algorithms.base import algorithm
+
+    for i, arg in enumerate(argv):
+        value = arg.partition("=")[2] if arg.startswith("--algo=") else argv[i + 1] if arg == "--algo" and i + 1 < len(argv) else ""
+        if ":" in value:
+            with contextlib.suppress(ConfigError):
+                algorithm(value)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse ``argv``; an unknown flag exits 2 with ``janus <cmd>: error:`` naming it (and close matches)."""
+    register_custom_algorithm(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:

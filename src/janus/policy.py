@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -43,18 +43,22 @@ def locate(path: str | Path) -> tuple[Path, Path]:
 
 
 def policy_module(learner: Any) -> torch.nn.Module:
-    """The network a learner acts with and publishes to its workers (DQN: the Q-network; PPO: the
-    agent; SAC: the policy)."""
-    for name in ("q", "agent", "policy"):
-        if hasattr(learner, name):
-            return getattr(learner, name)
-    raise ConfigError(f"{type(learner).__name__} has no policy network (q, agent or policy)")
+    """The network a Gymnasium algorithm's learner acts with (``learner.policy_network()``).
+
+    Kept for the runtime's evaluator, which loads each snapshot through it: new code calls
+    :meth:`Policy.load_params`, which works for every algorithm."""
+    return learner.policy_network()
 
 
 class Policy:
-    """A trained policy: :meth:`predict` maps observations to actions of the run's environment."""
+    """A trained policy: :meth:`predict` maps observations to actions of the run's environment.
+
+    It acts through its algorithm's :meth:`~janus.algorithms.base.Algorithm.policy`; no algorithm is
+    named here."""
 
     def __init__(self, cfg: RunConfig, learner: Any, source: Path, info: dict[str, Any] | None = None) -> None:
+        """``learner``: a learner side of the run's algorithm (:meth:`~janus.algorithms.base.Algorithm.learner`)."""
+        from janus.algorithms.base import algorithm
         from janus.envs.vector import env_spaces
 
         self.cfg = cfg
@@ -62,12 +66,16 @@ class Policy:
         self.source = source
         self.info = dict(info or {})
         """What the file says about itself (``best/``: ``env_steps`` and ``eval_return``)."""
+        self.acting = algorithm(cfg.workload.algo).policy(cfg, learner)
         self.observation_space, self.action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
-        self._rng = torch.Generator().manual_seed(cfg.seed)
 
     @property
     def algo(self) -> str:
         return self.cfg.workload.algo
+
+    def load_params(self, params: Mapping[str, Any]) -> None:
+        """Act with ``params`` as the learner published them (a snapshot, or ``best/policy.pt``'s)."""
+        self.acting.load_params(params)
 
     @torch.no_grad()
     def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
@@ -78,22 +86,12 @@ class Policy:
         environment's action space (Box actions clipped to its bounds). Observations go in as the env
         emits them: images of a ``uint8`` space as pixel values 0-255 (any dtype; the network scales them).
         """
-        shape = tuple(self.observation_space.shape)
+        shape = tuple(self.observation_space.shape or ())
         x = np.asarray(obs, dtype=np.float32)
         single = x.shape == shape
         if not single and x.shape[1:] != shape:
             raise ConfigError(f"predict: observation of shape {x.shape}; expected {shape} or (batch, *{shape})")
-        t = torch.as_tensor(x[None] if single else x)
-        if hasattr(self.learner, "q"):
-            action = self.learner.q(t).argmax(1).numpy()
-        elif not hasattr(self.learner, "agent"):  # SAC: the squashed Gaussian, scaled to the env's bounds
-            action = self.learner.act(t, deterministic)
-        else:
-            dist = self.learner.agent.dist(t)
-            if deterministic:
-                action = (dist.probs.argmax(-1) if hasattr(dist, "probs") else dist.mean).numpy()
-            else:
-                action = dist.sample().numpy()
+        action = np.asarray(self.acting.act(x[None] if single else x, deterministic))
         space: Any = self.action_space  # a Box (low, high) or a Discrete (start), told apart by attribute
         if hasattr(space, "low"):
             action = np.clip(action, space.low, space.high).astype(space.dtype)
@@ -104,8 +102,7 @@ class Policy:
 
 def load_policy(path: str | Path) -> Policy:
     """The policy saved at ``path`` (a run folder, ``RUN_DIR/best``, ``RUN_DIR/checkpoint`` or a file)."""
-    from janus.algorithms.base import algorithm, names
-    from janus.algorithms.shared import load_snapshot
+    from janus.algorithms.base import CheckpointedLearnerSide, algorithm, names
     from janus.buffer.state_file import load_state
 
     run_dir, found = locate(path)
@@ -115,17 +112,15 @@ def load_policy(path: str | Path) -> Policy:
         with_policy = [n for n in names() if algorithm(n).has_policy]
         raise ConfigError(f"{str(run_dir)!r} is a run of the {algo.name} workload, which has no policy; "
                           f"policies come from --algo {' or '.join(with_policy)}")
-    learner = algo.learner(cfg).learner  # type: ignore[attr-defined]  # a policy's algorithm: a GymLearnerSide
-    info: dict[str, Any] = {}
+    learner = algo.learner(cfg)
     if found.name == BEST_FILE:
         state = load_state(found, fmt=BEST_FORMAT)
-        load_snapshot(policy_module(learner), state["params"])
-        info = {k: state[k] for k in ("env_steps", "eval_return", "version") if k in state}
-    else:
-        state = load_state(found, fmt="janus.trainer")
-        learner.load_state_dict(state["learner"]["learner"])
-    policy_module(learner).eval()
-    return Policy(cfg, learner, found, info)
+        policy = Policy(cfg, learner, found, {k: state[k] for k in ("env_steps", "eval_return", "version") if k in state})
+        policy.load_params(state["params"])
+        return policy
+    state = load_state(found, fmt="janus.trainer")
+    cast(CheckpointedLearnerSide, learner).load_state_dict(state["learner"])
+    return Policy(cfg, learner, found)
 
 
 def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True, *,

@@ -36,9 +36,9 @@ def test_each_rl_algorithm_gives_a_runnable_plan(name: str) -> None:
     limiter = RunPlan.of(cfg).limiter  # the pacing passes the limiter's deadlock check
     assert limiter.limits_inserts == (name == "dqn")
     assert limiter.insert_piece == cfg.workload.envs_per_actor * pacing.piece_steps
-    if name == "dqn":  # the replay ratio and learning_starts of DQNConfig
+    if name == "dqn":  # the replay ratio (the data path's batch_size, DQNConfig's train_frequency), learning_starts
         a = algo.config(cfg)
-        assert limiter.samples_per_insert == a.batch_size / a.train_frequency
+        assert limiter.samples_per_insert == cfg.janus.batch_size / a.train_frequency
         assert limiter.min_size_to_sample == a.learning_starts
     else:  # whole rollouts of every worker, every one trained num_epochs x M times
         assert budget.total_updates == budget.iterations * cfg.workload.num_epochs * cfg.janus.num_minibatches

@@ -128,8 +128,8 @@ def test_image_catch_env() -> None:
 
 # --------------------------------------------------------------------------------------------- DQN
 def test_dqn_keeps_uint8_images_and_learns_from_them() -> None:
-    cfg = DQNConfig(n_step=2, num_envs=2, target_update_interval=2, prioritized=True)
-    actor = DQNActor(cfg, ENV_ID, seed=0, env_kwargs={"layout": "CHW"})
+    cfg = DQNConfig(n_step=2, target_update_interval=2, prioritized=True)
+    actor = DQNActor(cfg, ENV_ID, seed=0, num_envs=2, env_kwargs={"layout": "CHW"})
     assert isinstance(actor.net[0], CNNTorso) and actor.net[0].kind == "small"
     piece, _ = actor.rollout(24)
     assert piece["obs"].dtype == piece["next_obs"].dtype == np.uint8 and piece["obs"].shape[2:] == (1, 16, 16)
@@ -146,7 +146,7 @@ def test_dqn_keeps_uint8_images_and_learns_from_them() -> None:
 # --------------------------------------------------------------------------------------------- PPO
 @pytest.mark.parametrize("layout", ["HW", "HWC"])
 def test_ppo_shares_a_cnn_torso_for_images(layout: str) -> None:
-    actor = PPOActor(PPOConfig(num_envs=2), ENV_ID, seed=0, env_kwargs={"layout": layout})
+    actor = PPOActor(PPOConfig(), ENV_ID, seed=0, num_envs=2, env_kwargs={"layout": layout})
     agent = actor.agent
     assert isinstance(agent.torso, CNNTorso) and isinstance(actor.policy, TorsoPolicyValue)
     assert sorted(k for k in agent.state_dict() if not k.startswith("torso.")) == [
@@ -254,7 +254,8 @@ def test_load_policy_predicts_from_images(cnn_runs: dict[str, Path], algo: str) 
     from janus.harness.rollout import episode_returns
 
     policy = janus.load_policy(cnn_runs[algo])
-    assert isinstance(policy.learner.q[0] if algo == "dqn" else policy.learner.agent.torso, CNNTorso)
+    network = policy.acting.network  # type: ignore[attr-defined]  # a Gymnasium algorithm's LearnerPolicy
+    assert isinstance(network[0] if algo == "dqn" else network.torso, CNNTorso)
     env = ImageCatch()
     frames = np.stack([env.reset(seed=i)[0] for i in range(6)])  # uint8, as the env emits them
     batch = policy.predict(frames)

@@ -54,7 +54,7 @@ def test_non_box_observations_are_rejected(env_id):
 def test_action_space_checks():
     obs_space, act_space = env_spaces("Pendulum-v1")
     with pytest.raises(ConfigError, match="--env action space.*dqn.*Discrete"):
-        DQNActor(DQNConfig(num_envs=1), "Pendulum-v1", seed=0)
+        DQNActor(DQNConfig(), "Pendulum-v1", seed=0, num_envs=1)
     with pytest.raises(ConfigError, match="Discrete"):
         DQNLearner(DQNConfig(), obs_space, act_space, seed=0)
     check_action_space("ppo", act_space)
@@ -169,12 +169,12 @@ def _ppo_batch(actor: PPOActor) -> dict[str, torch.Tensor]:
 
 def _pair(algo: str, seed: int = 0):
     if algo == "dqn":
-        cfg = DQNConfig(n_step=2, num_envs=2, target_update_interval=2, prioritized=True)
-        actor = DQNActor(cfg, "CartPole-v1", seed)
+        cfg = DQNConfig(n_step=2, target_update_interval=2, prioritized=True)
+        actor = DQNActor(cfg, "CartPole-v1", seed, num_envs=2)
         learner = DQNLearner(cfg, actor.envs.single_observation_space, actor.envs.single_action_space, seed)
         return actor, learner, _dqn_batch(actor)
-    cfg = PPOConfig(num_envs=2)
-    actor = PPOActor(cfg, "CartPole-v1", seed)
+    cfg = PPOConfig()
+    actor = PPOActor(cfg, "CartPole-v1", seed, num_envs=2)
     learner = PPOLearner(cfg, actor.envs.single_observation_space, actor.envs.single_action_space, seed)
     return actor, learner, _ppo_batch(actor)
 

@@ -82,8 +82,8 @@ def test_action_scale_maps_the_unit_box_onto_the_env_bounds() -> None:
 
 
 def test_actor_pieces_hold_unit_actions_and_warm_up_uniformly() -> None:
-    cfg = SACConfig(num_envs=2, learning_starts=40, hidden=(16, 16))
-    actor = SACActor(cfg, "Pendulum-v1", seed=0)
+    cfg = SACConfig(learning_starts=40, hidden=(16, 16))
+    actor = SACActor(cfg, "Pendulum-v1", seed=0, num_envs=2)
     warm, _ = actor.rollout(8)  # 16 env steps < 40: uniform actions
     later, _ = actor.rollout(8, global_step=100)  # from the policy
     for piece in (warm, later):

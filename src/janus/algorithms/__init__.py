@@ -1,5 +1,26 @@
-"""The algorithms the runtime hosts: ``dqn``, ``ppo`` and the ``synthetic`` workload.
+"""The algorithms janus hosts: ``dqn``, ``ppo``, ``sac`` and the ``synthetic`` workload, and the seam
+a custom algorithm implements.
 
 :mod:`janus.algorithms.base` is the seam (what an algorithm provides, and the registry); each
-algorithm module registers itself when imported, and the registry imports it by name on first use.
+built-in algorithm module registers itself when imported, and the registry imports it by name on
+first use. A custom algorithm subclasses :class:`Algorithm` and is named ``package.module:Name`` to
+``--algo`` / ``workload.algo``, or registered from Python with :func:`register` (see
+docs/custom-algorithm.md).
 """
+
+from janus.algorithms.base import (
+    ActingPolicy,
+    ActorSide,
+    Algorithm,
+    Budget,
+    BufferSpec,
+    CheckpointedLearnerSide,
+    Hyperparameter,
+    LearnerSide,
+    algorithm,
+    names,
+    register,
+)
+
+__all__ = ["ActingPolicy", "ActorSide", "Algorithm", "Budget", "BufferSpec", "CheckpointedLearnerSide", "Hyperparameter",
+           "LearnerSide", "algorithm", "names", "register"]

@@ -1,26 +1,33 @@
-"""The seam between the runtime and an algorithm (in the spirit of Acme's builders).
+"""The seam between janus and an algorithm (in the spirit of Acme's builders).
 
-An :class:`Algorithm` says, in one place, everything the runtime needs to host it: its preset and
+An :class:`Algorithm` says, in one place, everything janus asks of an algorithm: its preset and
 validation, what a Worker runs (:meth:`~Algorithm.actor`), what the Trainer runs
 (:meth:`~Algorithm.learner`), its buffer (:meth:`~Algorithm.buffer_spec`), its budget
-(:meth:`~Algorithm.budget`) and its pacing (:meth:`~Algorithm.pacing`). ``dqn``, ``ppo`` and
-``synthetic`` register by name; :func:`algorithm` looks one up, importing its module lazily, so
-``janus.config`` and ``janus.runtime`` never import an algorithm module themselves.
+(:meth:`~Algorithm.budget`), its rates (:meth:`~Algorithm.rates`, :meth:`~Algorithm.pacing`), the
+policy evaluation, ``janus rollout`` and ``load_policy`` act with (:meth:`~Algorithm.policy`), its
+command-line flags (:meth:`~Algorithm.flags`) and what a run of it records
+(:meth:`~Algorithm.hyperparameters`, :attr:`~Algorithm.acts_in_gymnasium`). Nothing outside
+``janus.algorithms`` asks which algorithm it has.
+
+``dqn``, ``ppo``, ``sac`` and ``synthetic`` register by name; :func:`algorithm` looks one up,
+importing its module lazily (so ``janus.config`` and ``janus.runtime`` never import an algorithm
+module themselves), and imports a custom one named ``package.module:Name`` (see
+docs/custom-algorithm.md); :func:`register` adds one from Python.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from janus.errors import invalid, one_of
-
-if TYPE_CHECKING:
-    from janus.config import RunConfig
+from janus.errors import ConfigError, invalid, one_of, shown
+from janus.run_config import RunConfig
 
 
 class ActorSide(Protocol):
@@ -75,6 +82,37 @@ class Budget:
     once every worker sent all its ``iterations`` pieces and ``total_updates`` batches were trained."""
 
 
+class ActingPolicy(Protocol):
+    """What evaluation, ``janus rollout`` and :func:`janus.load_policy` act with (:meth:`Algorithm.policy`)."""
+
+    def act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
+        """Actions for a batch of observations (float32, ``[batch, *obs_shape]``); the caller fits
+        them to the environment's action space (clips a Box, offsets a Discrete's ``start``)."""
+
+    def load_params(self, params: Mapping[str, Any]) -> None:
+        """Act with ``params``, as :meth:`LearnerSide.params` published them (numpy arrays or tensors)."""
+
+
+class CheckpointedLearnerSide(LearnerSide, Protocol):
+    """A learner side whose state a checkpoint holds (:attr:`BufferSpec.checkpoint_learner`)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training (parameters, optimiser, counters)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`."""
+
+
+@dataclass(frozen=True)
+class Hyperparameter:
+    """One key of an algorithm's ``algorithm:`` section, and its ``--flag``: its default and help."""
+
+    default: bool | int | float
+    """What a run uses when the key is not set (its type is the flag's type)."""
+    doc: str = ""
+    """The flag's help text."""
+
+
 @dataclass(frozen=True)
 class Pacing:
     """Rates and piece sizes: what the replay's rate limiter and the Workers are built from.
@@ -101,33 +139,78 @@ class Pacing:
     """On-policy: rollout ``i`` acts with the parameters trained on rollout ``i-1`` (correctness)."""
 
 
-class Algorithm:
-    """One algorithm as the runtime hosts it. Subclasses override what differs from these defaults."""
+class Algorithm(ABC):
+    """One algorithm as janus hosts it: subclasses define :meth:`actor` and :meth:`learner` and
+    override what differs from these defaults."""
 
     name: str = ""
+    """The name ``--algo`` / ``workload.algo`` gives (a custom algorithm: its ``package.module:Name``)."""
     on_policy: bool = False
+    """Whether it learns on-policy: stated here only; the data path's ``is_on_policy`` follows it."""
     preset: ClassVar[dict[str, Any]] = {}
     """Config defaults (``from_dict`` shape) that ``--algo NAME`` starts from."""
     quick_env_steps: int | None = None
     """``--quick``: at most this many env steps (None: the workload's ``iterations`` bound it)."""
     has_policy: bool = False
-    """``janus rollout`` can run its checkpointed policy; ``janus train`` checkpoints it."""
+    """It has a policy worth keeping: ``janus train`` checkpoints it and can resume, evaluation,
+    ``janus rollout`` and ``load_policy`` act with it (:meth:`policy`)."""
     acts_in_gymnasium: bool = False
     """It acts in Gymnasium environments (reads ``workload.env`` and the env-step budget), not in the
     synthetic workload (``workload.obs_shape``, ``iterations`` ...)."""
 
     def is_on_policy(self, cfg: RunConfig) -> bool:
-        """Whether a run of this algorithm is on-policy (fixed, except for the synthetic workload)."""
+        """Whether a run of ``cfg`` is on-policy: :attr:`on_policy` (the synthetic workload reads its config)."""
         return self.on_policy
 
-    def validate(self, cfg: RunConfig) -> None:
-        """Raise :class:`~janus.errors.ConfigError` for settings this algorithm cannot run."""
-
-    def hyperparameters(self, cfg: RunConfig) -> dict[str, Any]:
-        """Every hyperparameter a run of ``cfg`` uses, as the ``algorithm:`` section of its
-        config.yaml records it (none: the data-path config is the whole configuration)."""
+    # ---- configuration: flags, checks, what a run records ---------------------------------------
+    def flags(self) -> dict[str, Hyperparameter]:
+        """Its hyperparameters: the keys of the ``algorithm:`` section, each also a ``--flag`` of
+        ``janus train`` (none by default)."""
         return {}
 
+    def check_hyperparameter(self, key: str, value: Any) -> None:
+        """Raise ConfigError unless ``value`` suits ``algorithm.<key>`` (by default: the type of its default)."""
+        default = self.flags()[key].default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok:
+            raise invalid(f"algorithm.{key}", value, "true or false" if isinstance(default, bool)
+                          else "an integer" if isinstance(default, int) else "a finite number")
+
+    def validate(self, cfg: RunConfig) -> None:
+        """Raise :class:`~janus.errors.ConfigError` for settings this algorithm cannot run (by default:
+        an ``algorithm:`` key that is not one of :meth:`flags`, or a value of the wrong type)."""
+        known = self.flags()
+        for key, value in cfg.algorithm.items():
+            if key not in known:
+                accepted = ", ".join(sorted(known)) or "none"
+                raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {self.name}: {accepted}")
+            self.check_hyperparameter(key, value)
+
+    def defaults(self) -> dict[str, Any]:
+        """Every key of its ``algorithm:`` section at its default (what a config.yaml left unset means)."""
+        return {key: h.default for key, h in self.flags().items()}
+
+    def hyperparameter(self, cfg: RunConfig, key: str) -> Any:
+        """The value of hyperparameter ``key`` in a run of ``cfg`` (its default when not set)."""
+        return cfg.algorithm.get(key, self.flags()[key].default)
+
+    def hyperparameters(self, cfg: RunConfig) -> dict[str, Any]:
+        """Every hyperparameter a run of ``cfg`` uses, defaults included, as the ``algorithm:``
+        section of its config.yaml records it (none: the data-path config is the whole configuration)."""
+        return {key: self.hyperparameter(cfg, key) for key in self.flags()}
+
+    def hidden_layers(self, cfg: RunConfig) -> tuple[int, ...] | None:
+        """The widths of its network's hidden layers where ``--hidden_size``/``--num_layers`` set
+        them as ``algorithm.hidden``; None where those flags are the workload's own fields."""
+        return None
+
+    # ---- what the runtime hosts -------------------------------------------------------------------
+    @abstractmethod
     def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> ActorSide:
         """What worker ``index`` runs. Its experience stream (environment and exploration seeds) is
@@ -135,15 +218,26 @@ class Algorithm:
         ``instance``: 0 for the worker's first instance, +1 per restart; ``session``: 0 for a fresh
         run, ``1 + env steps resumed from`` for a ``--resume`` session; ``initial_env_steps``:
         where this worker's schedules (exploration) continue from."""
-        raise NotImplementedError
 
+    @abstractmethod
     def learner(self, cfg: RunConfig) -> LearnerSide:
-        raise NotImplementedError
+        """What the Trainer runs (with :attr:`has_policy`, a :class:`CheckpointedLearnerSide`)."""
+
+    def policy(self, cfg: RunConfig, learner: Any) -> ActingPolicy:
+        """What evaluation, ``janus rollout`` and ``load_policy`` act with, from a learner side of
+        :meth:`learner` (an algorithm with :attr:`has_policy` defines it)."""
+        raise ConfigError(f"--algo {self.name} has no acting policy: {type(self).__name__} does not define "
+                          f"policy(cfg, learner) (and has_policy is {self.has_policy})")
 
     def buffer_spec(self, cfg: RunConfig) -> BufferSpec:
-        return BufferSpec(on_policy=self.is_on_policy(cfg))
+        """How its replay is built and checkpointed (by default: uniform, its learner checkpointed
+        with :attr:`has_policy`, and an off-policy replay with it)."""
+        on_policy = self.is_on_policy(cfg)
+        return BufferSpec(on_policy=on_policy, checkpoint_learner=self.has_policy,
+                          checkpoint_replay=self.has_policy and not on_policy)
 
     def budget(self, cfg: RunConfig) -> Budget:
+        """How long a run lasts (by default: ``workload.iterations`` rollouts per worker)."""
         return Budget(cfg.workload.iterations * cfg.updates_per_iteration, cfg.workload.iterations)
 
     def rates(self, cfg: RunConfig) -> tuple[int, float]:
@@ -199,25 +293,73 @@ MODULES = {
 }
 """Name -> module that registers it when imported (looked up lazily)."""
 _REGISTRY: dict[str, Algorithm] = {}
+CUSTOM = "package.module:Name of a custom algorithm (docs/custom-algorithm.md)"
 
 
-def register(algo: Algorithm) -> Algorithm:
-    """Make ``algo`` available under ``algo.name`` (called by its module on import)."""
-    _REGISTRY[algo.name] = algo
+def register(algo: Algorithm | type[Algorithm], name: str | None = None) -> Algorithm:
+    """Make ``algo`` (an :class:`Algorithm`, or a subclass: instantiated) available to ``--algo`` and
+    ``workload.algo`` under ``name`` (default: its :attr:`~Algorithm.name`) in this process."""
+    where = name or getattr(algo, "name", "") or repr(algo)
+    if isinstance(algo, type) and issubclass(algo, Algorithm):
+        algo = _instantiate(algo, where)
+    if not isinstance(algo, Algorithm):
+        raise ConfigError(f"cannot register {shown(repr(algo), 100)} as an algorithm: it is a {type(algo).__name__}, "
+                          f"not a janus Algorithm (an instance or subclass of janus.algorithms.Algorithm)")
+    key = name or algo.name
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"cannot register {type(algo).__name__}: it has no name; set its class attribute "
+                          f"`name` or pass register(algo, name=...)")
+    if not algo.name:
+        algo.name = key
+    _REGISTRY[key] = algo
     return algo
 
 
 def names() -> tuple[str, ...]:
-    """Every algorithm ``workload.algo`` / ``--algo`` accepts."""
+    """Every algorithm ``workload.algo`` / ``--algo`` accepts by name (custom ones once registered)."""
     return tuple(sorted(set(MODULES) | set(_REGISTRY)))
 
 
 def algorithm(name: str) -> Algorithm:
-    """The algorithm registered as ``name``; raises ConfigError naming the accepted values."""
+    """The algorithm registered as ``name``, importing a built-in one's module or a custom
+    ``package.module:Name`` on first use; raises ConfigError naming the accepted values."""
     if not isinstance(name, str):
-        raise invalid("workload.algo", name, one_of(names()))
+        raise invalid("workload.algo", name, f"{one_of(names())}, or a {CUSTOM}")
     if name not in _REGISTRY and name in MODULES:
         importlib.import_module(MODULES[name])
+    if name not in _REGISTRY and ":" in name:
+        register(_imported(name), name)
     if name not in _REGISTRY:
-        raise invalid("workload.algo", name, one_of(names()))
+        raise invalid("workload.algo", name, f"{one_of(names())}, or a {CUSTOM}")
     return _REGISTRY[name]
+
+
+def _imported(spec: str) -> Algorithm | type[Algorithm]:
+    """The attribute ``Name`` of module ``package.module`` that ``spec`` names (an Algorithm or a subclass)."""
+    module_name, _, attr = spec.partition(":")
+    what = f"workload.algo {shown(spec, 200)}"
+    if not module_name or not attr.isidentifier():
+        raise ConfigError(f"invalid {what}: a custom algorithm is named package.module:Name (Name an attribute "
+                          f"of the module)")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the module raised as it ran
+        raise ConfigError(f"{what}: cannot import module {module_name!r} ({type(exc).__name__}: {shown(str(exc), 300)}); "
+                          f"a custom algorithm's module must be importable (on PYTHONPATH) wherever a run of it "
+                          f"starts, resumes, is rolled out or loaded") from exc
+    found = getattr(module, attr, None)
+    if found is None:
+        raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}")
+    if not (isinstance(found, Algorithm) or (isinstance(found, type) and issubclass(found, Algorithm))):
+        raise ConfigError(f"{what}: {module_name}.{attr} is a {type(found).__name__}, not a janus Algorithm "
+                          f"(an instance or subclass of janus.algorithms.Algorithm)")
+    return found
+
+
+def _instantiate(cls: type[Algorithm], where: str) -> Algorithm:
+    """``cls()``; a ConfigError naming the methods a subclass left undefined."""
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ConfigError(f"algorithm {where}: {cls.__name__} does not define {', '.join(missing)}; an Algorithm "
+                          f"defines actor(cfg, index, ...) and learner(cfg) (see docs/custom-algorithm.md)")
+    return cls()

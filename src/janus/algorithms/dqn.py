@@ -44,10 +44,6 @@ from janus.returns import nstep_returns
 class DQNConfig:
     """DQN hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
 
-    num_envs: int = 4
-    """Sub-environments per actor (the local loop's ``SyncVectorEnv``)."""
-    rollout_steps: int = 8
-    """Vector-env steps per piece (``rollout_steps * num_envs`` env steps); >= ``n_step``."""
     hidden: tuple[int, ...] = (128, 128)
     """Widths of the Q-network's hidden layers (ReLU)."""
     gamma: float = 0.99
@@ -56,10 +52,6 @@ class DQNConfig:
     """Rewards summed per target (1 = classic one-step DQN)."""
     lr: float = 5e-4
     """Adam learning rate."""
-    batch_size: int = 128
-    """Transitions per gradient update."""
-    buffer_size: int = 50_000
-    """Replay capacity in transitions."""
     learning_starts: int = 1_000
     """Env steps collected before the first update."""
     train_frequency: float = 2.0
@@ -131,13 +123,13 @@ class DQNActor:
     """Set (to ``worker index * num_envs``) when the replay stores frames once: pieces then carry
     ``stream``, the id of the env each row comes from (``stream_base + env``)."""
 
-    def __init__(self, cfg: DQNConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
+    def __init__(self, cfg: DQNConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
+        seeds = as_stream_seeds(seed, num_envs)
         if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         action_space, obs_space = self.envs.single_action_space, observation_box(self.envs)
         check_action_space("dqn", action_space)
@@ -328,6 +320,15 @@ class DQNLearner:
             p.grad = g
         return loss, q, td, clip_grad_norm(self._params, self.cfg.max_grad_norm)
 
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Greedy actions (argmax Q) for a batch of observations (DQN acts greedily either way)."""
+        return self.q(obs).argmax(1).numpy()
+
+    def policy_network(self) -> nn.Module:
+        """The network it acts with and publishes to the workers (:meth:`params`)."""
+        return self.q
+
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the online Q-network for the actors."""
         return snapshot(self.q)
@@ -368,7 +369,7 @@ class DQN(ReplayGymAlgorithm):
     # env-steps/s on CartPole here), local threads for the serial --seed recipe or on one CPU
     # (docs/benchmarks.md, "The engine: local vs process backend").
     preset: ClassVar[dict[str, Any]] = {
-        "is_on_policy": False, "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
+        "batch_size": 128, "buffer_capacity": 50_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 4, "prefetch": 4,
         "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,
                      "hidden_size": 128, "num_layers": 2},  # the network (DQNConfig.hidden), as config.yaml records it

@@ -1,9 +1,10 @@
 """What DQN and PPO share as runtime algorithms: the ``algorithm:`` section, its checks, the adapters.
 
-The data-path knobs stay the source of truth for what they name: ``batch_size`` and
-``buffer_capacity`` (DQN), ``num_minibatches`` (PPO), ``workload.envs_per_actor`` (envs per worker),
-``workload.rollout_length`` (steps per rollout), ``workload.num_epochs`` (PPO epochs). Everything
-else is a field of the algorithm's config dataclass, set in the ``algorithm:`` section.
+The data-path knobs are the one place of what they name, read from the run's config where used:
+``batch_size`` and ``buffer_capacity`` (DQN, SAC), ``num_minibatches`` (PPO),
+``workload.envs_per_actor`` (envs per worker), ``workload.rollout_length`` (steps per piece),
+``workload.num_epochs`` (PPO epochs). Everything else is a field of the algorithm's config
+dataclass, set in the ``algorithm:`` section.
 """
 
 from __future__ import annotations
@@ -11,18 +12,20 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from typing import Any
 
-from janus.algorithms.base import Algorithm, Budget, BufferSpec
+from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
 from janus.errors import ConfigError, invalid
+from janus.run_config import field_docs
 
-MAPPED = {  # algorithm field -> where the data-path config sets it
+MAPPED = {  # a key an algorithm: section may not set -> where the data-path config sets it
     "num_envs": "workload.envs_per_actor", "rollout_steps": "workload.rollout_length",
     "batch_size": "batch_size (top level)", "buffer_size": "buffer_capacity (top level)",
     "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
 }
 UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau"}
+NOT_FLAGS = {"hidden"}  # set through --hidden_size and --num_layers (see Algorithm.hidden_layers)
 ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
@@ -42,27 +45,45 @@ class GymAlgorithm(Algorithm):
     has_policy = True
     acts_in_gymnasium = True
 
-    def mapped(self, cfg: Any) -> dict[str, Any]:
-        """The config fields the data-path config sets (see the module doc)."""
-        w = cfg.workload
-        return {"num_envs": w.envs_per_actor, "rollout_steps": w.rollout_length}
-
     def config(self, cfg: Any) -> Any:
-        """The algorithm's config dataclass of a run: ``algorithm:`` overrides + the mapped knobs."""
+        """The algorithm's config dataclass of a run: its defaults with the ``algorithm:`` overrides."""
         overrides = dict(cfg.algorithm)
         if "hidden" in overrides and isinstance(overrides["hidden"], list):
             overrides["hidden"] = tuple(overrides["hidden"])
-        return replace(self.config_class(**overrides), **self.mapped(cfg))
+        return self.config_class(**overrides)
 
     def buffer_spec(self, cfg: Any) -> BufferSpec:
         return BufferSpec(on_policy=self.on_policy, checkpoint_replay=not self.on_policy, checkpoint_learner=True)
 
+    def flags(self) -> dict[str, Hyperparameter]:
+        """Every field of its config dataclass except ``hidden`` (``--hidden_size``/``--num_layers``)."""
+        defaults, docs = self.config_class(), field_docs(self.config_class)
+        return {f.name: Hyperparameter(getattr(defaults, f.name), docs.get(f.name, ""))
+                for f in fields(self.config_class) if f.name not in NOT_FLAGS}
+
+    def check_hyperparameter(self, key: str, value: Any) -> None:
+        check_value(key, value, getattr(self.config_class(), key))
+
+    def hyperparameter(self, cfg: Any, key: str) -> Any:
+        return getattr(self.config(cfg), key)
+
+    def hidden_layers(self, cfg: Any) -> tuple[int, ...]:
+        return tuple(self.config(cfg).hidden)
+
+    def defaults(self) -> dict[str, Any]:
+        values = asdict(self.config_class())
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+    def policy(self, cfg: Any, learner: Any) -> LearnerPolicy:
+        """The learner's network (a :class:`GymLearnerSide`'s, or, as the runtime's evaluator gives
+        it, the bare learner), acting through the learner's ``act``."""
+        return LearnerPolicy(learner.learner if isinstance(learner, GymLearnerSide) else learner)
+
     def hyperparameters(self, cfg: Any) -> dict[str, Any]:
-        """Every field of the run's config dataclass, defaults included, except those the data-path
-        config sets (:data:`MAPPED`, recorded there) and, for image observations, ``hidden`` (the
-        CNN torso is fixed; ``algorithm.hidden`` is refused for them)."""
+        """Every field of the run's config dataclass, defaults included, except, for image
+        observations, ``hidden`` (the CNN torso is fixed; ``algorithm.hidden`` is refused for them)."""
         values = asdict(self.config(cfg))
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k not in MAPPED}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
         if "hidden" in out and image_observations(cfg.workload.env, cfg.workload.env_kwargs):
             del out["hidden"]
         return out
@@ -78,10 +99,8 @@ class GymAlgorithm(Algorithm):
                 raise ConfigError(f"algorithm.{key} is set by the data-path config for {self.name}: set {MAPPED[key]} instead")
             if key not in names:
                 raise ConfigError(f"unknown key {key!r} in algorithm; accepted keys for {self.name}: "
-                                  f"{', '.join(sorted(names - set(MAPPED)))}")
+                                  f"{', '.join(sorted(names))}")
             check_value(key, cfg.algorithm[key], getattr(defaults, key))
-        if bool(cfg.janus.is_on_policy) != self.on_policy:
-            raise invalid("is_on_policy", cfg.janus.is_on_policy, f"{str(self.on_policy).lower()} for --algo {self.name}")
         obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
         try:
             self.check_actions(action_space)
@@ -127,9 +146,6 @@ class ReplayGymAlgorithm(GymAlgorithm):
 
     on_policy = False
 
-    def mapped(self, cfg: Any) -> dict[str, Any]:
-        return {**super().mapped(cfg), "batch_size": cfg.janus.batch_size, "buffer_size": cfg.janus.buffer_capacity}
-
     def budget(self, cfg: Any) -> Budget:
         """``total_env_steps`` in whole rounds of one piece from every worker (the smallest multiple of
         ``num_actors x envs_per_actor x rollout_length`` at or above it); the updates the ratio
@@ -147,12 +163,22 @@ class ReplayGymAlgorithm(GymAlgorithm):
         """``learning_starts`` and the replay ratio ``batch_size / train_frequency``, unless the
         runtime section sets them."""
         a, r = self.config(cfg), cfg.runtime
-        return r.min_inserts or a.learning_starts or cfg.minibatch_size, r.samples_per_insert or a.batch_size / a.train_frequency
+        return r.min_inserts or a.learning_starts or cfg.minibatch_size, r.samples_per_insert or cfg.janus.batch_size / a.train_frequency
 
     def publish_every(self, cfg: Any) -> int:
         """One version per round of one piece from every worker (the updates the ratio allots it)."""
         w = cfg.workload
         return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
+
+
+def default_algorithm(env: str, env_kwargs: dict[str, Any] | None) -> str:
+    """The algorithm ``--env`` alone runs: dqn for a Discrete action space, else ppo."""
+    from gymnasium import spaces
+
+    from janus.envs.vector import env_spaces
+
+    _, action_space = env_spaces(env, env_kwargs)
+    return "dqn" if isinstance(action_space, spaces.Discrete) else "ppo"
 
 
 def image_observations(env: str, env_kwargs: dict[str, Any]) -> bool:
@@ -262,3 +288,24 @@ class GymLearnerSide:
     def load_state_dict(self, state: dict) -> None:
         self.learner.load_state_dict(state["learner"])
         self.updates = int(state["updates"])
+
+
+class LearnerPolicy:
+    """The :class:`~janus.algorithms.base.ActingPolicy` of a Gymnasium algorithm: its learner's
+    network (``policy_network()``, in eval mode), acting through the learner's ``act``."""
+
+    def __init__(self, learner: Any) -> None:
+        self.learner = learner
+        self.network = learner.policy_network()
+        self.network.eval()
+
+    def act(self, obs: Any, deterministic: bool) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return self.learner.act(torch.as_tensor(obs, dtype=torch.float32), deterministic)
+
+    def load_params(self, params: Any) -> None:
+        from janus.algorithms.shared import load_snapshot
+
+        load_snapshot(self.network, dict(params))

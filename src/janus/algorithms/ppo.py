@@ -46,10 +46,6 @@ from janus.returns import gae
 class PPOConfig:
     """PPO hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
 
-    num_envs: int = 4
-    """Sub-environments per actor (the local loop's ``SyncVectorEnv``)."""
-    rollout_steps: int = 128
-    """Vector-env steps per rollout; a rollout holds ``rollout_steps * num_envs`` transitions."""
     hidden: tuple[int, ...] = (64, 64)
     """Widths of the hidden layers (tanh) of the policy and of the separate value network."""
     gamma: float = 0.99
@@ -60,10 +56,6 @@ class PPOConfig:
     """Adam learning rate (the start value when annealed)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training (see :meth:`PPOLearner.set_progress`)."""
-    num_minibatches: int = 4
-    """Minibatches per epoch over one rollout."""
-    update_epochs: int = 4
-    """Passes over each rollout."""
     clip_coef: float = 0.2
     """Clip range of the probability ratio (and of the value change when ``clip_vloss``)."""
     clip_vloss: bool = True
@@ -234,11 +226,11 @@ def draw(out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor | None,
 class PPOActor:
     """Actor side: on-policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: PPOConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
+    def __init__(self, cfg: PPOConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
+        seeds = as_stream_seeds(seed, num_envs)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
@@ -352,6 +344,20 @@ class PPOLearner:
         }
         return UpdateResult(None, metrics)
 
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations: the mode of the policy's distribution
+        (``deterministic``) or a draw from it."""
+        dist = self.agent.dist(obs)
+        if not deterministic:
+            return dist.sample().numpy()
+        probs = getattr(dist, "probs", None)  # Categorical (Discrete actions); a Normal (Box) has its mean
+        return (probs.argmax(-1) if probs is not None else dist.mean).numpy()
+
+    def policy_network(self) -> nn.Module:
+        """The network it acts with and publishes to the workers (:meth:`params`)."""
+        return self.agent
+
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the policy and value networks for the actors."""
         return snapshot(self.agent)
@@ -376,15 +382,12 @@ class PPO(GymAlgorithm):
     quick_env_steps = 4096
     # Defaults that solve CartPole-v1 (see docs/benchmarks.md); a user's config and flags override them.
     preset: ClassVar[dict[str, Any]] = {
-        "is_on_policy": True, "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
+        "num_minibatches": 4, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 0.25,
         "workload": {"algo": "ppo", "hidden_size": 64, "num_layers": 2,  # the network (PPOConfig.hidden)
                      "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,
                      "total_env_steps": 300_000},
     }
-
-    def mapped(self, cfg: Any) -> dict[str, Any]:
-        return {**super().mapped(cfg), "num_minibatches": cfg.janus.num_minibatches, "update_epochs": cfg.workload.num_epochs}
 
     def budget(self, cfg: Any) -> Budget:
         """``total_env_steps`` in whole rollouts of every worker: the smallest multiple of

@@ -41,10 +41,6 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 class SACConfig:
     """SAC hyperparameters. The defaults follow SB3's and CleanRL's SAC (they solve Pendulum-v1)."""
 
-    num_envs: int = 1
-    """Sub-environments per actor (set by ``workload.envs_per_actor``)."""
-    rollout_steps: int = 8
-    """Vector-env steps per piece (set by ``workload.rollout_length``)."""
     hidden: tuple[int, ...] = (256, 256)
     """Widths of the hidden layers of the policy and of each Q-network (ReLU)."""
     gamma: float = 0.99
@@ -53,10 +49,6 @@ class SACConfig:
     """Polyak step of the target Q-networks: ``target <- tau * online + (1 - tau) * target``."""
     lr: float = 3e-4
     """Adam learning rate of the Q-networks, the policy and the temperature."""
-    batch_size: int = 256
-    """Transitions per gradient update (set by the top-level ``batch_size``)."""
-    buffer_size: int = 100_000
-    """Replay capacity in transitions (set by the top-level ``buffer_capacity``)."""
     learning_starts: int = 1_000
     """Env steps of uniformly random actions (and collected) before the first update."""
     train_frequency: float = 1.0
@@ -141,11 +133,11 @@ class ActionScale:
 class SACActor:
     """Actor side: stochastic policy rollouts in ``num_envs`` copies of ``env_id``; see the module doc."""
 
-    def __init__(self, cfg: SACConfig, env_id: str, seed: int | StreamSeeds, num_envs: int | None = None,
+    def __init__(self, cfg: SACConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
-        seeds = as_stream_seeds(seed, num_envs or cfg.num_envs)
-        self.envs = make_vector_env(env_id, num_envs or cfg.num_envs, seeds.spaces, env_kwargs,
+        seeds = as_stream_seeds(seed, num_envs)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
                                     training=True, vector_env=vector_env)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
@@ -276,6 +268,10 @@ class SACLearner:
         unit = self.policy.deterministic(x) if deterministic else self.policy.sample(x)[0]
         return self.scale.to_env(unit.numpy())
 
+    def policy_network(self) -> nn.Module:
+        """The network it acts with and publishes to the workers (:meth:`params`)."""
+        return self.policy
+
     def params(self) -> dict[str, np.ndarray]:
         """An immutable snapshot of the policy for the actors."""
         return snapshot(self.policy)
@@ -312,7 +308,7 @@ class SAC(ReplayGymAlgorithm):
     quick_env_steps = 2048
     # Defaults that solve Pendulum-v1 (see docs/benchmarks.md); a user's config and flags override them.
     preset: ClassVar[dict[str, Any]] = {
-        "is_on_policy": False, "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
+        "batch_size": 256, "buffer_capacity": 100_000, "overlap_collect": 1,
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
         "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,
                      "total_env_steps": 20_000, "hidden_size": 256, "num_layers": 2},  # the networks (SACConfig.hidden)

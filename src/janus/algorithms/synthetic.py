@@ -21,7 +21,7 @@ from torch import nn
 
 from janus.algorithms.base import Algorithm, register
 from janus.algorithms.seeding import stream_seeds
-from janus.config import WorkloadConfig
+from janus.run_config import WorkloadConfig
 
 DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
 
@@ -156,7 +156,8 @@ class Synthetic(Algorithm):
     name = "synthetic"
 
     def is_on_policy(self, cfg: Any) -> bool:
-        return bool(cfg.janus.is_on_policy)
+        """As the data-path knob ``is_on_policy`` says (its type is checked with the data-path config)."""
+        return cfg.janus.is_on_policy
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> SyntheticActorSide:

@@ -189,7 +189,7 @@ def _jsonable(value: Any) -> Any:
 
 
 CSV_RETURNS = ("algo", "env", "env_steps", "episodes", "final_mean_return", "best_mean_return", "best_return")
-"""RL columns of ``results.csv`` (empty for synthetic runs): the env steps of the whole run, the
+"""RL columns of ``results.csv`` (empty for runs that act in no environment: the synthetic workload): the env steps of the whole run, the
 mean return of the last 20 episodes, the best such 20-episode mean and the best single return."""
 CSV_HEADER = ("name", "status", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "actor_steps_per_s", "wall_s",
               *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency")
@@ -201,10 +201,10 @@ def return_summary(run: dict[str, Any]) -> dict[str, Any]:
     workload = (run.get("config") or {}).get("workload") or {}
     curve = run.get("learning_curve") or {}
     returns = list(curve.get("return") or [])
-    algo = workload.get("algo")
+    acts_in_env = "env" in workload  # config.yaml records workload.env for runs that act in an environment only
     return {
-        "algo": algo, "env": workload.get("env") if algo != "synthetic" else None,
-        "env_steps": _run_env_steps(run, curve) if algo != "synthetic" else None,
+        "algo": workload.get("algo"), "env": workload.get("env"),
+        "env_steps": _run_env_steps(run, curve) if acts_in_env else None,
         "episodes": run.get("episodes"), "final_mean_return": run.get("final_mean_return"),
         "best_mean_return": max(_moving_mean(returns, CURVE_WINDOW)) if returns else None,
         "best_return": max(returns) if returns else None,

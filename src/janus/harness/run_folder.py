@@ -24,13 +24,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from janus import fileio
-from janus.config import RunConfig, from_dict, read_yaml
+from janus.config import RunConfig, WorkloadConfig, from_dict, read_yaml
 from janus.errors import CheckpointError, JanusError
 
 LOCK_NAME = ".janus.lock"
@@ -327,11 +326,8 @@ def _with_defaults(cfg: RunConfig, keys: set[str]) -> dict[str, Any]:
     from janus.algorithms.base import algorithm
 
     out = cfg.to_dict()
-    config_class = getattr(algorithm(cfg.workload.algo), "config_class", None)
-    if config_class is not None:
-        defaults = config_class()
-        known = {f.name for f in fields(config_class)} & keys
-        out["algorithm"] = {**{k: getattr(defaults, k) for k in known}, **cfg.algorithm}
+    defaults = algorithm(cfg.workload.algo).defaults()
+    out["algorithm"] = {**{k: v for k, v in defaults.items() if k in keys}, **cfg.algorithm}
     return json.loads(json.dumps(out))
 
 
@@ -518,7 +514,7 @@ def stored_config(folder: Path) -> RunConfig:
     from janus.algorithms.base import algorithm
 
     raw = read_yaml(folder / "config.yaml")
-    name = (raw.get("workload") or {}).get("algo", "synthetic")
+    name = (raw.get("workload") or {}).get("algo", WorkloadConfig().algo)
     preset = algorithm(name).preset if isinstance(name, str) else {}
     base = from_dict(preset) if preset else RunConfig()
     return from_dict(raw, base=base) if raw else base
