@@ -66,17 +66,16 @@ def test_a_worse_evaluation_keeps_the_best_file(tmp_path: Path) -> None:
     evaluator = Evaluator("evaluator", "trainer", "orchestrator", lambda: None, 3, str(path), seed=0)
     evaluator.best_return = previous_best(path)  # what on_StartMsg does on a resumed run
     assert evaluator.best_return == 50.0
-    evaluator.policy = type("P", (), {"learner": None})()
+    evaluator.policy = type("P", (), {"load_params": lambda self, params: None})()
 
     import janus.policy as policy
 
-    original_returns, original_module = policy.episode_returns, policy.policy_module
+    original_returns = policy.episode_returns
     policy.episode_returns = lambda *a, **k: [10.0, 20.0, 30.0]  # type: ignore[assignment]
-    policy.policy_module = lambda learner: torch.nn.Module()  # type: ignore[assignment]
     try:
         evaluator._play(2000, 7, {})
     finally:
-        policy.episode_returns, policy.policy_module = original_returns, original_module
+        policy.episode_returns = original_returns
     assert evaluator.failure is None and evaluator.result == (2000, 7, [10.0, 20.0, 30.0])
     assert path.read_bytes() == before, "a worse policy does not replace the best one"
 

@@ -160,11 +160,9 @@ def new_evaluator(plan: RunPlan) -> Any:
 
 def evaluation_policy(plan: RunPlan) -> Any:
     """A :class:`~janus.policy.Policy` of the run's algorithm; the Evaluator loads each snapshot into it."""
-    from janus.policy import Policy, policy_module
+    from janus.policy import Policy
 
-    learner = plan.algo.learner(plan.cfg).learner  # type: ignore[attr-defined]  # a policy's algorithm: a GymLearnerSide
-    policy_module(learner).eval()
-    return Policy(plan.cfg, learner, Path(plan.cfg.runtime.best_dir or "."))
+    return Policy(plan.cfg, plan.algo.learner(plan.cfg), Path(plan.cfg.runtime.best_dir or "."))
 
 
 def build(plan: RunPlan, backend: Backend, shared: SharedBuffer | None) -> dict[str, tuple[str, str]]:
