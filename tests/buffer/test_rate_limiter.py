@@ -374,3 +374,22 @@ def test_on_policy_stale_rollouts_are_dropped_and_counted() -> None:
         assert jb.stats.items_dropped_stale == 1
     with pytest.raises(ConfigError, match="max_staleness"):
         replay(max_staleness=1)
+
+
+@pytest.mark.parametrize("os_", [0, 1])
+def test_a_checkpoint_loaded_into_the_storage_counts_for_min_size(os_) -> None:
+    """The runtime loads a checkpoint straight into ``experience`` after the selector started
+    waiting: the waiting sample must see it (a resumed run hung here, no insert to come)."""
+    with replay(0, 0) as source:
+        for i in range(3):
+            source.put(piece(4 * i))
+        state = source.experience.state_dict()
+    with replay(1, os_, min_size=12) as jb:
+        learner = threading.Thread(target=lambda: batches.append(jb.get(timeout=JOIN_S)), daemon=True)
+        batches: list[dict[str, torch.Tensor]] = []
+        learner.start()
+        wait_until(lambda: jb.rate_limiter.sample_waiters == 1, "the sampler never waited")
+        jb.experience.load_state_dict(state)
+        learner.join(JOIN_S)
+        assert not learner.is_alive() and len(batches) == 1
+        assert set(batches[0]["id"].tolist()) <= set(range(12))

@@ -121,6 +121,7 @@ class RateLimiter:
         self._sample_wait_s = 0.0
         self._learner_version: int | None = None
         self._waiting = {"insert": 0, "sample": 0}  # threads waiting on each side now
+        self._poll_s: float | None = None  # re-check this often: a readiness this limiter is not told of
 
     # ---- read-only counters ------------------------------------------------------------------
     @property
@@ -322,6 +323,8 @@ class RateLimiter:
                 if remaining is not None and remaining <= 0:
                     because = f" ({why()})" if why is not None else ""
                     raise StagingTimeout(f"{type(self).__name__}: timed out waiting to {what}{because}")
+                if self._poll_s is not None:
+                    remaining = self._poll_s if remaining is None else min(remaining, self._poll_s)
                 self._cond.wait(remaining)
         finally:
             self._waiting[side] -= 1
@@ -350,6 +353,8 @@ class RatioLimiter(RateLimiter):
                  stored: Callable[[], int] | None = None) -> None:
         super().__init__()
         self._stored = stored
+        if stored is not None:  # the storage may fill without a commit here (a checkpoint loaded into it)
+            self._poll_s = 0.1
         if samples_per_insert and error_buffer is None:
             raise ConfigError(f"invalid error_buffer: got None with samples_per_insert={samples_per_insert!r}; "
                               "accepted: a number of sampled transitions >= max(samples_per_insert x largest "

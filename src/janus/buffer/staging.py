@@ -108,7 +108,6 @@ class ActorBuffer(_BoundedQueue[Any]):
         super().__init__(max_pieces, "ActorBuffer")
         self.min_transitions = min_transitions
         self._transitions = 0
-        self.in_hand = 0  # pieces taken with hold=True and not yet released (being written)
 
     def put(self, item: Any, size: int = 1, timeout: float | None = None) -> float:
         """Stage one rollout piece of ``size`` transitions; blocks while ``max_pieces`` are queued
@@ -132,14 +131,12 @@ class ActorBuffer(_BoundedQueue[Any]):
         return self._transitions
 
     def take(self, pieces: int | None, transitions: int | None, block: bool = True, timeout: float | None = None,
-             hold: bool = False, admit: Callable[[list[Any], int], bool] | None = None) -> list[Any]:
+             admit: Callable[[list[Any], int], bool] | None = None) -> list[Any]:
         """Remove pieces once ``pieces`` pieces or ``transitions`` transitions are staged.
 
         Non-blocking (``block=False``) returns ``[]`` when the threshold is not met. After a plain
         close (no error) the remaining pieces are drained, even below the threshold, so nothing
         staged is ever lost; an empty closed queue raises :class:`PipelineClosedError`.
-        ``hold=True``: the pieces count as in hand until :meth:`release` (taken atomically with
-        the count), so :meth:`wait_released` can wait for a writer that took them.
         ``admit`` (non-blocking takes only): called with the pieces and transitions a take would
         remove; when it says False nothing is removed and ``[]`` is returned (the rate limiter holds
         them back). It runs under this queue's lock, so what it admits is what is removed.
@@ -150,25 +147,8 @@ class ActorBuffer(_BoundedQueue[Any]):
                 count, total = self._would_pop(pieces, transitions)
                 if not count or not admit([item for item, _ in itertools.islice(self._items, count)], total):
                     return []
-                out = self._pop(count, None)
-                if hold:
-                    self.in_hand += len(out)
-                return out
-            out = self._take(pieces, transitions, block, timeout)
-            if hold:
-                self.in_hand += len(out)
-            return out
-
-    def release(self, pieces: int) -> None:
-        """Pieces taken with ``hold=True`` have been written (or dropped on failure)."""
-        with self._cond:
-            self.in_hand -= pieces
-            self._cond.notify_all()
-
-    def wait_released(self, timeout: float | None = None) -> bool:
-        """Wait until no piece is in hand; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.in_hand <= 0, timeout)
+                return self._pop(count, None)
+            return self._take(pieces, transitions, block, timeout)
 
     def _take(self, pieces: int | None, transitions: int | None, block: bool, timeout: float | None) -> list[Any]:
 
