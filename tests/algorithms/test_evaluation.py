@@ -16,7 +16,8 @@ from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
 from janus.errors import RunFailed
 from janus.runtime.evaluator import Evaluator, previous_best, save_best
-from janus.runtime.run import layout, run_runtime
+from janus.runtime.plan import RunPlan
+from janus.runtime.run import run_runtime
 
 
 def dqn_cfg(steps: int, best_dir: Path | None, **runtime: Any) -> Any:
@@ -29,7 +30,7 @@ def dqn_cfg(steps: int, best_dir: Path | None, **runtime: Any) -> Any:
 @pytest.mark.parametrize("backend", ["local", "process"])
 def test_evaluations_every_interval_and_the_best_policy_is_kept(tmp_path: Path, backend: str) -> None:
     cfg = dqn_cfg(3000, tmp_path / "best", backend=backend)
-    assert "evaluator" in layout(cfg)
+    assert "evaluator" in RunPlan.of(cfg).layout
     run = run_runtime(cfg, timeout_s=300)
     evals = run["evaluations"]
     assert [e["env_steps"] // 1000 for e in evals] == [1, 2, 3], evals  # one per 1,000 steps crossed
@@ -44,7 +45,7 @@ def test_evaluations_every_interval_and_the_best_policy_is_kept(tmp_path: Path, 
 
 
 def test_no_evaluator_unless_asked() -> None:
-    assert "evaluator" not in layout(dqn_cfg(3000, None, eval_interval_steps=0))
+    assert "evaluator" not in RunPlan.of(dqn_cfg(3000, None, eval_interval_steps=0)).layout
 
 
 def test_an_evaluation_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
