@@ -408,7 +408,7 @@ def test_a_learner_whose_loss_becomes_nan_stops_the_run_naming_the_cause(tmp_pat
 
 def test_only_non_finite_losses_count_as_divergence() -> None:
     from janus.errors import TrainingDiverged
-    from janus.runtime.components import check_finite_losses
+    from janus.runtime.trainer import check_finite_losses
 
     check_finite_losses({"loss": 1e30, "q_mean": float("nan"), "explained_variance": float("nan")}, 1)  # not losses
     for name in ("loss", "q_loss", "value_loss"):

@@ -42,14 +42,6 @@ def locate(path: str | Path) -> tuple[Path, Path]:
     return run_dir, found
 
 
-def policy_module(learner: Any) -> torch.nn.Module:
-    """The network a Gymnasium algorithm's learner acts with (``learner.policy_network()``).
-
-    Kept for the runtime's evaluator, which loads each snapshot through it: new code calls
-    :meth:`Policy.load_params`, which works for every algorithm."""
-    return learner.policy_network()
-
-
 class Policy:
     """A trained policy: :meth:`predict` maps observations to actions of the run's environment.
 

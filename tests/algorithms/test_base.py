@@ -10,7 +10,7 @@ from janus.algorithms import base
 from janus.algorithms.base import algorithm, names, register
 from janus.config import RunConfig, WorkloadConfig, from_dict, resolve, validate
 from janus.errors import ConfigError
-from janus.runtime.run import checkpointed, make_limiter
+from janus.runtime.plan import RunPlan
 
 
 def preset(name: str, **overrides) -> RunConfig:
@@ -33,7 +33,7 @@ def test_each_rl_algorithm_gives_a_runnable_plan(name: str) -> None:
     assert spec.on_policy == cfg.janus.is_on_policy == pacing.lockstep == (name == "ppo")
     assert spec.checkpoint_learner and spec.checkpoint_replay == (name == "dqn")
     assert budget.total_updates > 0 and pacing.publish_every > 0 and pacing.piece_steps > 0
-    limiter = make_limiter(cfg)  # the pacing passes the limiter's deadlock check
+    limiter = RunPlan.of(cfg).limiter  # the pacing passes the limiter's deadlock check
     assert limiter.limits_inserts == (name == "dqn")
     assert limiter.insert_piece == cfg.workload.envs_per_actor * pacing.piece_steps
     if name == "dqn":  # the replay ratio (the data path's batch_size, DQNConfig's train_frequency), learning_starts
@@ -43,7 +43,7 @@ def test_each_rl_algorithm_gives_a_runnable_plan(name: str) -> None:
     else:  # whole rollouts of every worker, every one trained num_epochs x M times
         assert budget.total_updates == budget.iterations * cfg.workload.num_epochs * cfg.janus.num_minibatches
     with_dir = replace(cfg, runtime=replace(cfg.runtime, checkpoint_dir="/tmp/x"))
-    assert checkpointed(with_dir) == (("trainer", "trajectory_manager") if name == "dqn" else ("trainer",))
+    assert RunPlan.of(with_dir).checkpointed == (("trainer", "trajectory_manager") if name == "dqn" else ("trainer",))
 
 
 def test_prioritized_replay_is_the_buffer_spec_of_dqn() -> None:
@@ -53,7 +53,7 @@ def test_prioritized_replay_is_the_buffer_spec_of_dqn() -> None:
 
 def test_runtime_rates_override_the_algorithm_ratio() -> None:
     cfg = preset("dqn", runtime={"samples_per_insert": 8.0, "min_inserts": 300})
-    limiter = make_limiter(cfg)
+    limiter = RunPlan.of(cfg).limiter
     assert (limiter.samples_per_insert, limiter.min_size_to_sample) == (8.0, 300)
 
 
@@ -64,7 +64,7 @@ def test_synthetic_is_on_or_off_policy_as_configured() -> None:
     assert not synthetic.buffer_spec(off).on_policy and synthetic.buffer_spec(on).on_policy
     assert synthetic.pacing(on).pieces_per_rollout == 2 and synthetic.pacing(on).max_pieces == 10
     assert synthetic.budget(off).total_updates == 5 * off.workload.updates_per_iteration
-    assert checkpointed(replace(off, runtime=replace(off.runtime, checkpoint_dir="/tmp/x"))) == ()
+    assert RunPlan.of(replace(off, runtime=replace(off.runtime, checkpoint_dir="/tmp/x"))).checkpointed == ()
 
 
 def test_a_newly_registered_algorithm_is_accepted_by_the_config() -> None:

@@ -61,7 +61,7 @@ def test_a_run_with_its_ratio_overridden_trains_at_that_ratio() -> None:
     assert pacing["samples_per_insert"] == 2.0
     ratio = result["counts"]["updates"] * 32 / (result["counts"]["transitions_inserted"] - pacing["min_size_to_sample"])
     assert ratio == pytest.approx(2.0, rel=0.02)  # was 8.0: the budget of train_frequency 4, trained in a burst
-    assert pacing["batches_beyond_ratio"] == 0  # was ~300: the burst past the ratio at the end
+    assert result["counts"]["updates"] == algorithm("dqn").budget(cfg).total_updates  # the budget follows the ratio
 
 
 @pytest.mark.parametrize("g_collect", [1, 0.5])
@@ -70,20 +70,20 @@ def test_a_resumed_on_policy_worker_acts_only_the_rollouts_left_to_train(monkeyp
     """It was allowed the whole budget's rollouts, and acted one or two past the budget before the
     stop reached it (a flaky count in CI). A rollout acted but not yet trained at the commit is
     lost with the resume, so it counts as not done."""
-    from janus.runtime import run as runmod
+    from janus.runtime.plan import pieces_per_worker
 
     cfg = resolve(from_dict({"g_collect": g_collect, "workload": {"algo": "ppo", "total_env_steps": 8192,
                                                                   "env": "CartPole-v1", "num_actors": 2}},
                             base=from_dict(algorithm("ppo").preset)))
     pacing = algorithm("ppo").pacing(cfg)
     rounds = algorithm("ppo").budget(cfg).iterations
-    assert runmod.pieces_per_worker(cfg) == pacing.max_pieces == rounds * pacing.pieces_per_rollout
+    budget = algorithm("ppo").budget(cfg)
+    assert pieces_per_worker(cfg, pacing, budget, {}) == pacing.max_pieces == rounds * pacing.pieces_per_rollout
     rollout = cfg.workload.rollout_length * cfg.workload.envs_per_actor * cfg.workload.num_actors
-    monkeypatch.setattr(runmod, "load_run_state", lambda c: {"trained": 3 * cfg.updates_per_iteration,
-                                                               "env_steps": 4 * rollout})  # round 4 acted, not trained
-    assert runmod.pieces_per_worker(cfg) == (rounds - 3) * pacing.pieces_per_rollout
-    monkeypatch.setattr(runmod, "load_run_state", lambda c: {"trained": 10**9, "env_steps": 10**9})
-    assert runmod.pieces_per_worker(cfg) == pacing.pieces_per_rollout  # at least one whole rollout
+    acted = {"trained": 3 * cfg.updates_per_iteration, "env_steps": 4 * rollout}  # round 4 acted, not trained
+    assert pieces_per_worker(cfg, pacing, budget, acted) == (rounds - 3) * pacing.pieces_per_rollout
+    beyond = {"trained": 10**9, "env_steps": 10**9}
+    assert pieces_per_worker(cfg, pacing, budget, beyond) == pacing.pieces_per_rollout  # at least one whole rollout
 
 
 def test_a_resumed_on_policy_run_counts_only_the_env_steps_of_the_rollouts_trained(monkeypatch: pytest.MonkeyPatch,
@@ -91,7 +91,8 @@ def test_a_resumed_on_policy_run_counts_only_the_env_steps_of_the_rollouts_train
     """A commit inside a rollout's minibatches (or after a rollout was acted and before it was
     trained) holds that rollout's env steps and episodes, but the rollout is acted again after the
     resume: counted twice, a resumed PPO run ended one rollout past its env-step budget."""
-    from janus.runtime import run as runmod
+    from janus.runtime import plan as planmod
+    from janus.runtime.plan import RunPlan
 
     cfg = resolve(from_dict({"workload": {"algo": "ppo", "total_env_steps": 8192, "env": "CartPole-v1", "num_actors": 2},
                              "runtime": {"checkpoint_dir": str(tmp_path), "resume": True}},
@@ -100,15 +101,16 @@ def test_a_resumed_on_policy_run_counts_only_the_env_steps_of_the_rollouts_train
     upi = cfg.updates_per_iteration
     curve = [[1.0, rollout, 20.0], [2.0, 3 * rollout, 30.0], [3.0, 3 * rollout + 5, 40.0], [4.0, 4 * rollout, 50.0]]
     committed = {"trained": 3 * upi + upi // 2, "env_steps": 4 * rollout, "curve": curve, "inserted": 7}
-    monkeypatch.setattr(runmod.checkpoints, "read_run_state", lambda folder: dict(committed))
-    state = runmod.load_run_state(cfg)
+    monkeypatch.setattr(planmod.checkpoints, "read_run_state", lambda folder: dict(committed))
+    plan = RunPlan.of(cfg)
+    state = plan.resumed
     assert state["env_steps"] == 3 * rollout and state["curve"] == curve[:2]  # the 4th rollout is acted again
     assert state["trained"] == committed["trained"] and state["inserted"] == 7
-    assert runmod.pieces_per_worker(cfg) == (algorithm("ppo").budget(cfg).iterations - 3) * algorithm("ppo").pacing(cfg).pieces_per_rollout
+    assert plan.pieces_per_worker == (algorithm("ppo").budget(cfg).iterations - 3) * algorithm("ppo").pacing(cfg).pieces_per_rollout
     committed.update(trained=4 * upi, env_steps=4 * rollout)  # a commit between rollouts: nothing to drop
-    assert runmod.load_run_state(cfg) == committed
+    assert RunPlan.of(cfg).resumed == committed
     dqn = resolve(from_dict({"workload": {"total_env_steps": 8192, "env": "CartPole-v1"},
                              "runtime": {"checkpoint_dir": str(tmp_path), "resume": True}},
                             base=from_dict(algorithm("dqn").preset)))
     committed.update(trained=5, env_steps=999)  # off-policy: every step acted is in the replay buffer
-    assert runmod.load_run_state(dqn) == committed
+    assert RunPlan.of(dqn).resumed == committed

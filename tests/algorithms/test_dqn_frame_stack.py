@@ -16,6 +16,7 @@ from janus.algorithms.base import algorithm
 from janus.buffer.experience import ExperienceBuffer
 from janus.buffer.frames import FrameStackReplay
 from janus.config import RunConfig, from_dict, resolve
+from janus.runtime.plan import RunPlan
 from janus.runtime.run import make_buffer, run_runtime
 
 ENV_ID = "JanusTinyPixels-v0"
@@ -58,12 +59,12 @@ def test_frame_stacks_turn_the_frame_replay_on_and_the_knob_turns_it_off() -> No
     assert not dqn.buffer_spec(cartpole).frame_stack  # float observations: stored as they are
     spec = dqn.buffer_spec(cfg_of(1000, prioritized=True))
     assert spec.frame_stack and spec.sampler == "prioritized"
-    buffer = make_buffer(cfg_of(1000))
+    buffer = make_buffer(RunPlan.of(cfg_of(1000)))
     try:
         assert isinstance(buffer.experience, FrameStackReplay)
     finally:
         buffer.close()
-    buffer = make_buffer(cfg_of(1000, frame_stack_dedup=False))
+    buffer = make_buffer(RunPlan.of(cfg_of(1000, frame_stack_dedup=False)))
     try:
         assert isinstance(buffer.experience, ExperienceBuffer)
     finally:

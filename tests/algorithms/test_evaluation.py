@@ -16,7 +16,8 @@ from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
 from janus.errors import RunFailed
 from janus.runtime.evaluator import Evaluator, previous_best, save_best
-from janus.runtime.run import layout, run_runtime
+from janus.runtime.plan import RunPlan
+from janus.runtime.run import run_runtime
 
 
 def dqn_cfg(steps: int, best_dir: Path | None, **runtime: Any) -> Any:
@@ -29,7 +30,7 @@ def dqn_cfg(steps: int, best_dir: Path | None, **runtime: Any) -> Any:
 @pytest.mark.parametrize("backend", ["local", "process"])
 def test_evaluations_every_interval_and_the_best_policy_is_kept(tmp_path: Path, backend: str) -> None:
     cfg = dqn_cfg(3000, tmp_path / "best", backend=backend)
-    assert "evaluator" in layout(cfg)
+    assert "evaluator" in RunPlan.of(cfg).layout
     run = run_runtime(cfg, timeout_s=300)
     evals = run["evaluations"]
     assert [e["env_steps"] // 1000 for e in evals] == [1, 2, 3], evals  # one per 1,000 steps crossed
@@ -44,7 +45,7 @@ def test_evaluations_every_interval_and_the_best_policy_is_kept(tmp_path: Path, 
 
 
 def test_no_evaluator_unless_asked() -> None:
-    assert "evaluator" not in layout(dqn_cfg(3000, None, eval_interval_steps=0))
+    assert "evaluator" not in RunPlan.of(dqn_cfg(3000, None, eval_interval_steps=0)).layout
 
 
 def test_an_evaluation_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,17 +67,16 @@ def test_a_worse_evaluation_keeps_the_best_file(tmp_path: Path) -> None:
     evaluator = Evaluator("evaluator", "trainer", "orchestrator", lambda: None, 3, str(path), seed=0)
     evaluator.best_return = previous_best(path)  # what on_StartMsg does on a resumed run
     assert evaluator.best_return == 50.0
-    evaluator.policy = type("P", (), {"learner": None})()
+    evaluator.policy = type("P", (), {"load_params": lambda self, params: None})()
 
     import janus.policy as policy
 
-    original_returns, original_module = policy.episode_returns, policy.policy_module
+    original_returns = policy.episode_returns
     policy.episode_returns = lambda *a, **k: [10.0, 20.0, 30.0]  # type: ignore[assignment]
-    policy.policy_module = lambda learner: torch.nn.Module()  # type: ignore[assignment]
     try:
         evaluator._play(2000, 7, {})
     finally:
-        policy.episode_returns, policy.policy_module = original_returns, original_module
+        policy.episode_returns = original_returns
     assert evaluator.failure is None and evaluator.result == (2000, 7, [10.0, 20.0, 30.0])
     assert path.read_bytes() == before, "a worse policy does not replace the best one"
 

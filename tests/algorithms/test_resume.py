@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -117,14 +118,15 @@ def test_per_beta_schedule_spans_the_budget_and_continues_from_the_trained_count
     from janus.cli import config_from_args, parse_args
     from janus.config import resolve
     from janus.runtime import run
+    from janus.runtime.plan import RunPlan
 
     argv = ["train", "--algo", "dqn", "--prioritized", "--per_beta", "0.5", "--per_beta_final", "0.9",
             "--total_env_steps", "3000", "--backend", "local"]
     cfg = resolve(config_from_args(parse_args(argv)))
     total = algorithm("dqn").budget(cfg).total_updates
     for trained, beta in ((0, 0.5), (total // 2, 0.7), (total, 0.9), (2 * total, 0.9)):
-        monkeypatch.setattr(run, "load_run_state", lambda c, t=trained: {"trained": t} if t else {})
-        buffer = run.make_buffer(cfg)
+        plan = dataclasses.replace(RunPlan.of(cfg), resumed={"trained": trained} if trained else {})
+        buffer = run.make_buffer(plan)
         try:
             assert buffer.beta == pytest.approx(beta), trained
         finally:

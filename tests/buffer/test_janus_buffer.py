@@ -1017,15 +1017,14 @@ def test_flush_waits_for_pieces_the_background_collector_already_took() -> None:
         real_take = jb.actor_buffer.take
         taken = threading.Event()
 
-        def slow_take(*args, **kwargs):  # the collector holds its pieces a while before it locks to write
+        def slow_take(*args, **kwargs):  # the collector holds its pieces a while before it writes them
             out = real_take(*args, **kwargs)
-            if kwargs.get("block", True) and out:
+            if threading.current_thread().name == "janus-collect" and out:
                 taken.set()
                 time.sleep(0.3)
             return out
 
         jb.actor_buffer.take = slow_take  # type: ignore[method-assign]
-        # the collector was already waiting in the unpatched take: one piece gets it into the patched one
         jb.put({"obs": torch.zeros(2, 2, 3), "reward": torch.zeros(2, 2)})
         deadline = time.monotonic() + 5
         while len(jb.experience) < 4:

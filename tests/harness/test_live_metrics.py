@@ -21,8 +21,7 @@ import pytest
 
 from janus.harness.tensorboard import EventWriter, crc32c, read_scalars, scalar_event, write_scalars
 from janus.runtime.messages import CountsMsg, PongMsg, StopMsg
-from janus.runtime.orchestrator import Orchestrator
-from janus.runtime.pacing import SampleToInsertRatio
+from janus.runtime.orchestrator import Orchestrator, Rates
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +94,7 @@ def test_tensorboard_reads_the_event_files() -> None:
 # ------------------------------------------------------------- the Orchestrator's view of a run
 def orchestrator(interval_s: float = 0.0) -> Orchestrator:
     roles = {"trainer": "trainer", "trajectory_manager": "trajectory_manager", "worker-0": "worker", "worker-1": "worker"}
-    return Orchestrator("orchestrator", roles, SampleToInsertRatio(0.0, 1, 1.0, 32, 32), 100, metrics_interval_s=interval_s)
+    return Orchestrator("orchestrator", roles, Rates(1, 0.0, 1.0), 100, metrics_interval_s=interval_s)
 
 
 def test_trainer_metric_sums_become_rows_of_means_with_the_workers_epsilon() -> None:

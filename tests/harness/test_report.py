@@ -284,12 +284,9 @@ def test_runtime_summary_names_counts_payload_and_stalls() -> None:
     assert "dropped" not in text  # a count, not a message type
     assert "parameter versions published: 7; fetches per node: proxy-0=3" in text
     assert "worker restarts: 1; stalls: 2" in text
-    assert "past the ratio" not in text  # a clean run: no line about it
-    rt["pacing"] = {"batches_beyond_ratio": 6}
-    assert "6 batches trained past the ratio at the end of the budget" in runtime_summary(rt)
-    # process: parameters reach the workers through shared memory, so no node fetches them
-    rt.update(backend="process", param_fetches_per_node={"proxy-0": 0})
-    assert "fetches per node: none (the workers read each version from shared memory)" in runtime_summary(rt)
+    assert "could not be written" not in text  # a clean run: no line about it
+    rt["pacing"] = {"pieces_dropped_at_stop": 2}
+    assert "2 pieces that reached the replay at the stop could not be written" in runtime_summary(rt)
 
 
 def test_each_runtime_summary_of_a_compare_names_its_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

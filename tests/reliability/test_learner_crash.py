@@ -19,8 +19,9 @@ from ckpt_helpers import assert_resumed_identically, committed
 from janus.buffer.state_file import load_state
 from janus.cli import main
 from janus.runtime import checkpoints
-from janus.runtime.components import Trainer, TrajectoryManager
 from janus.runtime.orchestrator import Orchestrator
+from janus.runtime.trainer import Trainer
+from janus.runtime.trajectory_manager import TrajectoryManager
 
 NAMES = ("trainer", "trajectory_manager")
 

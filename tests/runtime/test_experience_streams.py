@@ -10,6 +10,7 @@ counters reach the learner only when they stop), and a replaced worker's output 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -22,6 +23,7 @@ from janus.algorithms.base import algorithm
 from janus.algorithms.seeding import stream_seeds
 from janus.config import RunConfig, from_dict, resolve
 from janus.runtime import run as runmod
+from janus.runtime.plan import RunPlan
 from janus.runtime.run import make_actor, run_runtime
 
 
@@ -141,7 +143,7 @@ def test_each_instance_of_a_worker_and_each_resumed_session_has_a_stream_of_its_
 
 def test_the_instance_reaches_the_actor_and_changes_its_stream() -> None:
     cfg = dqn_cfg("local")
-    first, replacement = make_actor(cfg, 0), make_actor(cfg, 0, instance=1)
+    first, replacement = make_actor(RunPlan.of(cfg), 0), make_actor(RunPlan.of(cfg), 0, instance=1)
     try:
         assert not np.isclose(first.actor.obs[:, None], replacement.actor.obs[None]).all(-1).any()
         assert first.actor.rng.random() != replacement.actor.rng.random()
@@ -152,11 +154,10 @@ def test_the_instance_reaches_the_actor_and_changes_its_stream() -> None:
 def test_a_resumed_session_does_not_replay_the_first_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``--resume`` session acts in streams of its own: session ``1 +`` the env steps it resumes from."""
     cfg = dqn_cfg("local")
-    fresh = make_actor(cfg, 0)
-    monkeypatch.setattr(runmod, "load_run_state", lambda cfg: {"env_steps": 0, "trained": 0})  # resumed at its start
-    at_start = make_actor(cfg, 0)
-    monkeypatch.setattr(runmod, "load_run_state", lambda cfg: {"env_steps": 5000, "trained": 100})
-    later = make_actor(cfg, 0)
+    plan = RunPlan.of(cfg)
+    fresh = make_actor(plan, 0)
+    at_start = make_actor(dataclasses.replace(plan, resumed={"env_steps": 0, "trained": 0}), 0)  # resumed at its start
+    later = make_actor(dataclasses.replace(plan, resumed={"env_steps": 5000, "trained": 100}), 0)
     try:
         for a, b in ((fresh, at_start), (fresh, later), (at_start, later)):
             assert not np.isclose(a.actor.obs[:, None], b.actor.obs[None]).all(-1).any()
@@ -172,7 +173,8 @@ def test_a_restarted_worker_component_knows_its_instance() -> None:
     cfg = dqn_cfg("local")
     backend = runmod.make_backend(cfg)
     try:
-        runmod.build(cfg, backend, None)
+        plan = RunPlan.of(cfg)
+        runmod.build(plan, backend, runmod.SharedBuffer(plan))
         backend.restart("worker-1")
         backend.restart("worker-1")
         assert backend.component("worker-1").instance == 2 and backend.component("worker-0").instance == 0

@@ -15,18 +15,20 @@ import torch
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime import run as runmod
 from janus.runtime.backends.local import LocalBackend
-from janus.runtime.components import Trainer, TrajectoryManager, WorkerProxy
 from janus.runtime.messages import (
-    BatchTrainingDataMsg,
     CountsMsg,
     FetchParamsMsg,
     InsertTransitionMsg,
     LoadParamsMsg,
     ParamsSnapshot,
-    SampleBatchMsg,
+    PiecesAcceptedMsg,
     StartMsg,
 )
+from janus.runtime.plan import RunPlan
 from janus.runtime.run import RunFailed, run_runtime
+from janus.runtime.trainer import Trainer
+from janus.runtime.trajectory_manager import TrajectoryManager
+from janus.runtime.worker_proxy import WorkerProxy
 
 
 class FakeOutbox:
@@ -64,9 +66,9 @@ def host_threads() -> list[str]:
 
 
 def test_messages_are_frozen_and_snapshots_immutable() -> None:
-    msg = SampleBatchMsg(3)
+    msg = PiecesAcceptedMsg(3)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        msg.request_id = 4  # type: ignore[misc]
+        msg.pieces = 4  # type: ignore[misc]
     source = {"w": np.ones(3, dtype=np.float32)}
     snap = ParamsSnapshot.freeze(1, source)
     source["w"][:] = 7  # the snapshot copied
@@ -101,9 +103,11 @@ def test_proxy_batches_inserts() -> None:
     assert merged.transitions["x"].shape == (6, 4)
 
 
-def test_trajectory_manager_batches_share_no_memory_with_buffer() -> None:
+def test_the_replay_hosts_remote_batches_share_no_memory_with_buffer() -> None:
+    """What a remote replay client gets (:meth:`TrajectoryManager.sample`) is a copy: writing
+    into it leaves the replay as it was."""
     cfg = tiny()
-    tm = TrajectoryManager("tm", "trainer", "orch", runmod.make_buffer(cfg))
+    tm = TrajectoryManager("tm", "orch", runmod.make_buffer(RunPlan.of(cfg)))
     out = FakeOutbox()
     tm.bind(out)
     tm.receive(StartMsg())
@@ -112,18 +116,18 @@ def test_trajectory_manager_batches_share_no_memory_with_buffer() -> None:
         piece = {"obs": obs, "action": np.zeros((16, 4), np.int64), "reward": np.zeros((16, 4), np.float32)}
         for _ in range(2):
             tm.receive(InsertTransitionMsg("w", piece, 64))
-        tm.receive(SampleBatchMsg(0))
+        batch = None
         deadline = time.monotonic() + 10
-        while not out.of(BatchTrainingDataMsg) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        (_, msg), = out.of(BatchTrainingDataMsg)
+        while batch is None and time.monotonic() < deadline:
+            batch = tm.sample(timeout=0.1)
+        assert batch is not None and isinstance(batch["obs"], np.ndarray) and batch["obs"].shape == (64, 32)
         before = tm.buffer.experience.gather(torch.arange(len(tm.buffer.experience)))["obs"].clone()
-        msg.batch["obs"][:] = -1.0
+        batch["obs"][:] = -1.0
         after = tm.buffer.experience.gather(torch.arange(len(tm.buffer.experience)))["obs"]
         assert torch.equal(before, after)
+        assert tm.counters["batches_sent"] == 1
     finally:
         tm.close()
-    assert not tm.serve_thread.is_alive()
 
 
 @pytest.mark.parametrize("placement", ["cpu_pageable", "cuda"])
@@ -133,9 +137,9 @@ def test_the_trajectory_manager_loads_the_replay_kernels_before_the_clock_starts
     its timed collection (0.41-0.54 s of collect against 0.07 for the others in a --quick run)."""
     calls: list[str] = []
     monkeypatch.setattr(runmod, "warm_up", lambda: calls.append("warm"))
-    monkeypatch.setattr(runmod, "make_buffer", lambda cfg: SimpleNamespace())  # no CUDA needed for this check
+    monkeypatch.setattr(runmod, "make_buffer", lambda plan: SimpleNamespace())  # no CUDA needed for this check
     cfg = dataclasses.replace(tiny(), janus=dataclasses.replace(tiny().janus, placement=placement))
-    runmod.new_trajectory_manager(cfg)
+    runmod.new_trajectory_manager(RunPlan.of(cfg))
     assert calls == (["warm"] if placement != "cuda" else [])
 
 
@@ -166,19 +170,37 @@ def test_warm_up_loads_the_kernels_once_per_process() -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
+class ListReplay:
+    """A replay client that hands out the batches it was given, in order."""
+
+    def __init__(self, batches: list[dict[str, Any]]) -> None:
+        self.batches = list(batches)
+        self.failure = None
+
+    def get(self, timeout: float | None = None) -> dict[str, Any]:
+        return {k: torch.as_tensor(v) for k, v in self.batches.pop(0).items()}
+
+    def update_priority(self, index: Any, priority: Any) -> int:
+        return len(index)
+
+    def set_learner_version(self, version: int) -> None:
+        pass
+
+
 def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
     cfg = tiny()
-    trainer = Trainer("trainer", "tm", "orch", lambda: runmod.make_learner(cfg), publish_every=1)
+    batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
+             "reward": np.ones(64, np.float32), "index": np.arange(64)}
+    trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: ListReplay([batch] * 3),
+                      publish_every=1, max_updates=3)
     out = FakeOutbox()
     trainer.bind(out)
     trainer.receive(StartMsg())
     trainer.receive(FetchParamsMsg("proxy-0", 0))
     (_, first), = out.of(LoadParamsMsg)
     frozen = {k: v.copy() for k, v in first.params.arrays.items()}
-    batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
-             "reward": np.ones(64, np.float32), "index": np.arange(64)}
-    for i in range(3):
-        trainer.receive(BatchTrainingDataMsg(i, batch))
+    while trainer.step():
+        pass
     assert trainer.version == 3
     assert all(np.array_equal(frozen[k], first.params.arrays[k]) for k in frozen)
     latest = trainer.latest.params.arrays
@@ -186,8 +208,8 @@ def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
 
 
 def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, FakeOutbox]:
-    trainer = Trainer("trainer", "tm", "orch", lambda: runmod.make_learner(cfg), publish_every=100,
-                      buffer=lambda: buffer, **kwargs)
+    trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: buffer, publish_every=100,
+                      **kwargs)
     out = FakeOutbox()
     trainer.bind(out)
     trainer.receive(StartMsg())
@@ -195,7 +217,7 @@ def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, Fa
 
 
 def _filled(cfg: RunConfig) -> Any:
-    buffer = runmod.make_buffer(cfg)
+    buffer = runmod.make_buffer(RunPlan.of(cfg))
     piece = {"obs": np.random.rand(16, 4, 32).astype(np.float32), "action": np.zeros((16, 4), np.int64),
              "reward": np.zeros((16, 4), np.float32)}
     for _ in range(2):
@@ -204,22 +226,18 @@ def _filled(cfg: RunConfig) -> Any:
     return buffer
 
 
-def test_trainer_takes_one_batch_from_the_shared_buffer_per_credit() -> None:
+def test_trainer_takes_batches_from_the_shared_buffer_up_to_its_budget() -> None:
     cfg = tiny()
     buffer = _filled(cfg)
-    trainer, out = _trainer_on(buffer, cfg, report_every=100)
+    trainer, out = _trainer_on(buffer, cfg, report_every=100, max_updates=3)
     try:
-        assert trainer.step() is False and trainer.trained == 0, "no credit: no batch taken"
-        for i in range(3):
-            trainer.receive(SampleBatchMsg(i))
         while trainer.step():
             pass
-        assert trainer.trained == 3 and not trainer.credits
-        # out of credits, it reports at once (the Orchestrator's next credits wait for this count)
+        assert trainer.trained == 3, "the budget, not a credit, ends its training"
+        # at its budget it reports at once (the Orchestrator stops the run on this count)
         assert [m.counters["trained"] for _, m in out.of(CountsMsg)] == [3]
         assert buffer.stats.batches_delivered == 3
         assert trainer.step() is False and trainer.trained == 3
-        assert not out.of(BatchTrainingDataMsg), "nothing travels as a message"
     finally:
         buffer.close()
 
@@ -229,7 +247,6 @@ def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly
     buffer = _filled(cfg)
     trainer, _ = _trainer_on(buffer, cfg)
     buffer._fail(RuntimeError("selection broke on purpose"))  # what a background selection error does
-    trainer.receive(SampleBatchMsg(0))
     with pytest.raises(RuntimeError, match="selection broke on purpose"):
         while trainer.step():
             pass
@@ -237,22 +254,21 @@ def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly
     buffer = _filled(cfg)
     trainer, _ = _trainer_on(buffer, cfg)
     buffer.close()  # what the TrajectoryManager's stop does before the Trainer's
-    trainer.receive(SampleBatchMsg(0))
-    assert trainer.step() is False and trainer.trained == 0 and not trainer.credits
+    assert trainer.step() is False and trainer.trained == 0 and trainer.replay_closed
+    assert trainer.step() is False, "closed: it asks no more"
 
 
 def test_trainer_waits_for_a_batch_in_slices_and_never_when_serial() -> None:
     cfg = tiny()
-    buffer = runmod.make_buffer(cfg)  # empty: no batch can be selected
+    buffer = runmod.make_buffer(RunPlan.of(cfg))  # empty: no batch can be selected
     try:
         for wait_s, busy in ((0.05, True), (0.0, False)):
             trainer, _ = _trainer_on(buffer, cfg, batch_wait_s=wait_s)
-            trainer.receive(SampleBatchMsg(0))
             start = time.perf_counter()
             assert trainer.step() is busy, "a Trainer that waited looks at its mailbox, then waits again"
             took = time.perf_counter() - start
             assert (took >= wait_s) if wait_s else (took < 0.5)
-            assert trainer.credits == 1, "the credit is kept for the batch to come"
+            assert trainer.trained == 0
     finally:
         buffer.close()
 
@@ -267,11 +283,11 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
     total = cfg.workload.iterations * cfg.updates_per_iteration
     assert counts["updates"] >= total
     assert counts["transitions_inserted"] == counts["transitions_produced"] > 0
-    # every batch trained was requested; credits still open at the stop may go unserved. The
-    # Trainer takes its batches from the buffer in this process: no batch travels as a message
-    assert total <= counts["updates"] <= msgs["SampleBatchMsg"]["messages"]
-    assert "BatchTrainingDataMsg" not in msgs
-    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["SampleBatchMsg"]["bytes"] == 0
+    # the Trainer reads the buffer of its process: no batch, and no credit, travels as a message;
+    # each piece taken is acknowledged to its worker (backpressure), with no payload
+    assert counts["updates"] == total
+    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["PiecesAcceptedMsg"]["bytes"] == 0
+    assert msgs["PiecesAcceptedMsg"]["messages"] > 0
     # two nodes (3 workers, 2 per node): one proxy each, at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
     assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
@@ -279,11 +295,10 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
         # every rollout needs the next version on every node: exactly one fetch per node per rollout
         assert all(n == cfg.workload.iterations for n in rt["param_fetches_per_node"].values())
     else:
-        p = rt["pacing"]  # the two-sided ratio: sampled within the error buffer of its target
+        p = rt["pacing"]  # the two-sided ratio: sampled (trained, and selected ahead) within the error buffer
         spi, batch, eb = p["samples_per_insert"], p["sample_batch"], p["error_buffer"]
         target = spi * (counts["transitions_inserted"] - p["min_size_to_sample"])
-        assert msgs["SampleBatchMsg"]["messages"] * batch <= target + eb
-        assert msgs["InsertCreditMsg"]["messages"] > 0 and p["pieces_granted"] * 4 * 16 >= counts["transitions_inserted"]
+        assert counts["updates"] * batch <= target + eb
     assert not host_threads(), "every component thread joined"
 
 
@@ -371,33 +386,32 @@ def test_a_stall_fails_the_run_within_its_timeout_naming_the_starved_stage(monke
 
 def test_a_stall_diagnosis_names_collection_when_pieces_wait_in_staging() -> None:
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        make_limiter(cfg), total_updates=100)
+                        RunPlan.of(cfg).rates, total_updates=100)
     orch.inserted, orch.component_counters["tm"] = 640, {"transitions_inserted": 640, "buffer.transitions_collected": 512}
-    assert "128 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
+    text = orch.stall_diagnosis(5.0)
+    assert "128 transitions wait in the actor-side staging" in text and "samples_per_insert 1" in text
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
-    orch.requested, orch.trained = 7, 3
-    assert "selection stage is starved" in orch.stall_diagnosis(5.0)
+    orch.trained = 3
+    assert "the learner waits for a batch and no worker inserts" in orch.stall_diagnosis(5.0)
 
 
 def test_a_stall_diagnosis_after_a_resume_does_not_count_restored_transitions_as_staged() -> None:
     """A resumed run's `inserted` starts at the checkpoint's count; the transitions restored with the
     buffer were never staged by this process, so they are not blamed on collection."""
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        make_limiter(cfg), total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
+                        RunPlan.of(cfg).rates, total_updates=10_000, initial={"inserted": 5_000, "trained": 4_000})
     orch.inserted = 5_640  # restored 5,000 + 640 inserted and collected by this process
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 640}
-    orch.requested = orch.trained = 4_200
+    orch.trained = 4_200
     text = orch.stall_diagnosis(5.0)
     assert "staging" not in text and "g_collect" not in text, text
-    assert "no sample credit is allowed" in text
+    assert "the learner waits for a batch" in text
     orch.component_counters["tm"] = {"transitions_inserted": 640, "buffer.transitions_collected": 576}
     assert "64 transitions wait in the actor-side staging" in orch.stall_diagnosis(5.0)
 
@@ -428,7 +442,6 @@ def test_a_restarted_worker_gets_its_start_timeout_before_it_is_restarted_again(
     is not a restart loop; a late answer of the killed instance does not count as the new one's."""
     from janus.runtime.messages import PongMsg
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     class Outbox:
         def __init__(self) -> None:
@@ -440,7 +453,7 @@ def test_a_restarted_worker_gets_its_start_timeout_before_it_is_restarted_again(
     restarted: list[str] = []
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256)
     orch = Orchestrator("orchestrator", {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker"},
-                        make_limiter(cfg), total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
+                        RunPlan.of(cfg).rates, total_updates=100, restart=restarted.append, pong_timeout_s=1.0, start_timeout_s=30.0)
     orch.bind(Outbox())  # type: ignore[arg-type]
     t0 = time.monotonic()  # on_PongMsg stamps answers with the real clock
     orch.last_pong = {n: t0 for n in orch.roles}

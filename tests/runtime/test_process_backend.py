@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -28,15 +30,24 @@ import torch
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime import run as runmod
 from janus.runtime.backends.base import Backend
-from janus.runtime.backends.process import ProcessBackend
-from janus.runtime.component import Component
-from janus.runtime.components import Worker, WorkerProxy
-from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, StartMsg
+from janus.runtime.backends.process import ProcessBackend, ProcessOutbox, SharedSnapshot, WorkerOutbox, _receive
+from janus.runtime.component import Component, Host
+from janus.runtime.messages import (
+    FetchParamsMsg,
+    InsertTransitionMsg,
+    LoadParamsMsg,
+    ParamsSnapshot,
+    PiecesAcceptedMsg,
+    StartMsg,
+)
 from janus.runtime.run import RunFailed, run_runtime
-from janus.runtime.shm import segments_of
+from janus.runtime.shm import ParamStore, segments_of
+from janus.runtime.worker import Worker
+from janus.runtime.worker_proxy import WorkerProxy
 
 SHM = Path("/dev/shm")
 T, ENVS = 4, 3  # steps and environments per piece of the tagged actor
+PARAMS = 100_000  # float32 parameters the ParamServer publishes: 400 kB, were they pickled
 
 
 def segments(pid: int | None = None) -> set[str]:
@@ -87,7 +98,23 @@ class TaggedActor:
         return {"id": ids, "obs": np.repeat(ids[..., None], 5, axis=2).astype(np.float32)}, {}
 
     def load_params(self, snapshot: Any) -> None:
-        pass
+        # the worker process copied these out of the parameter store (they never crossed the pipe)
+        assert snapshot.arrays["w"].shape == (PARAMS,) and np.all(snapshot.arrays["w"] == snapshot.version + 1)
+
+
+class ParamServer(Component):
+    """Learner-process stand-in for the Trainer: publishes one version through its outbox (into the
+    backend's parameter store) at the first fetch, and answers every fetch with it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.latest: LoadParamsMsg | None = None
+
+    def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
+        if self.latest is None:
+            snapshot = ParamsSnapshot.freeze(0, {"w": np.ones(PARAMS, np.float32)})
+            self.latest = LoadParamsMsg(0, self.outbox.share(snapshot))
+        self.send(msg.requester, self.latest)
 
 
 class Sink(Component):
@@ -103,6 +130,8 @@ class Sink(Component):
         time.sleep(0.002)  # slower than the producers: rings fill and workers block
         with self.lock:
             self.ids.extend(msg.transitions["id"].reshape(-1).tolist())
+        for worker, pieces in msg.by_worker():  # taken: the workers may send more (as a replay host says)
+            self.send(worker, PiecesAcceptedMsg(pieces))
 
 
 def expected_ids(workers: int, pieces: int) -> list[int]:
@@ -116,12 +145,12 @@ def test_every_transition_arrives_exactly_once_through_the_rings() -> None:
     assert isinstance(backend, Backend)
     sink = Sink("trajectory_manager")
     backend.add("trajectory_manager", "trajectory_manager", lambda: sink)
+    backend.add("trainer", "trainer", partial(ParamServer, "trainer"))
     backend.add("proxy-0", "proxy", partial(WorkerProxy, "proxy-0", "trajectory_manager", "trainer", 2 * T * ENVS))
     for i in range(workers):
         backend.add(f"worker-{i}", "worker", partial(Worker, f"worker-{i}", "proxy-0", partial(TaggedActor, i),
                                                     lockstep=False, max_rollouts=pieces))
-    backend.publish(ParamsSnapshot.freeze(0, {"w": np.zeros(3, np.float32)}))
-    backend.start()
+    backend.start()  # the store is created at the first fetch: announced to running worker processes
     try:
         assert len(worker_processes()) >= workers
         for name in backend.roles:
@@ -136,6 +165,11 @@ def test_every_transition_arrives_exactly_once_through_the_rings() -> None:
     counters = backend.counters()
     assert sum(c["ipc.pieces_via_ring"] for n, c in counters.items() if n.startswith("worker-")) == workers * pieces
     assert all(c.get("ipc.pieces_pickled", 0) == 0 for n, c in counters.items() if n.startswith("worker-"))
+    # parameters: fetched through the proxy (once for its node), loaded by every worker from the store
+    assert counters["proxy-0"]["param_fetches"] == 1 and counters["trainer"]["msgs_in.FetchParamsMsg"] >= 1
+    assert all(c["params_loaded"] == 1 for n, c in counters.items() if n.startswith("worker-"))
+    loads = backend.pipe_stats.as_dict()["LoadParamsMsg"]
+    assert loads["messages"] >= workers and loads["bytes"] < 1000 * loads["messages"], f"parameters pickled: {loads}"
     assert segments() == before, "shared-memory segments left behind"
     assert not worker_processes()
 
@@ -157,11 +191,11 @@ def tiny(on_policy: bool, workers: int = 4, **runtime: Any) -> RunConfig:
 def test_synthetic_run_conserves_transitions_with_four_worker_processes(on_policy: bool) -> None:
     before = segments()
     rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
-    cfg = tiny(on_policy, **rates)
+    cfg = tiny(on_policy, workers_per_node=2, **rates)
     backend = runmod.make_backend(cfg)
     assert isinstance(backend, ProcessBackend)
     run = run_runtime(cfg, backend=backend, timeout_s=120)
-    counts = run["counts"]
+    counts, rt = run["counts"], run["runtime"]
     assert run["runtime"]["backend"] == "process"
     assert counts["updates"] >= cfg.workload.iterations * cfg.updates_per_iteration
     assert counts["transitions_produced"] == counts["transitions_inserted"] == counts["transitions_collected"] > 0
@@ -173,7 +207,56 @@ def test_synthetic_run_conserves_transitions_with_four_worker_processes(on_polic
     assert trainer.get("batches_moved_to_device", 0) == 0, "batches reached the Trainer on its device"
     workers = {n: c for n, c in backend.counters().items() if n.startswith("worker-")}
     assert len(workers) == 4 and all(c["params_loaded"] >= 1 and c["ipc.pieces_via_ring"] > 0 for c in workers.values())
+    # parameters take the path they take on every backend: two nodes, one proxy each, at most one
+    # fetch per node per version; what crosses a worker's pipe is the version, not the arrays
+    assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
+    assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
+    loads = backend.pipe_stats.as_dict()["LoadParamsMsg"]
+    assert loads["messages"] >= 4 and loads["bytes"] < 1000 * loads["messages"], f"parameters pickled: {loads}"
     assert segments() == before and not worker_processes()
+
+
+def test_a_shared_snapshot_pickles_as_its_version_alone() -> None:
+    snapshot = ParamsSnapshot.freeze(7, {"w": np.ones(PARAMS, np.float32)})
+    handle = SharedSnapshot(7, snapshot)
+    assert ProcessOutbox(ProcessBackend(), "trainer").resolve(handle) is snapshot  # the learner process: by reference
+    wire = pickle.dumps(LoadParamsMsg(7, handle))
+    assert len(wire) < 200, "the arrays were pickled with the handle"
+    sent = pickle.loads(wire)
+    assert sent.params == SharedSnapshot(7) and sent.params.snapshot is None
+
+
+def test_a_worker_loads_the_store_and_records_the_version_it_holds() -> None:
+    """A handle of version 1 reaches a worker after version 2 was published: the receiver posts the
+    arrays of version 2 as version 2, so the Worker records the version of what it loads. Parameters
+    ahead of the StartMsg answer a killed predecessor's fetch: dropped (the Worker has no actor yet)."""
+    store = ParamStore.create({"w": np.zeros(4, np.float32)})
+    mine, theirs = multiprocessing.Pipe(duplex=True)
+    host = Host(Component("worker-0"))
+    outbox = WorkerOutbox("worker-0", theirs, 2, "unused")
+    receiver = threading.Thread(target=_receive, args=(host, outbox, theirs), daemon=True)
+    receiver.start()
+    try:
+        mine.send(("store", store.name, store.layout))
+        store.publish(1, {"w": np.full(4, 1.0, np.float32)})
+        store.publish(2, {"w": np.full(4, 2.0, np.float32)})
+        mine.send(("msg", LoadParamsMsg(1, SharedSnapshot(1))))  # before StartMsg: the predecessor's
+        mine.send(("msg", StartMsg()))
+        mine.send(("msg", LoadParamsMsg(1, SharedSnapshot(1))))
+        first, posted = host.inbox.get(timeout=10), host.inbox.get(timeout=10)
+    finally:
+        host.done.set()
+        receiver.join(5)
+        for segment in (outbox.store, store):
+            if segment is not None:
+                segment.close()
+        store.unlink()
+        mine.close()
+        theirs.close()
+    assert isinstance(first, StartMsg) and host.inbox.empty()
+    assert isinstance(posted, LoadParamsMsg) and posted.version == posted.params.version == 2
+    assert np.array_equal(posted.params.arrays["w"], np.full(4, 2.0, np.float32))
+    assert not posted.params.arrays["w"].flags.writeable, "a snapshot is immutable"
 
 
 def test_killed_worker_process_is_restarted_with_the_latest_parameters() -> None:

@@ -27,9 +27,9 @@ ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve  # noqa: E402
-from janus.runtime import run as runmod  # noqa: E402
 from janus.runtime.backends.ray import GcsWatch, RayBackend, RayOutbox, RayParams  # noqa: E402
 from janus.runtime.messages import ParamsSnapshot  # noqa: E402
+from janus.runtime.plan import RunPlan  # noqa: E402
 from janus.runtime.run import RunFailed, run_runtime  # noqa: E402
 
 # Factories defined here run inside Ray actors, which cannot import this test module: ship by value.
@@ -106,9 +106,11 @@ def test_ray_run_completes_with_consistent_counts(ray_session: Any, on_policy: b
     assert rt["backend"] == "ray"
     assert counts["updates"] >= total
     assert counts["transitions_inserted"] == counts["transitions_produced"] > 0
-    assert total <= msgs["BatchTrainingDataMsg"]["messages"] <= msgs["SampleBatchMsg"]["messages"]
-    assert msgs["InsertTransitionMsg"]["bytes"] > 0 and msgs["BatchTrainingDataMsg"]["bytes"] > 0
-    assert msgs["SampleBatchMsg"]["bytes"] == 0 and msgs["PongMsg"]["messages"] > 0
+    # one path on every backend: the Trainer reads the replay through its (remote, prefetching)
+    # client, so no batch is a message; the replay host counts what it served
+    assert "BatchTrainingDataMsg" not in msgs and msgs["InsertTransitionMsg"]["bytes"] > 0
+    assert counts["updates"] <= backend.counters()["trajectory_manager"]["batches_sent"]
+    assert msgs["PiecesAcceptedMsg"]["bytes"] == 0 and msgs["PongMsg"]["messages"] > 0
     # one proxy per node (2 workers, 1 per node), at most one fetch per node per version
     assert set(rt["param_fetches_per_node"]) == {"proxy-0", "proxy-1"}
     assert all(0 < n <= rt["param_versions_published"] for n in rt["param_fetches_per_node"].values())
@@ -116,7 +118,7 @@ def test_ray_run_completes_with_consistent_counts(ray_session: Any, on_policy: b
         assert all(n == cfg.workload.iterations for n in rt["param_fetches_per_node"].values())
     workers = {n: c for n, c in backend.counters().items() if n.startswith("worker-")}
     assert all(c["params_loaded"] >= 1 for c in workers.values())
-    assert set(rt["nodes"]) == set(runmod.layout(cfg)) and all(rt["nodes"].values())
+    assert set(rt["nodes"]) == set(RunPlan.of(cfg).layout) and all(rt["nodes"].values())
     assert_clean(backend)
 
 
@@ -169,9 +171,10 @@ class ExplodingLearner:
         return self.inner.params()
 
 
-def exploding_trainer(cfg: RunConfig) -> Any:
-    trainer = runmod.new_trainer(cfg)
-    trainer.make_learner = lambda: ExplodingLearner(runmod.make_learner(cfg))
+def exploding_trainer(factory: Any) -> Any:
+    trainer = factory()
+    real = trainer.make_learner
+    trainer.make_learner = lambda: ExplodingLearner(real())
     return trainer
 
 
@@ -180,7 +183,7 @@ def test_trainer_error_stops_the_run_with_a_clear_error(ray_session: Any) -> Non
     backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
     add = backend.add
     backend.add = lambda name, role, factory, node: add(  # type: ignore[method-assign]
-        name, role, partial(exploding_trainer, cfg) if role == "trainer" else factory, node)
+        name, role, partial(exploding_trainer, factory) if role == "trainer" else factory, node)
     start = time.monotonic()
     with pytest.raises(RunFailed, match="learner exploded on purpose"):
         run_runtime(cfg, backend=backend, timeout_s=60)
@@ -270,8 +273,9 @@ def test_a_gcs_that_stops_answering_is_reported_within_the_bound(failure: str) -
 def test_lost_gcs_stops_the_run_with_a_clear_error_and_no_actor_left(ray_session: Any) -> None:
     """The driver's GCS probe starts failing mid-run (the session's GCS itself stays up, so the
     test can see the actors): the run fails naming the GCS within seconds, with no actor left."""
-    cfg = tiny(workers=1)
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, env_step_ms=4.0))
+    cfg = tiny(workers=1, samples_per_insert=1.0)  # the learner paced by the worker's inserts: ~13 s
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, env_step_ms=4.0,
+                                                                updates_per_iteration=1))
     backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
     lost_at: list[float] = []
 

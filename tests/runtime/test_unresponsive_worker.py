@@ -16,8 +16,7 @@ import pytest
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime.backends.process import ProcessBackend
 from janus.runtime.faults import WorkerFaults
-from janus.runtime.orchestrator import Orchestrator
-from janus.runtime.pacing import SampleToInsertRatio
+from janus.runtime.orchestrator import Orchestrator, Rates
 from janus.runtime.run import report_worker_errors, run_runtime
 
 
@@ -40,7 +39,7 @@ def test_a_replacement_for_silence_is_a_notice_and_no_error(capsys: pytest.Captu
 def test_the_orchestrator_records_a_worker_replaced_for_silence(capsys: pytest.CaptureFixture[str]) -> None:
     roles = {"trainer": "trainer", "trajectory_manager": "trajectory_manager", "worker-0": "worker", "worker-1": "worker"}
     replaced: list[str] = []
-    orch = Orchestrator("orchestrator", roles, SampleToInsertRatio(0.0, 1, 1.0, 32, 32), 100,
+    orch = Orchestrator("orchestrator", roles, Rates(1, 0.0, 1.0), 100,
                         restart=lambda name: replaced.append(name),  # returns None: it hung, no error
                         pong_timeout_s=2.0)
     orch.bind(type("Outbox", (), {"send": lambda self, dest, msg: None})())  # type: ignore[arg-type]

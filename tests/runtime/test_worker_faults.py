@@ -16,6 +16,7 @@ import pytest
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime import run as runmod
 from janus.runtime.faults import WorkerFaults, last_line
+from janus.runtime.plan import RunPlan
 from janus.runtime.run import RunFailed, run_runtime
 
 TRACEBACK = 'Traceback (most recent call last):\n  File "env.py", line 3, in step\nValueError: broken env on purpose\n'
@@ -285,7 +286,6 @@ def test_a_failed_worker_is_replaced_at_once_and_a_late_notice_changes_nothing()
     replaced (its pings timed out first, say), or one that comes once the run is stopping, is ignored."""
     from janus.runtime.messages import StartMsg, WorkerDownMsg
     from janus.runtime.orchestrator import Orchestrator
-    from janus.runtime.run import make_limiter
 
     sent: list[tuple[str, Any]] = []
 
@@ -300,7 +300,7 @@ def test_a_failed_worker_is_replaced_at_once_and_a_late_notice_changes_nothing()
         return TRACEBACK
 
     roles = {"trainer": "trainer", "tm": "trajectory_manager", "worker-0": "worker", "worker-1": "worker"}
-    orch = Orchestrator("orchestrator", roles, make_limiter(tiny("local")), total_updates=100, restart=restart,
+    orch = Orchestrator("orchestrator", roles, RunPlan.of(tiny("local")).rates, total_updates=100, restart=restart,
                         pong_timeout_s=3600.0)
     orch.bind(Outbox())  # type: ignore[arg-type]
     orch.receive(WorkerDownMsg("worker-0", 0))

@@ -115,10 +115,10 @@ class Hyperparameter:
 
 @dataclass(frozen=True)
 class Pacing:
-    """Rates and piece sizes: what the Orchestrator's ratio limiter and the Workers are built from.
+    """Rates and piece sizes: what the replay's rate limiter and the Workers are built from.
 
     Sizes are in transitions; ``error_buffer`` is in sampled transitions (see
-    :class:`~janus.runtime.pacing.SampleToInsertRatio`).
+    :class:`~janus.buffer.rate_limiter.RatioLimiter`).
     """
 
     samples_per_insert: float
@@ -262,16 +262,26 @@ class Algorithm(ABC):
         piece = piece_steps * w.envs_per_actor
         return Pacing(
             samples_per_insert=spi, min_size_to_sample=min_size,
-            error_buffer=default_error_buffer(spi, piece, w.num_actors, cfg.minibatch_size),
+            error_buffer=default_error_buffer(spi, piece, w.num_actors, cfg.minibatch_size,
+                                              largest_insert=largest_insert(cfg, piece)),
             publish_every=self.publish_every(cfg), piece_steps=piece_steps, pieces_per_rollout=pieces,
             max_pieces=iterations * pieces, lockstep=on_policy,
         )
 
 
-def default_error_buffer(samples_per_insert: float, piece: int, workers: int, batch: int) -> float:
-    """Two rounds of one piece from every worker (in sampled transitions), plus one batch: workers
-    keep a round of credit in hand while the learner works through the previous one."""
-    return 2 * samples_per_insert * piece * workers + batch
+def default_error_buffer(samples_per_insert: float, piece: int, workers: int, batch: int,
+                         largest_insert: int = 0) -> float:
+    """Two rounds of one piece from every worker (in sampled transitions), and at least the
+    replay's largest insert, plus one batch: workers keep a round in flight while the learner
+    works through the previous one, and the replay can always admit its next collection."""
+    return samples_per_insert * max(2 * piece * workers, largest_insert) + batch
+
+
+def largest_insert(cfg: RunConfig, piece: int) -> int:
+    """The most transitions the replay's collection writes at once, off-policy: ``g_collect``
+    puts of the node with the most workers (its proxy merges one piece of each)."""
+    per_node = min(cfg.runtime.workers_per_node or cfg.workload.num_actors, cfg.workload.num_actors)
+    return max(1, round(cfg.janus.g_collect)) * per_node * piece
 
 
 # ---- the registry ------------------------------------------------------------------------------

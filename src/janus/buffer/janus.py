@@ -7,6 +7,10 @@ with 0 the actor whose ``put`` completes a collection unit runs it inline. Likew
 ``overlap_select=1`` runs selection in a background thread that prefetches while the learner
 updates; with 0 the learner's ``get`` runs it inline when no batch is staged.
 
+The buffer's :attr:`~JanusBuffer.rate_limiter` is its only pacing: collection writes a unit only
+once the limiter admits it (held-back pieces stay staged, so the bounded ActorBuffer fills and
+``put`` blocks: the backpressure actors feel), and selection reads only what the limiter grants.
+
 Errors raised in a background thread are re-raised, with their original traceback, by the next
 ``put``/``get``; the pipeline then stops instead of hanging. ``close()`` joins every thread.
 """
@@ -24,7 +28,9 @@ import torch
 
 from janus.buffer.experience import ExperienceBuffer
 from janus.buffer.frames import FrameStackReplay
-from janus.buffer.operators import CollectionOp, OnPolicySchedule, Preprocess, SelectionOp
+from janus.buffer.operators import CollectionOp, Preprocess, SelectionOp
+from janus.buffer.queue_limiter import QueueLimiter
+from janus.buffer.rate_limiter import RateLimiter, RatioLimiter
 from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.buffer.validation import check_frame_piece, check_int, check_piece, is_int
 from janus.datapath import JanusConfig, resolve_janus
@@ -48,6 +54,9 @@ class StageStats:
     pieces_put: int = 0
     transitions_put: int = 0
     pieces_dropped_on_close: int = 0
+    insert_wait_s: float = 0.0  # collection waiting for the rate limiter to admit staged pieces
+    sample_wait_s: float = 0.0  # selection waiting for the rate limiter to grant a sample
+    items_dropped_stale: int = 0  # queue mode: items staler than max_staleness, never served
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -88,6 +97,17 @@ class JanusBuffer:
             (``n`` from 0), e.g. ``LinearSchedule(0.4, 1.0, total_updates)`` from
             :mod:`janus.buffer.prioritized`, which anneals it as the PER paper does; ``None``:
             the sampler's ``beta`` throughout. :attr:`beta` is the value the next batch gets.
+        samples_per_insert, error_buffer: off-policy, the sample/insert ratio and how far it may
+            drift, in sampled transitions (see :class:`~janus.buffer.rate_limiter.RatioLimiter`;
+            0: no ratio, sampling waits only for ``min_size``).
+        max_staleness: on-policy, parameter versions a rollout may lag the learner's
+            (:meth:`set_learner_version`, ``put(..., version=)``) before it is dropped unserved.
+
+    The rate limiter is built here from these arguments, not passed in, because its units are the
+    buffer's own (the batch size, the rollout, the collection unit): off-policy a
+    :class:`~janus.buffer.rate_limiter.RatioLimiter`, on-policy a
+    :class:`~janus.buffer.queue_limiter.QueueLimiter` (item = one rollout, served ``num_epochs``
+    times, one deep). A resumed run restores its counts with ``rate_limiter.restore(...)``.
     """
 
     def __init__(
@@ -103,6 +123,9 @@ class JanusBuffer:
         min_size: int | None = None,
         frame_stack: bool = False,
         beta_schedule: Callable[[int], float] | None = None,
+        samples_per_insert: float = 0.0,
+        error_buffer: float | None = None,
+        max_staleness: int | None = None,
         **sampler_kwargs: Any,
     ) -> None:
         if not isinstance(config, JanusConfig):
@@ -112,14 +135,13 @@ class JanusBuffer:
         if frame_stack and config.placement == "auto":  # frames live in host memory (see FrameStackReplay)
             config = replace(config, placement="cpu_pageable")
         self.config = cfg = resolve_janus(config)
-        self.stats = StageStats()
+        self._stats = StageStats()
         self._stats_lock = threading.Lock()
         self._time_major_dims = time_major_dims
         self._frame_stack = frame_stack
         self._failure: BaseException | None = None
         self._closed = False
-        self._data_cond = threading.Condition()
-        self._select_wait_s = 0.0
+        self._inserts_finished = False
         learner_device = torch.device(cfg.learner_device)
         self._collect_pieces: int | None
         self._collect_transitions: int | None
@@ -130,14 +152,19 @@ class JanusBuffer:
                     f"num_minibatches={cfg.num_minibatches} (on-policy needs the rollout size)"
                 )
             check_int("num_epochs", num_epochs, 1)
+            if samples_per_insert or error_buffer is not None:
+                raise ConfigError("samples_per_insert/error_buffer pace off-policy replay; on-policy each rollout is "
+                                  "served num_epochs times (a queue), so leave them unset")
             rollout_size, num_epochs = int(rollout_size), int(num_epochs)
-            self.schedule: OnPolicySchedule | None = OnPolicySchedule(rollout_size, cfg.num_minibatches, num_epochs)
+            self.rate_limiter: RateLimiter = QueueLimiter(rollout_size, cfg.num_minibatches, num_epochs, 1, max_staleness)
             capacity, batch_size = rollout_size, rollout_size // cfg.num_minibatches
             self._collect_pieces, self._collect_transitions = None, round(cfg.g_collect * rollout_size)
             batches_per_call = round(cfg.g_select * cfg.num_minibatches)
             self.min_size = batch_size
         else:
-            self.schedule = None
+            if max_staleness is not None:
+                raise ConfigError(f"invalid max_staleness: got {max_staleness!r} off-policy; accepted: None (staleness "
+                                  "bounds a queue: on-policy or asynchronous algorithms)")
             capacity, batch_size = cfg.buffer_capacity, cfg.batch_size
             self._collect_pieces, self._collect_transitions = int(cfg.g_collect), None
             batches_per_call = int(cfg.g_select)
@@ -153,20 +180,24 @@ class JanusBuffer:
             self.experience = FrameStackReplay(capacity, cfg.placement, sampler, seed, **sampler_kwargs)
         else:
             self.experience = ExperienceBuffer(capacity, cfg.placement, "uniform" if cfg.is_on_policy else sampler, seed, **sampler_kwargs)
+        if not cfg.is_on_policy:  # min size counts what the storage holds, a checkpoint loaded into it too
+            self.rate_limiter = RatioLimiter(self.min_size, batch_size, samples_per_insert, error_buffer,
+                                             stored=self.experience.__len__)
         self.actor_buffer = ActorBuffer(
             max(cfg.actor_buffer_size, self._collect_pieces or 1), min_transitions=self._collect_transitions or 0
         )
         self.learner_buffer = LearnerBuffer(cfg.prefetch)
-        self.collection = CollectionOp(self.experience, time_major_dims, preprocess, self.schedule)
+        self.collection = CollectionOp(self.experience, time_major_dims, preprocess)
         if beta_schedule is not None and (sampler != "prioritized" or cfg.is_on_policy or not callable(beta_schedule)):
             raise ConfigError(f"invalid beta_schedule: got {type(beta_schedule).__name__}; accepted: a function of the "
                               "batch count, with sampler='prioritized' off-policy (it anneals prioritized "
                               "replay's importance exponent beta)")
         self.selection = SelectionOp(
-            self.experience, batch_size, batches_per_call, learner_device, self.schedule,
-            None if seed is None else seed + 2, self._wait_for_data, beta_schedule,
+            self.experience, batch_size, batches_per_call, learner_device, self.rate_limiter,
+            None if seed is None else seed + 2, beta_schedule,
         )
         self._collect_lock = threading.Lock()
+        self._unit_too_large = False  # the last unit offered could never be admitted whole (see _collect_staged)
         self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
         self._schema_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -176,40 +207,45 @@ class JanusBuffer:
             self._start("janus-select", self._select_loop)
 
     # ---- actor side ----------------------------------------------------------------------------
-    def put(self, rollout: Mapping[str, Any], timeout: float | None = None) -> None:
+    def put(self, rollout: Mapping[str, Any], timeout: float | None = None, *, version: int | None = None) -> None:
         """Stage one rollout piece (fields shaped ``[T, envs, ...]`` by default); blocks when full.
 
         A piece holds at least one transition (on-policy at most ``rollout_size``) and the fields,
         dtypes and item shapes of the first piece; any other is refused here, before it is staged.
+        ``version``: the parameter version the piece was acted with (on-policy ``max_staleness``
+        drops a rollout that lags the learner's too far; None: never stale). ``timeout=0`` never
+        blocks: a full ActorBuffer raises :class:`~janus.buffer.staging.StagingTimeout` at once.
         """
         timeout = _check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
+        if self._inserts_finished:
+            raise PipelineClosedError("JanusBuffer.put after finish_inserts(): no insert was to come again")
+        if version is not None:
+            check_int("version", version, 0, why=" or None (never stale)", error=BufferInputError)
         known = self._piece_schema
         n, schema = check_piece(rollout, self._time_major_dims, known)
-        if self.schedule is not None and n > self.schedule.rollout_size:  # could never be written
+        if isinstance(self.rate_limiter, QueueLimiter) and n > self.rate_limiter.item_size:  # could never be written
             raise BufferInputError(f"put() got a piece of {n} transitions; an on-policy rollout holds "
-                                   f"rollout_size={self.schedule.rollout_size}")
+                                   f"rollout_size={self.rate_limiter.item_size}")
+        self.rate_limiter.check_insert(n)  # a piece the ratio could never admit is refused here, never left to hang
         if known is None:
             self._set_piece_schema(rollout, schema)
-        blocked = self.actor_buffer.put(rollout, n, timeout)
+        blocked = self.actor_buffer.put((rollout, version, n), n, timeout)
         with self._stats_lock:
-            self.stats.actor_blocked_s += blocked
-            self.stats.pieces_put += 1
-            self.stats.transitions_put += n
+            self._stats.actor_blocked_s += blocked
+            self._stats.pieces_put += 1
+            self._stats.transitions_put += n
         if not self.config.overlap_collect:
             try:
-                waited = self._collect_staged(block=False)
+                self._collect_staged(block=False)
             except PipelineClosedError:
                 self._raise_if_failed()  # closed by a background failure: raise the cause
                 raise
             except BaseException as exc:  # an inline operator failed: the whole pipeline stops
                 self._fail(exc)
                 raise
-            if waited:  # on-policy: the actor waited inline for the previous rollout to be read
-                with self._stats_lock:
-                    self.stats.actor_blocked_s += waited
 
     def _set_piece_schema(self, rollout: Mapping[str, Any], schema: dict[str, tuple[str, tuple[int, ...]]]) -> None:
         """Record the first piece's fields; a piece checked at the same time as another first piece
@@ -223,69 +259,113 @@ class JanusBuffer:
                 check_piece(rollout, self._time_major_dims, self._piece_schema)  # raises, naming the field
 
     def flush(self) -> None:
-        """Write every staged piece now, below the collection granularity too (off-policy)."""
+        """Write every staged piece the rate limiter admits now, below the collection granularity
+        too. Pieces the limiter holds back (the ratio, or a full on-policy queue) stay staged and
+        flush returns without waiting for them: they are written once the learner has sampled
+        enough (or after :meth:`finish_inserts`)."""
         self._raise_if_failed()
         with self._collect_lock:
-            pieces = self.actor_buffer.take(len(self.actor_buffer) or 1, None, block=False)
-            if pieces:
+            while True:  # all staged at once; if the limiter holds that back, piece by piece
+                pieces = (self.actor_buffer.take(len(self.actor_buffer) or 1, None, block=False, admit=self._admit_quiet)
+                          or self.actor_buffer.take(1, None, block=False, admit=self._admit_quiet))
+                if not pieces:
+                    return
                 self._run_collection(pieces)
-        # pieces the background collector took before this flush locked: wait until they are
-        # written (outside the lock, which the collector needs), so the buffer holds every piece put
-        # (off-policy only: on-policy a collection may wait for the learner to read a rollout)
-        while self.schedule is None and not self.actor_buffer.wait_released(timeout=0.1):
-            self._raise_if_failed()
+
+    def finish_inserts(self) -> None:
+        """No piece will be put again: the limiter stops holding sampling (and the staged pieces)
+        back for inserts that will never come, and the staged pieces are written. Later puts raise."""
+        self._inserts_finished = True
+        self.rate_limiter.finish_inserts()
+        self.flush()
+
+    def set_learner_version(self, version: int) -> None:
+        """The learner's parameter version now: on-policy, rollouts older than ``max_staleness``
+        versions are dropped unserved (counted in ``stats.items_dropped_stale``), and their room
+        goes to the staged pieces."""
+        self.rate_limiter.set_learner_version(version)
+        if not self.config.overlap_collect and not self._closed:
+            self._collect_staged(block=False)
+
+    def _admit(self, items: list[Any], n: int) -> bool:
+        """Admit (reserve) a collection of staged ``items`` with the limiter, if it allows it now."""
+        versions = [v for _, v, _ in items if v is not None]
+        return self.rate_limiter.try_insert(n, min(versions) if versions else None)
+
+    def _admit_quiet(self, items: list[Any], n: int) -> bool:
+        """As :meth:`_admit`, but False (not an error) for a collection the limiter could never admit."""
+        return self.rate_limiter.can_insert(n) and self._admit(items, n)
 
     def _collect_threshold(self) -> tuple[int | None, int | None]:
-        if self.schedule is None:
+        q = self.rate_limiter
+        if not isinstance(q, QueueLimiter):
             return self._collect_pieces, None
-        assert self._collect_transitions is not None  # on-policy: set with the schedule
-        return None, min(self._collect_transitions, self.schedule.remaining_to_write() or self.schedule.rollout_size)
+        assert self._collect_transitions is not None  # on-policy: set with the queue
+        return None, min(self._collect_transitions, q.remaining_in_item())
 
-    def _collect_staged(self, block: bool) -> float:
-        """Collect staged pieces; returns seconds spent waiting for the on-policy schedule.
+    def _collect_staged(self, block: bool) -> None:
+        """Collect staged pieces the rate limiter admits.
 
-        ``block=True`` (the background collector) waits for one collection unit *outside* the
-        collect lock, so ``flush`` is never locked out; ``block=False`` (inline) collects every
-        complete unit that is staged.
+        ``block=True`` (the background collector) waits for one collection unit to be staged and
+        for the limiter to admit it, *outside* the collect lock and without taking the pieces (so
+        ``flush`` is never locked out, and held-back pieces stay staged: backpressure), then takes
+        and writes it; ``block=False`` (inline) collects every complete unit the limiter admits now.
+        A unit of several pieces more than the ratio could ever admit whole (``g_collect`` pieces
+        worth more than ``error_buffer``) is written a piece at a time; only a single piece that
+        large is an error.
         """
         if block:
-            pieces = self.actor_buffer.take(*self._collect_threshold(), block=True, hold=True)
-            try:
-                with self._collect_lock:
-                    return self._run_collection(pieces)
-            finally:
-                self.actor_buffer.release(len(pieces))
-        waited = 0.0
+            threshold = self._collect_threshold()
+            n = self.actor_buffer.wait_unit(*threshold)
+            if threshold[0] != 1 and self._never_admitted(n):
+                threshold = (1, None)
+                n = self.actor_buffer.wait_unit(*threshold)
+            self.rate_limiter.await_can_insert(n)
         while True:
             with self._collect_lock:
-                pieces = self.actor_buffer.take(*self._collect_threshold(), block=False)
+                pieces = self.actor_buffer.take(*self._collect_threshold(), block=False, admit=self._admit_whole)
+                if not pieces and self._unit_too_large:
+                    pieces = self.actor_buffer.take(1, None, block=False, admit=self._admit)
                 if not pieces:
-                    return waited
-                waited += self._run_collection(pieces)
+                    return
+                self._run_collection(pieces)
+            if block:
+                return
 
-    def _run_collection(self, pieces: list[Any]) -> float:
+    def _never_admitted(self, n: int) -> bool:
+        """Whether an insert of ``n`` transitions is more than the limiter could ever admit."""
+        try:
+            self.rate_limiter.check_insert(n)
+        except (BufferInputError, ConfigError):
+            return True
+        return False
+
+    def _admit_whole(self, items: list[Any], n: int) -> bool:
+        """As :meth:`_admit`; a unit of several pieces the limiter could never admit whole is not
+        admitted (and noted: the caller takes one piece instead), never an error."""
+        self._unit_too_large = len(items) > 1 and self._never_admitted(n)
+        return not self._unit_too_large and self._admit(items, n)
+
+    def _run_collection(self, items: list[Any]) -> None:
+        """Write admitted ``items`` (``(piece, version, transitions)``) and tell the limiter."""
         start = time.perf_counter()
-        wait_before = self._schedule_wait()
-        n = self.collection(pieces)
-        waited = self._schedule_wait() - wait_before
+        n = sum(size for _, _, size in items)
+        self.collection([piece for piece, _, _ in items])  # a failed write fails the pipeline: never committed
+        self.rate_limiter.commit_insert(n)
         with self._stats_lock:
-            self.stats.collect_s += time.perf_counter() - start - waited
-            self.stats.collect_calls += 1
-            self.stats.transitions_collected += n
-        with self._data_cond:
-            self._data_cond.notify_all()
-        return waited
-
-    def _schedule_wait(self) -> float:
-        return self.schedule.write_wait_s if self.schedule is not None else 0.0
+            self._stats.collect_s += time.perf_counter() - start
+            self._stats.collect_calls += 1
+            self._stats.transitions_collected += n
 
     # ---- learner side --------------------------------------------------------------------------
     def get(self, timeout: float | None = None) -> dict[str, torch.Tensor]:
         """The next batch on the learner device (fields, ``"index"`` keys, ``"weight"`` if prioritized).
 
         Blocks until a batch is ready; past ``timeout`` seconds raises
-        :class:`~janus.buffer.staging.StagingTimeout` (also when selection runs inline).
-        After :meth:`close` raises :class:`PipelineClosedError`.
+        :class:`~janus.buffer.staging.StagingTimeout` (also when selection runs inline), saying
+        what it waits for. Inline (``overlap_select=0``) it first writes the staged pieces the rate
+        limiter now admits (``overlap_collect=0``), then selects if the limiter grants a sample:
+        ``get(timeout=0)`` never blocks. After :meth:`close` raises :class:`PipelineClosedError`.
         """
         timeout = _check_timeout(timeout)
         self._raise_if_failed()
@@ -294,6 +374,8 @@ class JanusBuffer:
         deadline = None if timeout is None else time.perf_counter() + timeout
         if not self.config.overlap_select and self.learner_buffer.ready() == 0:
             try:
+                if not self.config.overlap_collect:
+                    self._collect_staged(block=False)
                 self._select_once(inline=True, deadline=deadline)
             except StagingTimeout as exc:
                 self._raise_if_failed()
@@ -310,10 +392,10 @@ class JanusBuffer:
         except StagingTimeout as exc:
             raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
         with self._stats_lock:
-            self.stats.learner_wait_s += waited
-            self.stats.batches_delivered += 1
-            self.stats.select_s += pending.select_s
-            self.stats.select_ahead_s -= pending.select_s
+            self._stats.learner_wait_s += waited
+            self._stats.batches_delivered += 1
+            self._stats.select_s += pending.select_s
+            self._stats.select_ahead_s -= pending.select_s
         return pending.wait()
 
     @property
@@ -337,10 +419,17 @@ class JanusBuffer:
             return (f"{head}: collection is waiting for {unit} before it writes, and {staged} piece(s) "
                     f"({transitions} transitions) are staged; put more pieces, or call flush() to write "
                     "the staged ones now")
-        stored = len(self.experience)
-        if self.schedule is None and stored < self.min_size:
-            return (f"{head}: the buffer stores {stored} transitions and sampling starts at min_size="
-                    f"{self.min_size}; {staged} piece(s) are staged: put more pieces")
+        lim = self.rate_limiter
+        if isinstance(lim, RatioLimiter):
+            if lim.stored < lim.min_size_to_sample:
+                return (f"{head}: the buffer stores {lim.stored} transitions and sampling starts at min_size="
+                        f"{lim.min_size_to_sample}; {staged} piece(s) are staged: put more pieces")
+            if not lim.can_sample():
+                r = lim.ratio
+                return (f"{head}: the sample/insert ratio holds sampling back (samples_per_insert="
+                        f"{r.samples_per_insert:g}, error_buffer={r.error_buffer:g}, {lim.inserted} transitions "
+                        f"written, {lim.sampled} sampled); put more pieces, or call finish_inserts() once none "
+                        "will come")
         return f"{head}: {exc}"
 
     def update_priority(self, index: Any, priority: Any) -> int:
@@ -360,33 +449,29 @@ class JanusBuffer:
         for pending in bundle:  # counted in select_s when the learner takes the batch
             pending.select_s = spent / max(len(bundle), 1)
         with self._stats_lock:
-            self.stats.select_ahead_s += spent
-            self.stats.select_calls += 1
-            self.stats.batches_selected += len(bundle)
+            self._stats.select_ahead_s += spent
+            self._stats.select_calls += 1
+            self._stats.batches_selected += len(bundle)
             if inline:
-                self.stats.learner_wait_s += waited
+                self._stats.learner_wait_s += waited
         self.learner_buffer.put(bundle)
+        if not self.config.overlap_collect:  # the grant may have made room: write what is now admitted
+            self._collect_staged(block=False)
 
     @property
     def selection_wait_s(self) -> float:
-        """Seconds selection has spent waiting for data to be written."""
-        return self._select_wait_s + (self.schedule.read_wait_s if self.schedule is not None else 0.0)
+        """Seconds selection has spent waiting for the rate limiter's grant."""
+        return self.rate_limiter.sample_wait_s
 
-    def _wait_for_data(self, deadline: float | None = None) -> None:
-        start = time.perf_counter()
-        with self._data_cond:
-            while len(self.experience) < self.min_size:
-                self._raise_if_failed()
-                if self._closed:
-                    raise PipelineClosedError("JanusBuffer is closed")
-                remaining = 0.1 if deadline is None else min(0.1, deadline - time.perf_counter())
-                if remaining <= 0:
-                    raise StagingTimeout(
-                        f"JanusBuffer.get: timed out waiting for {self.min_size} stored transitions "
-                        f"(have {len(self.experience)})"
-                    )
-                self._data_cond.wait(remaining)
-        self._select_wait_s += time.perf_counter() - start
+    @property
+    def stats(self) -> StageStats:
+        """Per-stage counters, with the rate limiter's waits and drops as of now."""
+        lim = self._stats
+        lim.insert_wait_s = self.rate_limiter.insert_wait_s
+        lim.sample_wait_s = self.rate_limiter.sample_wait_s
+        if isinstance(self.rate_limiter, QueueLimiter):
+            lim.items_dropped_stale = self.rate_limiter.dropped_items
+        return lim
 
     # ---- threads, errors, shutdown -------------------------------------------------------------
     def _start(self, name: str, loop: Callable[[], None]) -> None:
@@ -416,7 +501,7 @@ class JanusBuffer:
         return run
 
     def _collect_loop(self) -> None:
-        while True:
+        while not (self._closed and isinstance(self.rate_limiter, QueueLimiter)):  # on-policy: a closed rollout is dropped
             self._collect_staged(block=True)
 
     def _select_loop(self) -> None:
@@ -428,10 +513,7 @@ class JanusBuffer:
             self._failure = exc
         self.actor_buffer.close(exc)
         self.learner_buffer.close(exc)
-        if self.schedule is not None:
-            self.schedule.close()
-        with self._data_cond:
-            self._data_cond.notify_all()
+        self.rate_limiter.close()
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
@@ -449,27 +531,25 @@ class JanusBuffer:
     def close(self, timeout: float = 10.0) -> None:
         """Stop the pipeline and join every thread.
 
-        Off-policy, pieces still staged are written first; on-policy they cannot be (the rollout
-        they belong to is incomplete) and are counted in ``stats.pieces_dropped_on_close``.
+        Pieces still staged are written first where the rate limiter admits them (off-policy with
+        no ratio: all of them); the rest (held back by the ratio, or on-policy the rest of a rollout
+        that can no longer be served) are counted in ``stats.pieces_dropped_on_close``.
         """
         join_s = _check_timeout(timeout, none_ok=False)  # inf: None, as Thread.join takes it
         if self._closed:
             return
         self._closed = True
         self.actor_buffer.close()
-        if self.schedule is not None:
-            self.schedule.close()
-        elif self._failure is None and not self.config.overlap_collect:
+        self.rate_limiter.close()  # wakes every waiter; what it admits now still goes through
+        if self._failure is None and not self.config.overlap_collect and isinstance(self.rate_limiter, RatioLimiter):
             self.flush()
         for thread in self._threads:
-            if thread.name == "janus-collect":  # drains the staged pieces before exiting
+            if thread.name == "janus-collect":  # drains the staged pieces the limiter admits before exiting
                 thread.join(join_s)
         self.learner_buffer.close()
-        with self._data_cond:
-            self._data_cond.notify_all()
         for thread in self._threads:
             thread.join(join_s)
-        self.stats.pieces_dropped_on_close = len(self.actor_buffer)
+        self._stats.pieces_dropped_on_close = len(self.actor_buffer)
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
             raise RuntimeError(f"JanusBuffer.close(): threads still running after {timeout}s: {alive}")

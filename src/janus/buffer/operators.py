@@ -9,24 +9,23 @@
   the learner device and splits them into batches.
 
 Both only touch data; when they run (inline or in a thread) is :class:`~janus.buffer.janus.JanusBuffer`'s
-business. On-policy coordination (which rollout may be written, which minibatches may be read) is
-:class:`OnPolicySchedule`'s.
+business. When an insert may be written and what may be sampled is the rate limiter's
+(:mod:`janus.buffer.rate_limiter`): selection asks it for a grant and reads what it grants.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.queue_limiter import QueueLimiter
+from janus.buffer.rate_limiter import RateLimiter, SampleGrant
 from janus.buffer.samplers import epoch_permutation, make_generator
-from janus.buffer.staging import StagingTimeout
 from janus.buffer.transfer import BatchTransfer, Pending
-from janus.errors import BufferInputError, PipelineClosedError
+from janus.errors import BufferInputError
 
 if TYPE_CHECKING:
     from janus.buffer.frames import FrameStackReplay
@@ -60,86 +59,6 @@ def _reordered(batch: Batch, order: torch.Tensor) -> Batch:
     return out
 
 
-class OnPolicySchedule:
-    """Which rollout may be written and which minibatches may be read, on-policy.
-
-    The storage holds one rollout of ``rollout_size`` transitions. Rollout ``r+1`` is only written
-    once every minibatch of rollout ``r`` (``num_epochs`` x M) has been selected. In the first
-    epoch, minibatches are read as soon as the slots they cover are written, so the update can
-    start before the rollout is complete.
-    """
-
-    def __init__(self, rollout_size: int, num_minibatches: int, num_epochs: int) -> None:
-        self.rollout_size = rollout_size
-        self.num_minibatches = num_minibatches
-        self.minibatch_size = rollout_size // num_minibatches
-        self.num_epochs = num_epochs
-        self.cond = threading.Condition()
-        self.written = 0  # transitions of the current rollout written
-        self.selected = 0  # minibatches of the current rollout selected (over all epochs)
-        self.rollouts_done = 0
-        self.closed = False
-        self.write_wait_s = 0.0  # collector time spent waiting for the previous rollout to be read
-        self.read_wait_s = 0.0  # selector time spent waiting for minibatches to be written
-
-    def remaining_to_write(self) -> int:
-        return self.rollout_size - self.written
-
-    def wait_writable(self, n: int) -> None:
-        """Block the collector while the previous rollout is still being selected."""
-        start = time.perf_counter()
-        with self.cond:
-            while True:
-                if self.closed:
-                    raise PipelineClosedError("JanusBuffer is closed")
-                if self.written < self.rollout_size:
-                    break
-                self.cond.wait()
-            self.write_wait_s += time.perf_counter() - start
-            if self.written + n > self.rollout_size:
-                raise BufferInputError(
-                    f"rollout pieces overshoot the on-policy rollout: {self.written} of "
-                    f"{self.rollout_size} transitions written and {n} more given; pieces of one "
-                    "rollout must add up to num_actors*envs_per_actor*rollout_length"
-                )
-
-    def mark_written(self, n: int) -> None:
-        with self.cond:
-            self.written += n
-            self.cond.notify_all()
-
-    def wait_readable(self, first_minibatch: int, count: int, deadline: float | None = None) -> None:
-        """Block the selector until minibatches ``first .. first+count`` of epoch 0 are written.
-
-        ``deadline`` (a ``time.perf_counter()`` value) bounds the wait: past it, raises
-        :class:`~janus.buffer.staging.StagingTimeout`.
-        """
-        need = (first_minibatch + count) * self.minibatch_size
-        start = time.perf_counter()
-        with self.cond:
-            while self.written < need:
-                if self.closed:
-                    raise PipelineClosedError("JanusBuffer is closed")
-                remaining = None if deadline is None else deadline - time.perf_counter()
-                if remaining is not None and remaining <= 0:
-                    raise StagingTimeout("JanusBuffer.get: timed out waiting for the rollout to be written")
-                self.cond.wait(remaining)
-            self.read_wait_s += time.perf_counter() - start
-
-    def mark_selected(self, count: int) -> None:
-        with self.cond:
-            self.selected += count
-            if self.selected == self.num_minibatches * self.num_epochs:
-                self.selected, self.written = 0, 0
-                self.rollouts_done += 1
-            self.cond.notify_all()
-
-    def close(self) -> None:
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()
-
-
 class CollectionOp:
     """Concatenate staged rollout pieces and write them to the experience buffer in one operation."""
 
@@ -148,34 +67,34 @@ class CollectionOp:
         buffer: ExperienceBuffer | FrameStackReplay,
         time_major_dims: int = 1,
         preprocess: Preprocess | None = None,
-        schedule: OnPolicySchedule | None = None,
     ) -> None:
         self.buffer = buffer
         self.time_major_dims = time_major_dims
         self.preprocess = preprocess
-        self.schedule = schedule
 
-    def __call__(self, pieces: Sequence[Mapping[str, Any]]) -> int:
-        """Write ``pieces``; return the number of transitions written."""
+    def prepare(self, pieces: Sequence[Mapping[str, Any]]) -> Batch:
+        """Flatten, concatenate and preprocess ``pieces`` into the batch :meth:`write` stores."""
         flat = [flatten_piece(p, self.time_major_dims) for p in pieces]
         if len(flat) == 1:
             batch = flat[0]
         else:
             batch = {k: torch.cat([f[k] for f in flat]) for k in flat[0]}
-        if self.preprocess is not None:
-            batch = self.preprocess(batch)
+        return batch if self.preprocess is None else self.preprocess(batch)
+
+    def write(self, batch: Batch) -> int:
+        """Write a prepared batch; return the number of transitions written."""
         n = next(iter(batch.values())).shape[0]
-        if self.schedule is not None:
-            self.schedule.wait_writable(n)
         capacity = self.buffer.capacity
         if n <= capacity:
             self.buffer.extend(batch)
         else:  # more than the ring holds (g_collect pieces, or one large piece): written in order, as a ring would
             for start in range(0, n, capacity):
                 self.buffer.extend({k: v[start : start + capacity] for k, v in batch.items()})
-        if self.schedule is not None:
-            self.schedule.mark_written(n)
         return n
+
+    def __call__(self, pieces: Sequence[Mapping[str, Any]]) -> int:
+        """Write ``pieces``; return the number of transitions written."""
+        return self.write(self.prepare(pieces))
 
 
 class SelectionOp:
@@ -187,33 +106,30 @@ class SelectionOp:
         batch_size: int,
         batches_per_call: int,
         learner_device: torch.device,
-        schedule: OnPolicySchedule | None = None,
+        limiter: RateLimiter,
         seed: int | None = None,
-        wait_ready: Callable[[float | None], None] = lambda deadline: None,
         beta_schedule: Callable[[int], float] | None = None,
     ) -> None:
         self.buffer = buffer
-        self.wait_ready = wait_ready
+        self.limiter = limiter
         self.beta_schedule = beta_schedule  # prioritized: beta of the n-th batch selected
         self.selected = 0  # batches selected (off-policy)
         self.batch_size = batch_size
         self.batches_per_call = batches_per_call
-        self.schedule = schedule
         self.transfer = BatchTransfer(buffer.device, learner_device)
         self._generator = make_generator(torch.device("cpu"), seed)
         self._order: torch.Tensor | None = None  # on-policy epoch permutation
 
     def __call__(self, deadline: float | None = None) -> list[Pending]:
-        """Return the next bundle of batches (blocking until their data is written).
+        """Return the next bundle of batches (blocking until the limiter grants them).
 
-        ``deadline`` (a ``time.perf_counter()`` value) bounds the wait for data: past it, raises
-        :class:`~janus.buffer.staging.StagingTimeout` with nothing consumed.
+        ``deadline`` (a ``time.perf_counter()`` value) bounds the wait for the grant: past it,
+        raises :class:`~janus.buffer.staging.StagingTimeout` with nothing consumed. A ratio limiter
+        may grant fewer batches than ``batches_per_call`` (never 0); the bundle holds what it granted.
         """
-        if self.schedule is None:
-            self.wait_ready(deadline)
-            count, slots = self.batches_per_call, None
-        else:
-            slots, count = self._next_minibatch_slots(deadline)
+        grant = self.limiter.await_sample(self.batches_per_call, deadline)
+        count = grant.count
+        slots = self._item_slots(grant) if isinstance(self.limiter, QueueLimiter) else None
         with self.transfer.stream_context():
             if slots is None:
                 bundle = self.buffer.sample(self.batch_size * count, **self._sample_kwargs())
@@ -223,8 +139,7 @@ class SelectionOp:
             else:
                 bundle = self.buffer.gather(slots)
             pending = self.transfer(bundle)
-        if self.schedule is not None:
-            self.schedule.mark_selected(count)
+        self.limiter.sample_done(grant)  # copied out: a queue may give the slots to the next insert
         if count == 1:
             return [pending]
         sizes = [self.batch_size] * count
@@ -249,18 +164,16 @@ class SelectionOp:
         pick = torch.rand(b, count, generator=self._generator).argsort(dim=1)  # group m: its strata, shuffled
         return (torch.arange(b).unsqueeze(1) * count + pick).t().reshape(-1)
 
-    def _next_minibatch_slots(self, deadline: float | None = None) -> tuple[torch.Tensor, int]:
-        s = self.schedule
-        assert s is not None
-        m = s.num_minibatches
-        position = s.selected  # minibatches of this rollout already selected
-        epoch, first = divmod(position, m)
-        count = min(self.batches_per_call, m - first)
-        if epoch == 0:
-            s.wait_readable(first, count, deadline)
-        if first == 0:
-            block = self.batches_per_call * s.minibatch_size if epoch == 0 else s.rollout_size
-            self._order = epoch_permutation(s.rollout_size, block, self._generator, torch.device("cpu"))
-        assert self._order is not None
-        mb = s.minibatch_size
-        return self._order[first * mb : (first + count) * mb], count  # host slots: gather checks them there
+    def _item_slots(self, grant: SampleGrant) -> torch.Tensor:
+        """The host slots of a queue grant: its batches of the item's order for this serve.
+
+        Each serve of an item gets a fresh order: the first serve shuffles within blocks of one
+        selection (so a block is readable as soon as its slots are written), later ones the whole item.
+        """
+        q = self.limiter
+        assert isinstance(q, QueueLimiter)
+        if grant.first == 0 or self._order is None:
+            block = self.batches_per_call * q.batch_size if grant.serve == 0 else q.item_size
+            self._order = epoch_permutation(q.item_size, block, self._generator, torch.device("cpu"))
+        mb, base = q.batch_size, (grant.item % q.capacity) * q.item_size
+        return self._order[grant.first * mb : (grant.first + grant.count) * mb] + base

@@ -11,6 +11,7 @@ original traceback), so a failure in a background thread never turns into a sile
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -107,7 +108,6 @@ class ActorBuffer(_BoundedQueue[Any]):
         super().__init__(max_pieces, "ActorBuffer")
         self.min_transitions = min_transitions
         self._transitions = 0
-        self.in_hand = 0  # pieces taken with hold=True and not yet released (being written)
 
     def put(self, item: Any, size: int = 1, timeout: float | None = None) -> float:
         """Stage one rollout piece of ``size`` transitions; blocks while ``max_pieces`` are queued
@@ -131,31 +131,24 @@ class ActorBuffer(_BoundedQueue[Any]):
         return self._transitions
 
     def take(self, pieces: int | None, transitions: int | None, block: bool = True, timeout: float | None = None,
-             hold: bool = False) -> list[Any]:
+             admit: Callable[[list[Any], int], bool] | None = None) -> list[Any]:
         """Remove pieces once ``pieces`` pieces or ``transitions`` transitions are staged.
 
         Non-blocking (``block=False``) returns ``[]`` when the threshold is not met. After a plain
         close (no error) the remaining pieces are drained, even below the threshold, so nothing
         staged is ever lost; an empty closed queue raises :class:`PipelineClosedError`.
-        ``hold=True``: the pieces count as in hand until :meth:`release` (taken atomically with
-        the count), so :meth:`wait_released` can wait for a writer that took them.
+        ``admit`` (non-blocking takes only): called with the pieces and transitions a take would
+        remove; when it says False nothing is removed and ``[]`` is returned (the rate limiter holds
+        them back). It runs under this queue's lock, so what it admits is what is removed.
         """
         with self._cond:
-            out = self._take(pieces, transitions, block, timeout)
-            if hold:
-                self.in_hand += len(out)
-            return out
-
-    def release(self, pieces: int) -> None:
-        """Pieces taken with ``hold=True`` have been written (or dropped on failure)."""
-        with self._cond:
-            self.in_hand -= pieces
-            self._cond.notify_all()
-
-    def wait_released(self, timeout: float | None = None) -> bool:
-        """Wait until no piece is in hand; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.in_hand <= 0, timeout)
+            if admit is not None:
+                assert not block, "admit is for non-blocking takes"
+                count, total = self._would_pop(pieces, transitions)
+                if not count or not admit([item for item, _ in itertools.islice(self._items, count)], total):
+                    return []
+                return self._pop(count, None)
+            return self._take(pieces, transitions, block, timeout)
 
     def _take(self, pieces: int | None, transitions: int | None, block: bool, timeout: float | None) -> list[Any]:
 
@@ -183,6 +176,37 @@ class ActorBuffer(_BoundedQueue[Any]):
                         return self._pop(len(self._items), None)
                     raise PipelineClosedError("ActorBuffer is closed and empty")
             return self._pop(pieces, transitions)
+
+    def wait_unit(self, pieces: int | None, transitions: int | None, timeout: float | None = None) -> int:
+        """Wait until a take of this threshold would remove pieces, and return the transitions it
+        would remove (removing nothing). After a plain close the remainder counts as a unit; closed
+        and empty raises :class:`PipelineClosedError`, closed with an error raises that error."""
+        with self._cond:
+            try:
+                self._wait(lambda: self._closed or self._would_pop(pieces, transitions)[0] > 0, timeout, "take rollouts")
+            except PipelineClosedError:
+                pass
+            if self._error is not None:
+                raise self._error
+            count, total = self._would_pop(pieces, transitions)
+            if not count:
+                raise PipelineClosedError("ActorBuffer is closed and empty")
+            return total
+
+    def _would_pop(self, pieces: int | None, transitions: int | None) -> tuple[int, int]:
+        """``(pieces, transitions)`` a non-blocking take would remove now; ``(0, 0)`` below the threshold."""
+        if self._error is not None:
+            raise self._error
+        enough = len(self._items) >= pieces if pieces is not None else self._transitions >= (transitions or 1)
+        if not enough:  # after a plain close the rest drains below the threshold
+            return (len(self._items), self._transitions) if self._closed else (0, 0)
+        count = got = 0
+        for _, size in self._items:
+            if (count >= pieces) if pieces is not None else (got >= (transitions or 1)):
+                break
+            count += 1
+            got += size
+        return count, got
 
     def _pop(self, pieces: int | None, transitions: int | None) -> list[Any]:
         out: list[Any] = []

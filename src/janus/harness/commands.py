@@ -34,18 +34,16 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
     msgs = rt["messages"]
     parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB payload)" for k, v in msgs.items() if isinstance(v, dict)]
     fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
-    if rt["backend"] == "process" and not any(rt["param_fetches_per_node"].values()):
-        fetches = "none (the workers read each version from shared memory)"
     restarts = sum(rt["worker_restarts"].values())
     errors = rt.get("worker_errors", [])
-    beyond = int(rt.get("pacing", {}).get("batches_beyond_ratio", 0))
+    dropped = int(rt.get("pacing", {}).get("pieces_dropped_at_stop", 0))
     return (
         f"\nruntime{f' of {name}' if name else ''} ({rt['backend']}): messages " + "; ".join(parts)
         + f"\n  parameter versions published: {rt['param_versions_published']}; fetches per node: {fetches}"
         + f"\n  worker restarts: {restarts}; stalls: {rt['stalls']}"
         + (f"\n  worker errors: {rt.get('worker_errors_total', len(errors))} (the last: {errors[-1]['error'][:200]})" if errors else "")
-        + (f"\n  {beyond} batches trained past the ratio at the end of the budget (their inserts were lost "
-           f"with a killed run's staged pieces)" if beyond else "")
+        + (f"\n  {dropped} pieces that reached the replay at the stop could not be written (on-policy: the "
+           f"rest of a rollout the run no longer trains on)" if dropped else "")
     )
 
 
@@ -85,10 +83,11 @@ def _print_resume_point(cfg: RunConfig, record: dict[str, Any]) -> None:
     """Say which checkpoint a resumed run starts from (``record``, its run_state.json, names the
     committed one), with the counts it continues from (on-policy, a rollout not wholly trained is
     acted again)."""
+    from janus.algorithms.base import algorithm
     from janus.runtime import checkpoints
-    from janus.runtime.run import resumed_counts
+    from janus.runtime.plan import resumed_counts
 
-    state = resumed_counts(cfg, record)  # {} for no commit
+    state = resumed_counts(cfg, algorithm(cfg.workload.algo).pacing(cfg), record)  # {} for no commit
     if not state:
         print(f"resuming: no committed checkpoint in {cfg.runtime.checkpoint_dir}; starting from scratch", flush=True)
         return
@@ -205,10 +204,10 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
                                               Path(best) / "policy.pt" if best else None)
             resumed.start()
         else:
-            from janus.runtime.run import check_progress_possible
+            from janus.runtime.plan import plan_of
 
             for c in configs:  # a run refused here leaves no config.yaml, so its --out can be used again
-                check_progress_possible(c)
+                plan_of(c).check_progress_possible()
             fileio.write_text(out_dir / "config.yaml", prepared[0][1])
     # a stop signal interrupts only a run's start-up and loop (janus.stopping): one that comes while
     # results, charts or the resumed run's config.yaml are written is recorded and acted on after
@@ -276,13 +275,13 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     eval measure throughput and get none (a periodic chart would cost the run it measures)."""
     if args.command != "train":
         return None
-    from janus.runtime.run import load_run_state
+    from janus.runtime.plan import plan_of
 
     def save(so_far: Any) -> None:
         write_files(command_line(label), out_dir, [*runs, so_far], skipped, baseline)
 
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
-    earlier = load_run_state(cfg)  # a resumed run's earlier sessions were logged back then
+    earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,
                    skip_rows=len(earlier.get("train_metrics", [])))

@@ -74,7 +74,7 @@ class Evaluator(Component):
     def _play(self, env_steps: int, version: int, arrays: dict[str, torch.Tensor]) -> None:
         try:
             torch.set_num_threads(1)
-            policies.policy_module(self.policy.learner).load_state_dict(arrays)
+            self.policy.load_params(arrays)
             returns = policies.episode_returns(self.policy, self.episodes, self.seed)
             if statistics.fmean(returns) > self.best_return and self.best_path is not None:
                 save_best(self.best_path, arrays, env_steps, statistics.fmean(returns), version)

@@ -52,39 +52,21 @@ class InsertTransitionMsg:
 
 
 @dataclass(frozen=True)
-class SampleBatchMsg:
-    """Orchestrator -> TrajectoryManager: a credit to send one training batch to the Trainer."""
-
-    request_id: int
-
-
-@dataclass(frozen=True)
-class InsertCreditMsg:
-    """Orchestrator -> Worker: the worker may roll out and send ``pieces`` more pieces."""
+class PiecesAcceptedMsg:
+    """TrajectoryManager -> Worker: the replay took ``pieces`` more of this worker's pieces into its
+    staging. A worker keeps at most a few pieces unaccepted: when the replay's rate limiter holds
+    inserts back, staging fills, pieces wait at the host, acceptances stop and the workers wait
+    (backpressure, not a rate of their own)."""
 
     pieces: int
 
 
 @dataclass(frozen=True)
 class FlushMsg:
-    """Orchestrator -> TrajectoryManager: every worker has sent its last piece; write what is
-    staged below the collection granularity (off-policy), or the learner would wait for it forever."""
-
-
-@dataclass(frozen=True)
-class BatchTrainingDataMsg:
-    """TrajectoryManager -> Trainer: one batch (fields + ``index`` keys, ``weight`` if prioritized)."""
-
-    request_id: int
-    batch: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class UpdatePriorityMsg:
-    """Trainer -> TrajectoryManager: new priorities for the items with these keys."""
-
-    keys: np.ndarray
-    priorities: np.ndarray
+    """Orchestrator -> TrajectoryManager: every worker has sent its last piece; the replay's inserts
+    are finished (:meth:`~janus.buffer.janus.JanusBuffer.finish_inserts`): what is staged is written,
+    below the collection granularity too, and the rate limiter no longer holds sampling back for
+    inserts that cannot come, or the learner would wait for them forever."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +155,7 @@ class WorkerDownMsg:
 
 
 MESSAGE_TYPES = (
-    InsertTransitionMsg, SampleBatchMsg, InsertCreditMsg, FlushMsg, BatchTrainingDataMsg, UpdatePriorityMsg, FetchParamsMsg,
+    InsertTransitionMsg, PiecesAcceptedMsg, FlushMsg, FetchParamsMsg,
     LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
     EvaluateMsg, WorkerDownMsg,
 )

@@ -1,16 +1,17 @@
-"""The Orchestrator: start/stop, health (ping/pong with timeouts), rates as credits.
+"""The Orchestrator: lifecycle (start, stop at the goal), health (ping/pong with timeouts, worker
+restarts, stalls), checkpoints and the evaluation schedule.
 
-It sees counts only — transitions and pieces inserted (from the TrajectoryManager) and batches
-trained (from the Trainer) — and turns them into credits under one
-:class:`~janus.runtime.pacing.SampleToInsertRatio`: :class:`~janus.runtime.messages.SampleBatchMsg`
-to the TrajectoryManager (one batch each) and :class:`~janus.runtime.messages.InsertCreditMsg` to
-the Workers (pieces they may send). Bulk data never passes through it.
+It sees counts only — transitions and pieces inserted (from the TrajectoryManager), batches
+trained (from the Trainer), env steps and episodes (from the Workers) — and issues no credits:
+the replay's rate limiter, inside its JanusBuffer, is the run's only pacing. Bulk data never
+passes through it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from janus.runtime.checkpoints import CheckpointSchedule
@@ -21,15 +22,12 @@ from janus.runtime.messages import (
     CountsMsg,
     EvaluateMsg,
     FlushMsg,
-    InsertCreditMsg,
     PingMsg,
     PongMsg,
-    SampleBatchMsg,
     StartMsg,
     StopMsg,
     WorkerDownMsg,
 )
-from janus.runtime.pacing import SampleToInsertRatio
 
 
 def run_state(summary: dict[str, Any]) -> dict[str, Any]:
@@ -37,6 +35,15 @@ def run_state(summary: dict[str, Any]) -> dict[str, Any]:
     return {"trained": summary["trained"], "env_steps": summary["env_steps"], "curve": summary["curve"],
             "wall_s": summary["elapsed_s"], "restarts": summary["restarts"], "evaluations": summary["evaluations"],
             "train_metrics": summary["train_metrics"]}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The replay limiter's settings, as a stall's diagnosis names them."""
+
+    min_size_to_sample: int
+    samples_per_insert: float
+    error_buffer: float
 
 
 STALL_MIN_S = 3.0  # a stall: nothing moved for at least this long...
@@ -86,12 +93,11 @@ class StallWatch:
 
 
 class Orchestrator(Component):
-    """Starts everyone, paces sampling, watches health, restarts workers, stops at the goal.
+    """Starts everyone, watches health, restarts workers, checkpoints, stops at the goal.
 
     Args:
         roles: component name -> role (``trainer``, ``trajectory_manager``, ``proxy``, ``worker``).
-        limiter: the sample/insert ratio (sample credits to the TrajectoryManager, insert credits
-            to the Workers when it limits inserts).
+        rates: the replay limiter's settings, for a stall's diagnosis only (it paces nothing).
         total_updates: stop once the Trainer has trained this many batches.
         restart: callback asking the backend to restart a worker (by name); it returns the
             replaced instance's error (None if it hung; see :meth:`Backend.restart`).
@@ -99,28 +105,26 @@ class Orchestrator(Component):
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
         all_pieces: the goal also needs every one of ``total_pieces`` inserted (an env-step budget:
-            the run takes exactly those steps), and no batch beyond ``total_updates`` is sampled.
+            the run takes exactly those steps).
         start_timeout_s: how long a restarted worker may take to answer its first ping (spawning a
             process or a Ray actor on a loaded machine can take far longer than ``pong_timeout_s``).
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a
             checkpoint) fails the run with a message naming the starved stage (0: never).
         metrics_interval_s: the learner's metrics (sums the Trainer reports with its counts) are
             averaged into one row of :attr:`train_metrics` at most this often (and at the stop).
-        sample_credits_to: the component that takes the sample credits: the TrajectoryManager
-            (default), or the Trainer where it takes its batches from the buffer itself.
     """
 
     def __init__(
-        self, name: str, roles: dict[str, str], limiter: SampleToInsertRatio, total_updates: int,
+        self, name: str, roles: dict[str, str], rates: Rates, total_updates: int,
         restart: Callable[[str], str | None] | None = None, ping_interval_s: float = 0.5, pong_timeout_s: float = 5.0,
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
         all_pieces: bool = False, eval_interval_steps: int = 0,
-        metrics_interval_s: float = 2.0, sample_credits_to: str | None = None, worker_quota: int = 0,
+        metrics_interval_s: float = 2.0,
     ) -> None:
         super().__init__(name)
         self.roles = roles
-        self.limiter = limiter
+        self.rates = rates
         self.total_updates = total_updates
         self.restart = restart
         self.checkpoints = checkpoints
@@ -132,7 +136,6 @@ class Orchestrator(Component):
         self.starting: dict[str, tuple[float, int]] = {}
         self.tm = next(n for n, r in roles.items() if r == "trajectory_manager")
         self.trainer = next(n for n, r in roles.items() if r == "trainer")
-        self.sample_credits_to = sample_credits_to or self.tm
         self.workers = [n for n, r in roles.items() if r == "worker"]
         self.seq = 0
         self.last_ping = 0.0
@@ -150,20 +153,12 @@ class Orchestrator(Component):
         self.started_at = time.monotonic()
         # a resumed run continues its counters, learning curve and clock
         initial = initial or {}
-        self.requested = self.trained = int(initial.get("trained", 0))
+        self.trained = int(initial.get("trained", 0))
         self.inserted = int(initial.get("inserted", 0))  # the TrajectoryManager confirms it on restore
-        # insert credits (pieces; counted from 0 by this process and its TrajectoryManager)
-        self.granted: dict[str, int] = {n: 0 for n in self.workers}  # to each live worker instance
-        self.granted_total = 0  # to every instance, minus what dead instances left unused
-        self.worker_quota = worker_quota  # pieces one worker instance sends at most (0: no limit)
-        self.pieces_from: dict[str, int] = {}  # pieces inserted, by worker (the TrajectoryManager's report)
-        self.pieces_from_before: dict[str, int] = {}  # of them, those of the worker's replaced instances
-        self.pieces_inserted = 0
-        self.next_worker = 0
+        self.pieces_inserted = 0  # worker pieces inserted by this session (the TrajectoryManager's report)
         self.total_pieces = total_pieces
         self.all_pieces = all_pieces and total_pieces > 0
         self.flushed = False
-        self.beyond_ratio = 0  # batches granted past the ratio once every piece was in (this process)
         self.eval_interval = eval_interval_steps
         self.base_steps = int(initial.get("env_steps", 0))
         self.base_elapsed = float(initial.get("wall_s", 0.0))
@@ -205,7 +200,6 @@ class Orchestrator(Component):
         elif msg.sender == self.tm:
             self.inserted = int(msg.counters.get("inserted", self.inserted))
             self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
-            self.pieces_from.update(msg.counters.get("pieces_from", {}))
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
             self._add_metrics(msg.counters)
@@ -294,23 +288,9 @@ class Orchestrator(Component):
             if not self.evaluation_pending:  # the last evaluation asked for is part of the run
                 self.stop_all("goal reached")
             return False
-        # Every piece of an env-step budget in: a resumed run whose killed predecessor lost staged
-        # pieces has fewer inserts than the ratio needs for its last batches, and none can come.
-        inserts_done = self.all_pieces and self.flushed
-        credits = self.limiter.sample_credits(self.inserted, self.requested, self.trained, inserts_done=inserts_done)
-        # never a batch past the budget: the goal stops the run at ``total_updates`` trained, and a
-        # batch requested beyond it would be trained before the stop reaches the learner (a resumed
-        # PPO run from a commit inside a rollout's minibatches trained 1-2 past its budget)
-        credits = min(credits, max(0, self.total_updates - self.requested))
-        if inserts_done and credits:  # counted: what the ratio alone would not have granted
-            self.beyond_ratio += max(0, credits - self.limiter.sample_credits(self.inserted, self.requested, self.trained))
-        for _ in range(credits):
-            self.send(self.sample_credits_to, SampleBatchMsg(self.requested))
-            self.requested += 1
-        credits += self._grant_inserts()
         if self.total_pieces and not self.flushed and self.pieces_inserted >= self.total_pieces:
             self.flushed = True
-            self.send(self.tm, FlushMsg())
+            self.send(self.tm, FlushMsg())  # the replay's inserts are finished: its last batches are let through
         now = time.monotonic()
         if now - self.last_ping >= self.ping_interval_s:
             self._health(now)
@@ -319,7 +299,7 @@ class Orchestrator(Component):
             self.checkpoint_open = True
             for name in self.checkpoints.names:
                 self.send(name, CheckpointMsg(tag))
-        return credits > 0
+        return False
 
     def _maybe_evaluate(self) -> None:
         """Ask the Evaluator for an evaluation once the env steps cross the next multiple of the interval."""
@@ -334,52 +314,6 @@ class Orchestrator(Component):
         request, so its last result names the last env steps asked for)."""
         done = self.evaluations[-1]["env_steps"] if self.evaluations else -1
         return self.last_eval_asked > done
-
-    @property
-    def pieces_in_flight(self) -> int:
-        """Pieces granted but not yet inserted (so the ratio holds with messages in flight)."""
-        return max(self.granted_total - self.pieces_inserted, 0)
-
-    def _grant_inserts(self) -> int:
-        """Insert credits the ratio allows now, round-robin over the workers, one message each."""
-        if not self.workers or not self.limiter.limits_inserts:
-            return 0
-        issued = self.inserted + self.pieces_in_flight * self.limiter.insert_piece
-        pieces = self.limiter.insert_credits(issued, self.requested) or 0
-        grants: dict[str, int] = {}
-        # never past an instance's quota: a worker that has sent all its pieces cannot use credit,
-        # and credit parked there would count as in flight forever (after a restart the workers'
-        # quotas are no longer in step, so plain round-robin would stall the run)
-        room = {w: (self.worker_quota - self.granted[w] if self.worker_quota else pieces) for w in self.workers}
-        granted = 0
-        while granted < pieces and any(r > 0 for r in room.values()):
-            worker = self.workers[self.next_worker % len(self.workers)]
-            self.next_worker += 1
-            if room[worker] > 0:
-                room[worker] -= 1
-                grants[worker] = grants.get(worker, 0) + 1
-                granted += 1
-        for worker, n in grants.items():
-            self.send(worker, InsertCreditMsg(n))
-            self.granted[worker] += n
-        self.granted_total += granted
-        return granted
-
-    def _forget_credit(self, worker: str) -> None:
-        """A restarted worker starts without credit: drop every piece granted to its dead instance
-        that has not reached the TrajectoryManager (by the TrajectoryManager's last report).
-
-        Unused credit and pieces lost with the process (a Ray call not yet delivered) alike: were a
-        lost piece still counted in flight, the ratio would wait for it forever and a paced run
-        would stall. A piece that does arrive later counts as inserted then, so the ratio errs by
-        at most those pieces, towards granting, never towards a stall; and since it counts among
-        the next instance's arrivals, the next replacement takes it back (no clamp here: the
-        count telescopes)."""
-        arrived = self.pieces_from.get(worker, 0) - self.pieces_from_before.get(worker, 0)
-        self.granted_total -= self.granted[worker] - arrived
-        self.pieces_from_before[worker] = self.pieces_from.get(worker, 0)
-        self.granted[worker] = 0
-        self.component_counters.pop(worker, None)
 
     def _health(self, now: float) -> None:
         self.last_ping = now
@@ -421,7 +355,7 @@ class Orchestrator(Component):
         error = self.restart(worker)  # type: ignore[misc]  # set: only workers restart, checked by the caller
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
-        self._forget_credit(worker)
+        self.component_counters.pop(worker, None)
         crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
         if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, like an error
             self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
@@ -441,7 +375,7 @@ class Orchestrator(Component):
 
     def stall_diagnosis(self, idle_s: float) -> str:
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""
-        lim, tm = self.limiter, self.component_counters.get(self.tm, {})
+        rates, tm = self.rates, self.component_counters.get(self.tm, {})
         head = (f"no progress for {idle_s:.0f}s ({self.inserted:,} transitions inserted, "
                 f"{self.trained:,} of {self.total_updates:,} batches trained)")
         # staged: inserted into the TrajectoryManager by this process and not yet collected into the
@@ -449,18 +383,19 @@ class Orchestrator(Component):
         # --resume `self.inserted` also holds the restored transitions, which this process never staged.
         staged = int(tm.get("transitions_inserted", 0)) - int(tm.get("buffer.transitions_collected", 0))
         rollouts = sum(int(c.get("rollouts", 0)) for n, c in self.component_counters.items() if n in self.workers)
-        if self.inserted < lim.min_size_to_sample:
-            return (f"{head}: sampling waits for {lim.min_size_to_sample:,} transitions (min_size_to_sample: "
+        if self.inserted < rates.min_size_to_sample:
+            return (f"{head}: sampling waits for {rates.min_size_to_sample:,} transitions (min_size_to_sample: "
                     f"learning_starts / runtime.min_inserts) that the workers are not producing "
                     f"({rollouts:,} pieces so far, restarts {dict(self.restarts)}); lower the minimum or raise the budget")
+        if staged > 0 and rates.samples_per_insert:
+            return (f"{head}: {staged:,} transitions wait in the actor-side staging while the learner takes no "
+                    f"batch; the replay's ratio (samples_per_insert {rates.samples_per_insert:g}, error_buffer "
+                    f"{rates.error_buffer:g}) holds them back until it samples — check the learner, or the ratio settings")
         if staged > 0:
             return (f"{head}: {staged:,} transitions wait in the actor-side staging for collection; "
                     f"g_collect asks for more pieces per collection than the workers send — lower g_collect")
-        if self.requested > self.trained:
-            return (f"{head}: {self.requested - self.trained} batches were requested and none was delivered; the "
-                    f"selection stage is starved — check g_select, batch_size and buffer_capacity")
-        return (f"{head}: no sample credit is allowed and no worker inserts (samples_per_insert "
-                f"{lim.samples_per_insert:g}, {self.pieces_in_flight} pieces granted in flight) — check the ratio settings")
+        return (f"{head}: the learner waits for a batch and no worker inserts (samples_per_insert "
+                f"{rates.samples_per_insert:g}) — check the workers (restarts {dict(self.restarts)}) and the ratio settings")
 
     @property
     def stalls(self) -> int:
@@ -499,11 +434,9 @@ class Orchestrator(Component):
 
     def summary(self) -> dict[str, Any]:
         return {
-            "inserted": self.inserted, "requested": self.requested, "trained": self.trained,
-            "pieces_granted": self.granted_total, "pieces_inserted": self.pieces_inserted,
+            "inserted": self.inserted, "trained": self.trained, "pieces_inserted": self.pieces_inserted,
             "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
             "worker_errors": self.faults.summary(),
-            "batches_beyond_ratio": self.beyond_ratio,
             "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
             "evaluations": list(self.evaluations), "retired_env_steps": self.produced("env_steps", retired_only=True),
             "retired_transitions": self.produced("transitions", retired_only=True),

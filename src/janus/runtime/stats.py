@@ -36,9 +36,10 @@ class MessageStats:
         self.dropped = 0
         self._lock = threading.Lock()
 
-    def record(self, msg: Any) -> None:
-        kind = type(msg).__name__
-        size = payload_bytes(msg)
+    def record(self, msg: Any, size: int | None = None) -> None:
+        """Count ``msg`` (a message, or the name of a kind) and ``size`` bytes (default: its payload's)."""
+        kind = msg if isinstance(msg, str) else type(msg).__name__
+        size = payload_bytes(msg) if size is None else size
         with self._lock:
             self.count[kind] = self.count.get(kind, 0) + 1
             self.bytes[kind] = self.bytes.get(kind, 0) + size

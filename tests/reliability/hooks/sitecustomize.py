@@ -44,8 +44,8 @@ def _patch_learner(module: Any) -> None:
     module.GymLearnerSide.update = failing_update
 
 
-def _patch_components(module: Any) -> None:
-    tm_start, trainer_start = module.TrajectoryManager.on_StartMsg, module.Trainer.on_StartMsg
+def _patch_trajectory_manager(module: Any) -> None:
+    tm_start = module.TrajectoryManager.on_StartMsg
 
     def tm(self: Any, msg: Any) -> None:
         # Capture what is restored as it is loaded: once loaded, the buffer's selection thread may
@@ -66,6 +66,12 @@ def _patch_components(module: Any) -> None:
             buffer = state["buffer"] if state is not None else self.buffer.experience.state_dict()
             _capture("replay", {"buffer": buffer, "inserted": self.inserted})
 
+    module.TrajectoryManager.on_StartMsg = tm
+
+
+def _patch_trainer(module: Any) -> None:
+    trainer_start = module.Trainer.on_StartMsg
+
     def trainer(self: Any, msg: Any) -> None:
         fresh = self.learner is None
         trainer_start(self, msg)
@@ -73,7 +79,7 @@ def _patch_components(module: Any) -> None:
             _capture("trainer", {"learner": copy.deepcopy(self.learner.state_dict()), "trained": self.trained,
                                  "version": self.version})
 
-    module.TrajectoryManager.on_StartMsg, module.Trainer.on_StartMsg = tm, trainer
+    module.Trainer.on_StartMsg = trainer
 
 
 def _patch_orchestrator(module: Any) -> None:
@@ -97,7 +103,8 @@ if os.environ.get("JANUS_TEST_SHM_FREE"):
 if os.environ.get("JANUS_TEST_FAIL_AFTER"):
     PATCHES["janus.algorithms.gym_algorithm"] = _patch_learner
 if os.environ.get("JANUS_TEST_CAPTURE"):
-    PATCHES["janus.runtime.components"] = _patch_components
+    PATCHES["janus.runtime.trajectory_manager"] = _patch_trajectory_manager
+    PATCHES["janus.runtime.trainer"] = _patch_trainer
     PATCHES["janus.runtime.orchestrator"] = _patch_orchestrator
 
 

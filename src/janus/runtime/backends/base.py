@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from janus.runtime.component import Component
+from janus.runtime.replay_client import ReplayClient
 from janus.runtime.stats import MessageStats
 
 
@@ -51,3 +52,17 @@ class Backend(Protocol):
 
     def counters(self) -> dict[str, dict[str, float]]:
         """Every component's counters (workers' as last reported)."""
+
+    def remote_replay(self, host: str, depth: int, device: str) -> Callable[[], ReplayClient] | None:
+        """A (picklable) factory of the replay client with which a Trainer reaches the replay host
+        ``host`` from another process, keeping ``depth`` batches in flight and delivering them on
+        ``device``; None where this backend hosts the Trainer in the replay host's process (its
+        client is then the host's JanusBuffer itself)."""
+
+    def node_summary(self) -> dict[str, str]:
+        """Component name -> the node it ran on, where the backend spans nodes (else empty)."""
+
+    @property
+    def gcs_lost(self) -> str | None:
+        """Why the backend's cluster coordinator cannot be used any more, or None (always None
+        for backends without one)."""

@@ -231,6 +231,17 @@ class LocalBackend:
     def counters(self) -> dict[str, dict[str, float]]:
         return {name: dict(h.component.counters) for name, h in self.hosts.items()}
 
+    def remote_replay(self, host: str, depth: int, device: str) -> None:
+        """None: the Trainer shares the replay host's process (and its JanusBuffer)."""
+        return None
+
+    def node_summary(self) -> dict[str, str]:
+        return {}  # one node
+
+    @property
+    def gcs_lost(self) -> str | None:
+        return None  # no cluster coordinator
+
 
 def close_component(host: Host) -> list[str]:
     """Close the component of a host that runs no loop of its own (never started; the serial

@@ -10,8 +10,11 @@ Between a worker process and the learner process:
 * **rollouts** go through the worker's :class:`~janus.runtime.shm.SlotRing` (pre-allocated slots in
   shared memory); the pipe carries only the slot index and counts. The learner copies the slot out
   and frees it; a full ring blocks the worker (backpressure);
-* **parameters** are published once per version into a :class:`~janus.runtime.shm.ParamStore`;
-  a worker answers its own parameter fetches by watching the store's version counter;
+* **parameters** are fetched as on every backend (Worker -> its node's WorkerProxy -> Trainer, one
+  fetch per node per version) but never pickled: the Trainer's ``share()`` writes each version once
+  into a :class:`~janus.runtime.shm.ParamStore`, the :class:`LoadParamsMsg` the proxy forwards
+  over the pipe carries a :class:`SharedSnapshot` that pickles as its version alone, and the worker
+  process copies the arrays out of the store;
 * **control messages** (start/stop, ping/pong, counts, credits) are pickled over a duplex pipe, one
   per worker, read by one receiver thread here that also watches the processes' sentinels.
 
@@ -42,22 +45,23 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, cast
 
 from janus.runtime.backends.local import LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
-from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StopMsg, WorkerDownMsg
+from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg
 from janus.runtime.shm import (
     SHM_DIR,
     Layout,
     ParamStore,
     RingClosed,
-    ShmParams,
     SlotRing,
     new_segment_name,
     remove_orphaned_segments,
     unlink_segment,
 )
+from janus.runtime.stats import MessageStats
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
@@ -99,8 +103,7 @@ class WorkerOutbox:
         self.slots = slots
         self.ring_name = ring_name
         self.ring: SlotRing | None = None
-        self.store: ParamStore | None = None
-        self.wanted: int | None = None  # min version of a pending parameter fetch
+        self.store: ParamStore | None = None  # attached when the learner announces it
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # the host thread and the receiver thread both send
         self.stats = {"pieces_via_ring": 0, "pieces_pickled": 0}
@@ -112,8 +115,6 @@ class WorkerOutbox:
     def send(self, dest: str, msg: Any) -> None:
         if isinstance(msg, InsertTransitionMsg):
             self._send_piece(dest, msg)
-        elif isinstance(msg, FetchParamsMsg):
-            self.wanted = msg.min_version if self.wanted is None else min(self.wanted, msg.min_version)
         else:
             self._send(("msg", dest, msg))
 
@@ -133,42 +134,58 @@ class WorkerOutbox:
         self.stats["pieces_via_ring"] += 1
         self._send(("piece", dest, slot, msg.source, msg.count, msg.params_version, msg.pieces))
 
+    def attach_store(self, name: str, layout: Layout) -> None:
+        """Map the learner's parameter store (announced once; again, harmlessly, at a race)."""
+        if self.store is not None and self.store.name == name:
+            return
+        if self.store is not None:
+            self.store.close()
+        self.store = ParamStore.attach(name, layout)
+
     def share(self, snapshot: Any) -> Any:
         raise RuntimeError("a worker does not publish parameters")
 
     def resolve(self, handle: Any) -> Any:
-        return handle  # LoadParamsMsg built here carries the snapshot itself
-
-    def poll_params(self) -> LoadParamsMsg | None:
-        """A LoadParamsMsg once the store holds the version a pending fetch waits for."""
-        if self.wanted is None or self.store is None or self.store.version < self.wanted:
-            return None
-        version, arrays = self.store.read()
-        self.wanted = None
-        return LoadParamsMsg(version, ParamsSnapshot.freeze(version, arrays))
+        """The snapshot behind a :class:`SharedSnapshot`, copied out of the store: the store's latest
+        version, which may be newer than the handle's (versions only grow); the snapshot says which."""
+        if not isinstance(handle, SharedSnapshot):
+            return handle  # already resolved (see _receive)
+        if self.store is None:
+            raise RuntimeError(f"{self.name} got parameters version {handle.version} before the learner "
+                               "announced its parameter store")
+        version, arrays = self.store.read()  # a private copy: the Trainer overwrites the store
+        for a in arrays.values():
+            a.setflags(write=False)
+        return ParamsSnapshot(version, arrays)
 
 
 def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
-    """Worker-process thread: feed the host's inbox from the pipe; watch the parameter store."""
+    """Worker-process thread: feed the host's inbox from the pipe."""
+    started = False  # a StartMsg passed: parameters from now on answer this instance's fetches
     while not host.done.is_set():
         try:
-            ready = conn.poll(0.001 if outbox.wanted is not None else 0.02)
-            item = conn.recv() if ready else None
+            item = conn.recv() if conn.poll(0.02) else None
         except (EOFError, OSError):  # the learner process is gone: nobody to work for
             os._exit(3)
-        if item is not None:
-            kind = item[0]
-            if kind == "msg":
-                if isinstance(item[1], StopMsg):
-                    outbox.stopping.set()
-                host.post(item[1])
-            elif kind == "store":
-                if outbox.store is not None:
-                    outbox.store.close()
-                outbox.store = ParamStore.attach(item[1], item[2])
-        loaded = outbox.poll_params()
-        if loaded is not None:
-            host.post(loaded)
+        if item is None:
+            continue
+        kind = item[0]
+        if kind == "msg":
+            msg = item[1]
+            if isinstance(msg, StopMsg):
+                outbox.stopping.set()
+            elif isinstance(msg, StartMsg):
+                started = True
+            elif isinstance(msg, LoadParamsMsg):
+                if not started:  # the proxy answered a fetch of this worker's killed predecessor:
+                    continue  # the Worker has no actor to load it into yet, and fetches when it starts
+                # resolved here, so the message names the version of the arrays the store held
+                # (maybe newer than asked for): the Worker records the version it actually loads
+                snapshot = outbox.resolve(msg.params)
+                msg = LoadParamsMsg(snapshot.version, snapshot)
+            host.post(msg)
+        elif kind == "store":
+            outbox.attach_store(item[1], item[2])
 
 
 def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str,
@@ -253,19 +270,26 @@ class ProcessOutbox(LocalOutbox):
         return self.backend.publish(snapshot)
 
     def resolve(self, handle: Any) -> Any:
-        return handle.snapshot if isinstance(handle, SharedSnapshot) else handle
+        if isinstance(handle, SharedSnapshot):
+            assert handle.snapshot is not None, "a SharedSnapshot built in this process holds its snapshot"
+            return handle.snapshot
+        return handle
 
 
 @dataclass(frozen=True)
 class SharedSnapshot:
-    """In the learner process: the snapshot itself plus its shared-memory handle."""
+    """A parameter version published in the backend's :class:`~janus.runtime.shm.ParamStore`.
 
-    snapshot: ParamsSnapshot
-    shm: ShmParams
+    In the learner process it holds the snapshot itself (its components resolve it by reference).
+    Pickled, on its way to a worker process, it is its version alone: the arrays never cross a pipe,
+    the worker copies them out of the store (:meth:`WorkerOutbox.resolve`).
+    """
 
-    @property
-    def version(self) -> int:
-        return self.snapshot.version
+    version: int
+    snapshot: ParamsSnapshot | None = None  # None in a worker process
+
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        return SharedSnapshot, (self.version,)
 
 
 class ProcessBackend(LocalBackend):
@@ -284,6 +308,7 @@ class ProcessBackend(LocalBackend):
         self.store: ParamStore | None = None
         self.store_lock = threading.Lock()
         self.worker_counters: dict[str, dict[str, float]] = {}
+        self.pipe_stats = MessageStats()  # what crossed the pipes to the workers: pickled bytes per type
         self._receiver: threading.Thread | None = None
         self._stop_receiving = threading.Event()
         self._closing = threading.Event()  # shutdown began: no more (re)starts
@@ -313,11 +338,19 @@ class ProcessBackend(LocalBackend):
                     os.environ[k] = v
         theirs.close()
         wp = WorkerProcess(name, proc, mine, ring_name=ring_name, instance=instance)
+        # The store is announced before the worker can be reached by name (a proxy may answer a
+        # fetch of its predecessor's at once), and again if publish() created it meanwhile without
+        # seeing this worker; the worker ignores a second announcement of the same store.
+        announced = self._announce_store(wp)
         with self._wlock:
             self.workers[name] = wp
-        if self.store is not None:
-            self._to_worker(wp, ("store", self.store.name, self.store.layout))
+        if not announced:
+            self._announce_store(wp)
         return wp
+
+    def _announce_store(self, wp: WorkerProcess) -> bool:
+        store = self.store
+        return store is not None and self._to_worker(wp, ("store", store.name, store.layout))
 
     def start(self) -> None:
         """Remove segments that killed runs left behind, spawn every worker, build the other
@@ -358,28 +391,34 @@ class ProcessBackend(LocalBackend):
             self.stats.dropped += 1
 
     def _to_worker(self, wp: WorkerProcess, item: tuple) -> bool:
+        """Pickle ``item`` onto ``wp``'s pipe (what ``conn.send`` does), counting its bytes in
+        :attr:`pipe_stats`; False if the worker's pipe is closed."""
         if wp.closed:
             return False
+        data = ForkingPickler.dumps(item)
         try:
             with wp.send_lock:
-                wp.conn.send(item)
-            return True
+                wp.conn.send_bytes(data)
         except (BrokenPipeError, OSError):
             return False
+        self.pipe_stats.record(item[1] if item[0] == "msg" else f"<{item[0]}>", size=len(data))
+        return True
 
     def publish(self, snapshot: ParamsSnapshot) -> SharedSnapshot:
-        """Write a parameter version into the store (created at the first version) once."""
+        """Write a parameter version into the store (created, and announced to every worker, at the
+        first version) once. Announced before the handle exists: a worker's pipe carries the store
+        ahead of any LoadParamsMsg that names a version in it."""
         with self.store_lock:
             fresh = self.store is None
             if self.store is None:
                 self.store = ParamStore.create(snapshot.arrays)
-            handle = self.store.publish(snapshot.version, snapshot.arrays)
+            self.store.publish(snapshot.version, snapshot.arrays)
         if fresh:
             with self._wlock:
                 targets = list(self.workers.values())
             for wp in targets:
-                self._to_worker(wp, ("store", handle.store, handle.layout))
-        return SharedSnapshot(snapshot, handle)
+                self._announce_store(wp)
+        return SharedSnapshot(snapshot.version, snapshot)
 
     # -- the receiver thread --
     def _receive_loop(self) -> None:

@@ -41,7 +41,9 @@ from janus.errors import ConfigError, RunFailed
 from janus.runtime.backends.local import SHUTDOWN_ORDER
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.replay_client import ReplayClient
 from janus.runtime.stats import MessageStats, payload_bytes
+from janus.runtime.trajectory_manager import TrajectoryManager
 
 RAY_MISSING = ("--backend ray needs Ray, which is not installed here: pip install 'janus-rl[ray]' "
                "(from a clone: .venv/bin/pip install -e '.[ray]'), or choose --backend local|process")
@@ -53,8 +55,10 @@ except ModuleNotFoundError as _exc:  # Ray itself missing; a broken install's ow
         raise
     raise ConfigError(RAY_MISSING) from None
 
+from janus.runtime.backends.ray_replay import RemoteReplay  # noqa: E402  imports ray: after the check above
+
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-PRELOAD = ["torch", "janus.runtime.components"]  # imported by idle Ray workers before an actor lands
+PRELOAD = ["torch", "janus.runtime.trainer", "janus.runtime.trajectory_manager"]  # imported by idle Ray workers before an actor lands
 ACTOR_CPUS = 0.1  # small, so that many components fit on a 2-core machine
 _OUTBOX: RayOutbox | None = None  # the outbox of the component hosted by this process
 _SPAWNED: dict[tuple[str, str], Any] = {}  # (namespace, name) -> handle of an actor this process created
@@ -566,6 +570,22 @@ class ComponentActor:
     def forget(self, name: str) -> None:
         self.outbox.forget(name)
 
+    # a replay client in another actor (backends/ray_replay.py) calls these on the replay host
+    def replay_sample(self, timeout: float) -> Any:
+        return self._replay_host().sample(timeout)
+
+    def replay_update_priority(self, keys: Any, priorities: Any) -> int:
+        return self._replay_host().update_priority(keys, priorities)
+
+    def replay_set_learner_version(self, version: int) -> None:
+        self._replay_host().set_learner_version(version)
+
+    def _replay_host(self) -> TrajectoryManager:
+        host = self.host.component
+        if not isinstance(host, TrajectoryManager):
+            raise TypeError(f"{host.name!r} is not a replay host: replay calls go to the TrajectoryManager")
+        return host
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -574,7 +594,7 @@ class ComponentActor:
 
 
 # max_concurrency: an actor option Ray takes (threaded actors) that its ray.remote overloads omit
-_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=8)(ComponentActor)  # type: ignore[call-overload]
+_RemoteActor = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=16)(ComponentActor)  # type: ignore[call-overload]
 
 
 class DeathWatch:
@@ -872,6 +892,10 @@ class RayBackend:
     def counters(self) -> dict[str, dict[str, float]]:
         final = self._final if self._final is not None else self._gather(10.0)  # GcsLost: none to give
         return {name: f["counters"] for name, f in final.items()}
+
+    def remote_replay(self, host: str, depth: int, device: str) -> Callable[[], ReplayClient]:
+        """The Trainer's prefetching client of the replay host (another actor)."""
+        return partial(RemoteReplay, self.namespace, host, depth, device)
 
     def node_summary(self) -> dict[str, str]:
         """Component name -> Ray node id it ran on (from the actors when available)."""

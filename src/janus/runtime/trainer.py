@@ -1,0 +1,199 @@
+"""The Trainer: updates the learner from the replay's batches, sets priorities, publishes
+immutable versioned parameter snapshots."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from janus.algorithms.base import LearnerSide
+from janus.buffer.staging import StagingTimeout
+from janus.errors import PipelineClosedError, TrainingDiverged
+from janus.runtime.checkpoints import FINAL, Checkpointer
+from janus.runtime.component import Component
+from janus.runtime.messages import CheckpointMsg, CountsMsg, FetchParamsMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg
+from janus.runtime.replay_client import ReplayClient, set_priorities
+
+
+class UpdateResult(Protocol):
+    priorities: torch.Tensor | None
+    metrics: dict[str, float]
+
+
+def check_finite_losses(metrics: dict[str, Any], update: int) -> None:
+    """Raise :class:`TrainingDiverged` if a loss the learner reported (``loss``, ``q_loss``, ...)
+    is NaN or infinite: its parameters are then no longer finite, and a run that went on would
+    end "successfully" on a broken policy."""
+    for name, value in metrics.items():
+        if name.endswith("loss") and not math.isfinite(float(value)):
+            shown = ", ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
+            raise TrainingDiverged(
+                f"training diverged: the learner's {name} is {float(value)} at update {update:,} ({shown}); "
+                "its parameters are no longer finite. Start again with a lower learning rate (--lr), tighter "
+                "gradient clipping (--max_grad_norm) or rewards of a smaller scale")
+
+
+
+class Trainer(Component):
+    """Updates from the replay's batches, sets priorities, publishes immutable versioned snapshots.
+
+    It reads batches and writes priorities through its :class:`~janus.runtime.replay_client.ReplayClient`
+    (the JanusBuffer itself in the replay host's process; a prefetching remote client elsewhere),
+    as fast as the replay's rate limiter lets batches through, until ``max_updates`` are trained
+    (the budget: never a batch past it). Each version it publishes is told to the replay, whose
+    limiter bounds the staleness of what it serves.
+
+    Args:
+        make_replay: builds the replay client (called once, on start, in the Trainer's process).
+        max_updates: batches the run trains in all (a resumed Trainer continues its count); 0: no limit.
+        batch_wait_s: longest wait for a batch in one :meth:`step` (messages are handled between
+            waits); 0 for the serial scheduler, which must never block.
+    """
+
+    def __init__(
+        self, name: str, orchestrator: str, make_learner: Callable[[], LearnerSide], make_replay: Callable[[], ReplayClient],
+        publish_every: int, checkpoint: Checkpointer | None = None, report_every: int = 1, batch_wait_s: float = 0.02,
+        max_updates: int = 0,
+    ) -> None:
+        super().__init__(name)
+        self.make_replay = make_replay
+        self.replay: ReplayClient | None = None
+        self.batch_wait_s = batch_wait_s
+        self.max_updates = max_updates
+        self.replay_closed = False
+        self.checkpoint = checkpoint
+        self.report_every = max(1, report_every)
+        self.orchestrator = orchestrator
+        self.make_learner = make_learner
+        self.publish_every = publish_every
+        self.learner: LearnerSide | None = None
+        self.version = -1
+        self.latest: LoadParamsMsg | None = None
+        self.pending: list[FetchParamsMsg] = []
+        self.trained = 0
+        self.reported = 0  # `trained` as last told to the Orchestrator
+        self.metrics: dict[str, float] = {}  # of the last update
+        self.metric_sums: dict[str, float] = {}  # over the updates since the last report
+        self.metric_updates = 0
+        self.idle_since = 0.0  # end of the last update (or start): waiting for a batch since then
+
+    def on_StartMsg(self, msg: StartMsg) -> None:
+        super().on_StartMsg(msg)
+        if self.learner is None:
+            self.learner = self.make_learner()
+            state = self.checkpoint.restore() if self.checkpoint is not None else None
+            if state is not None:
+                self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]  # a checkpointed learner's side has it
+                self.version, self.trained = int(state["version"]) - 1, int(state["trained"])
+                self.reported = self.trained
+                self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
+            self.publish()
+        if self.replay is None:
+            self.replay = self.make_replay()
+            self.replay.set_learner_version(self.version)
+        self.idle_since = time.perf_counter()
+
+    def save(self, tag: int | str) -> None:
+        """Stage checkpoint ``tag``: the learner (policy, optimiser, its counters), version, batches trained."""
+        if self.checkpoint is not None and self.learner is not None and hasattr(self.learner, "state_dict"):
+            self.checkpoint.stage({"learner": self.learner.state_dict(), "version": self.version, "trained": self.trained}, tag)
+
+    def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
+        self.save(msg.tag)
+        self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"trained": self.trained}))
+
+    def on_StopMsg(self, msg: StopMsg) -> None:
+        super().on_StopMsg(msg)
+        self._report()  # the last count, so the Orchestrator's total matches the checkpoint's
+        self.save(FINAL)
+
+    def publish(self) -> None:
+        assert self.learner is not None
+        self.version += 1
+        snapshot = ParamsSnapshot.freeze(self.version, self.learner.params())
+        self.latest = LoadParamsMsg(self.version, self.outbox.share(snapshot))
+        self.count("versions_published")
+        still = []
+        for req in self.pending:
+            if self.version >= req.min_version:
+                self.send(req.requester, self.latest)
+                self.count("params_sent")
+            else:
+                still.append(req)
+        self.pending = still
+
+    def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
+        if self.latest is not None and self.latest.version >= msg.min_version:
+            self.send(msg.requester, self.latest)
+            self.count("params_sent")
+        else:
+            self.pending.append(msg)
+
+    @property
+    def budget_left(self) -> bool:
+        return not self.max_updates or self.trained < self.max_updates
+
+    def step(self) -> bool:
+        """Train on the replay's next batch (waiting at most ``batch_wait_s`` for it); report
+        counts when idle. True while it trained (the host then polls again at once)."""
+        if self.replay is None or self.replay_closed or self.stopped or not self.budget_left:
+            self._report()
+            return False
+        try:
+            batch = self.replay.get(timeout=self.batch_wait_s)
+        except StagingTimeout:
+            self._report()
+            return self.batch_wait_s > 0  # waited: look at the mailbox, then wait again (serial: never waits)
+        except PipelineClosedError:
+            if self.replay.failure is not None:
+                raise self.replay.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
+            self.replay_closed = True  # closed at shutdown: nothing more to train on
+            return False
+        self._train(batch)
+        return True
+
+    def _train(self, batch: dict[str, Any]) -> None:
+        assert self.learner is not None
+        t0 = time.perf_counter()
+        self.count("wait_s", t0 - self.idle_since)  # waiting for this batch (and handling other messages)
+        result = self.learner.update(batch)
+        self.idle_since = time.perf_counter()
+        self.count("update_s", self.idle_since - t0)
+        self.trained += 1
+        self.count("batches_trained")  # by this invocation (``trained`` continues a resumed run's)
+        self.metrics = dict(getattr(result, "metrics", {}) or {})
+        check_finite_losses(self.metrics, self.trained)  # before NaN parameters reach the actors
+        if self.metrics:
+            self.metric_updates += 1
+            for key, value in self.metrics.items():
+                self.metric_sums[key] = self.metric_sums.get(key, 0.0) + float(value)
+        priorities = getattr(result, "priorities", None)
+        if priorities is not None:
+            self._set_priorities(batch["index"], priorities)
+        if self.trained % self.publish_every == 0:
+            self.publish()
+            assert self.replay is not None
+            self.replay.set_learner_version(self.version)
+        if self.trained - self.reported >= self.report_every:
+            self._report()  # batches still queued: the Orchestrator refills before this mailbox runs dry
+
+    def _set_priorities(self, keys: Any, priorities: torch.Tensor) -> None:
+        assert self.replay is not None
+        set_priorities(self, self.replay, keys, priorities.detach())
+
+    def _report(self) -> None:
+        """Report batches trained when the mailbox is drained or every ``report_every`` batches
+        (not per batch: on Ray each count is a remote call), with the sums of the learner's
+        metrics since the last report (``metric.<name>``) over ``metric_updates`` updates."""
+        if self.trained != self.reported:
+            self.reported = self.trained
+            counts: dict[str, float] = {"trained": self.trained}
+            if self.metric_updates:
+                counts["metric_updates"] = self.metric_updates
+                counts.update({f"metric.{k}": v for k, v in self.metric_sums.items()})
+                self.metric_sums, self.metric_updates = {}, 0
+            self.send(self.orchestrator, CountsMsg(self.name, counts))

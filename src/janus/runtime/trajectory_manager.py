@@ -1,0 +1,211 @@
+"""The TrajectoryManager: the replay host. It owns the run's JanusBuffer (and so its rate limiter,
+the run's only pacing), puts the pieces the WorkerProxies forward, tells each worker when its
+pieces are taken (backpressure), checkpoints the replay, and serves remote replay clients (a
+Trainer in another process: :meth:`sample`, :meth:`update_priority`)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from janus.buffer.janus import JanusBuffer
+from janus.buffer.staging import StagingTimeout
+from janus.runtime.checkpoints import FINAL, Checkpointer
+from janus.runtime.component import Component
+from janus.runtime.messages import (
+    CheckpointMsg,
+    CountsMsg,
+    FlushMsg,
+    InsertTransitionMsg,
+    PiecesAcceptedMsg,
+    PingMsg,
+    StartMsg,
+    StopMsg,
+)
+
+STOP_PUT_S = 5.0  # at the stop, how long pieces still waiting at the host may take to be put
+
+
+class TrajectoryManager(Component):
+    """Hosts the JanusBuffer: inserts transitions and checkpoints the replay.
+
+    A Trainer in this process reads the same buffer directly (it is its replay client); one in
+    another process calls :meth:`sample` and :meth:`update_priority` through its backend's remote
+    client. Sent batches are copies (selection gathers), never views of the buffer.
+
+    The host never blocks on a put: a piece the buffer's staging cannot take now (its rate limiter
+    holds inserts back) waits here, in arrival order, and is put by later steps, waiting at most
+    ``put_wait_s`` each (0 for the serial scheduler), so pings and checkpoints are still answered.
+    Each worker is told when its pieces are taken (:class:`PiecesAcceptedMsg`) and sends only a
+    few ahead, so what waits here stays small.
+
+    Args:
+        resumed: the commit record of the run being resumed (``{}``: a fresh run): the limiter
+            continues its counts from the transitions restored and the batches trained.
+        sample_batch: transitions one trained batch sampled (the limiter's sampled count on resume).
+    """
+
+    def __init__(self, name: str, orchestrator: str, buffer: JanusBuffer, checkpoint: Checkpointer | None = None,
+                 put_wait_s: float = 0.01, resumed: Mapping[str, Any] | None = None, sample_batch: int = 1) -> None:
+        super().__init__(name)
+        self.orchestrator = orchestrator
+        self.buffer = buffer  # the JanusBuffer it hosts and owns: closed by close(), started or not
+        self.checkpoint = checkpoint
+        self.put_wait_s = put_wait_s
+        self.resumed_trained = int((resumed or {}).get("trained", 0))
+        self.sample_batch = sample_batch
+        self.waiting: collections.deque[InsertTransitionMsg] = collections.deque()  # not yet taken by the buffer
+        self.inserted = 0
+        self.pieces = 0  # worker pieces inserted by this process
+        self.pieces_from: dict[str, int] = {}  # the same, by worker
+        self.reported = 0  # `inserted` as last told to the Orchestrator
+        self.sample_lock = threading.Lock()  # remote clients' calls come on several threads
+        self.learner_version = -1  # the newest a remote learner told
+        self.finishing = False  # told every piece was sent (FlushMsg)
+        self.finished = False  # ... and the buffer's inserts were finished
+
+    def on_StartMsg(self, msg: StartMsg) -> None:
+        first = not self.started  # the buffer takes the checkpoint's replay (if any) once
+        super().on_StartMsg(msg)
+        if first:
+            state = self.checkpoint.restore() if self.checkpoint is not None else None
+            if state is not None:
+                self.buffer.experience.load_state_dict(state["buffer"])
+                self.inserted = self.reported = int(state["inserted"])
+                # the ratio continues: what the replay holds, and what the batches trained sampled
+                self.buffer.rate_limiter.restore(self.inserted, self.resumed_trained * self.sample_batch)
+                self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
+
+    def save(self, tag: int | str) -> None:
+        """Stage checkpoint ``tag``: the replay buffer with the transitions written to it so far."""
+        if self.checkpoint is not None and self.started:  # restored first: never an empty replay over a saved one
+            self.buffer.flush()  # staged pieces the limiter admits
+            stored = self.stored()
+            self.checkpoint.stage({"buffer": self.buffer.experience.state_dict(), "inserted": stored}, tag)
+
+    def stored(self) -> int:
+        """Transitions in the replay: those put, less those its staging still holds (a rate limiter
+        holding them back at a checkpoint; a resumed run continues without them, as without the
+        pieces a killed run had staged)."""
+        return self.inserted - self.buffer.actor_buffer.transitions
+
+    def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
+        self.save(msg.tag)
+        self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"inserted": self.stored()}))
+
+    def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
+        self.waiting.append(msg)
+        self._put_waiting(0.0)
+
+    def _put_waiting(self, wait_s: float) -> bool:
+        """Put the waiting pieces, in order, while the buffer takes them (the first waiting at most
+        ``wait_s``); True if any was put."""
+        put = False
+        while self.waiting:
+            msg = self.waiting[0]
+            t0 = time.perf_counter()
+            try:
+                self.buffer.put({k: torch.from_numpy(np.asarray(v)) for k, v in msg.transitions.items()},
+                                timeout=wait_s, version=msg.params_version)
+            except StagingTimeout:
+                self.count("put_wait_s", time.perf_counter() - t0)
+                return put
+            self.count("insert_s", time.perf_counter() - t0)
+            self.waiting.popleft()
+            put, wait_s = True, 0.0
+            self.inserted += msg.count
+            self.pieces += msg.pieces
+            for worker, pieces in msg.by_worker():
+                self.pieces_from[worker] = self.pieces_from.get(worker, 0) + pieces
+                self.send(worker, PiecesAcceptedMsg(pieces))
+            self.count("transitions_inserted", msg.count)
+        return put
+
+    def on_FlushMsg(self, msg: FlushMsg) -> None:
+        """Every worker sent its last piece: once they are all put, the replay's inserts are finished."""
+        self.finishing = True
+        self._finish_if_done()
+
+    def _finish_if_done(self) -> None:
+        """The limiter stops holding samples back for inserts that cannot come, and the staged
+        pieces are written (not ``JanusBuffer.finish_inserts``, which refuses later puts: a
+        replaced worker's new instance may still send pieces past the budget's count)."""
+        if self.finishing and not self.waiting and not self.finished:
+            self.finished = True
+            self.buffer.rate_limiter.finish_inserts()
+            self.buffer.flush()
+
+    # ---- for a replay client in another process (see janus.runtime.replay_client) ----------------
+    def sample(self, timeout: float) -> dict[str, np.ndarray] | None:
+        """The next batch as numpy arrays, or None if none is ready within ``timeout`` seconds."""
+        with self.sample_lock:
+            try:
+                batch = self.buffer.get(timeout=timeout)
+            except StagingTimeout:
+                return None
+        self.count("batches_sent")
+        return {k: v.detach().cpu().numpy() for k, v in batch.items()}
+
+    def update_priority(self, keys: Any, priorities: Any) -> int:
+        """Set a remote learner's priorities (counted here: applied, and dropped as overwritten)."""
+        applied = self.buffer.update_priority(keys, priorities)
+        self.count("priorities_applied", applied)
+        self.count("priorities_dropped", len(keys) - applied)
+        return applied
+
+    def set_learner_version(self, version: int) -> None:
+        """A remote learner's parameter version (the newest of those told: calls may overtake)."""
+        with self.sample_lock:
+            if version > self.learner_version:
+                self.learner_version = version
+                self.buffer.set_learner_version(version)
+
+    def step(self) -> bool:
+        if self.buffer.failure is not None:
+            raise self.buffer.failure
+        put = self._put_waiting(self.put_wait_s) if self.waiting else False
+        self._report_inserted()
+        self._finish_if_done()
+        return put
+
+    def _report_inserted(self) -> None:
+        """One count for every insert drained since the last step, not one per insert."""
+        if self.inserted != self.reported:
+            self.reported = self.inserted
+            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces,
+                                                               "pieces_from": dict(self.pieces_from)}))
+
+    def on_StopMsg(self, msg: StopMsg) -> None:
+        """The run ends: the limiter stops holding inserts back (nothing samples any more), so every
+        piece that reached the host is written; then the final checkpoint is staged."""
+        super().on_StopMsg(msg)
+        self.buffer.rate_limiter.finish_inserts()
+        deadline = time.monotonic() + STOP_PUT_S
+        while self.waiting and self.buffer.failure is None and time.monotonic() < deadline:
+            self.buffer.flush()  # staging drains now (on-policy: a rollout left incomplete cannot)
+            self._put_waiting(0.05)
+        self.count("pieces_dropped_at_stop", sum(m.pieces for m in self.waiting))
+        self.waiting.clear()
+        self.buffer.close()
+        self._report_inserted()
+        self.save(FINAL)
+
+    def on_PingMsg(self, msg: PingMsg) -> None:
+        self._buffer_counters()  # refreshed for the Pong, not on every step (a dict per step adds up)
+        super().on_PingMsg(msg)
+
+    def _buffer_counters(self) -> None:
+        for k, v in self.buffer.stats.as_dict().items():
+            self.counters["buffer." + k] = v
+
+    def close(self) -> None:
+        """Close the buffer (its operator threads), also when this component never started."""
+        self.stopped = True
+        self.buffer.close()
+        self._buffer_counters()
