@@ -105,16 +105,20 @@ def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
     from stable_baselines3 import DQN, PPO, SAC
     from stable_baselines3.common.env_util import make_vec_env
 
-    a = algorithm(algo).config(janus_config(algo, env, steps, seed))
-    venv = make_vec_env(env, n_envs=a.num_envs, seed=seed)  # DummyVecEnv of Monitor-wrapped envs
+    cfg = janus_config(algo, env, steps, seed)
+    a = algorithm(algo).config(cfg)
+    # the data-path knobs are the run config's (not copied into the algorithm's config)
+    num_envs, rollout_steps, batch_size = cfg.workload.envs_per_actor, cfg.workload.rollout_length, cfg.janus.batch_size
+    buffer_size = cfg.janus.buffer_capacity
+    venv = make_vec_env(env, n_envs=num_envs, seed=seed)  # DummyVecEnv of Monitor-wrapped envs
     if algo == "dqn":
         assert not a.double_q, "SB3's DQN takes the target network's max: compare janus with double_q false"
         # janus: one update per train_frequency env steps, paced against pieces of rollout_steps x
         # num_envs env steps; SB3: gradient_steps updates after every rollout_steps vector steps.
-        gradient_steps = round(a.rollout_steps * a.num_envs / a.train_frequency)
+        gradient_steps = round(rollout_steps * num_envs / a.train_frequency)
         return DQN(
-            "MlpPolicy", venv, learning_rate=a.lr, buffer_size=a.buffer_size, learning_starts=a.learning_starts,
-            batch_size=a.batch_size, tau=a.tau, gamma=a.gamma, train_freq=(a.rollout_steps, "step"),
+            "MlpPolicy", venv, learning_rate=a.lr, buffer_size=buffer_size, learning_starts=a.learning_starts,
+            batch_size=batch_size, tau=a.tau, gamma=a.gamma, train_freq=(rollout_steps, "step"),
             gradient_steps=gradient_steps, n_steps=a.n_step,
             # janus counts the interval in updates, SB3 in env steps
             target_update_interval=round(a.target_update_interval * a.train_frequency),
@@ -126,9 +130,9 @@ def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
     if algo == "sac":
         dim = int(np.prod(gym.make(env).action_space.shape))
         return SAC(
-            "MlpPolicy", venv, learning_rate=a.lr, buffer_size=a.buffer_size, learning_starts=a.learning_starts,
-            batch_size=a.batch_size, tau=a.tau, gamma=a.gamma, train_freq=(a.rollout_steps, "step"),
-            gradient_steps=round(a.rollout_steps * a.num_envs / a.train_frequency),
+            "MlpPolicy", venv, learning_rate=a.lr, buffer_size=buffer_size, learning_starts=a.learning_starts,
+            batch_size=batch_size, tau=a.tau, gamma=a.gamma, train_freq=(rollout_steps, "step"),
+            gradient_steps=round(rollout_steps * num_envs / a.train_frequency),
             ent_coef=f"auto_{a.init_alpha}" if a.autotune_alpha else a.init_alpha,
             target_entropy=-a.target_entropy_scale * dim,
             policy_kwargs={"net_arch": list(a.hidden), "activation_fn": nn.ReLU},
@@ -136,8 +140,8 @@ def sb3_model(algo: str, env: str, steps: int, seed: int) -> Any:
         )
     lr = (lambda progress: a.lr * progress) if a.anneal_lr else a.lr  # progress: 1 -> 0
     return PPO(
-        "MlpPolicy", venv, learning_rate=lr, n_steps=a.rollout_steps,
-        batch_size=a.rollout_steps * a.num_envs // a.num_minibatches, n_epochs=a.update_epochs, gamma=a.gamma,
+        "MlpPolicy", venv, learning_rate=lr, n_steps=rollout_steps,
+        batch_size=rollout_steps * num_envs // cfg.janus.num_minibatches, n_epochs=cfg.workload.num_epochs, gamma=a.gamma,
         gae_lambda=a.gae_lambda, clip_range=a.clip_coef, clip_range_vf=a.clip_coef if a.clip_vloss else None,
         normalize_advantage=a.norm_adv, ent_coef=a.ent_coef,
         vf_coef=a.vf_coef / 2,  # janus: vf_coef * 0.5 * MSE (CleanRL); SB3: vf_coef * MSE -> same loss
