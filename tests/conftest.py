@@ -40,3 +40,20 @@ def finished_dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run
+
+
+# Tests that start, join or look for a Ray (its session fixture, --backend ray, address "auto").
+RAY_TEST_FILES = {"test_ray_backend.py", "test_ray_address.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, as ``make test`` runs), every test that may
+    start or look for a Ray runs on one worker, in order: two local Rays on one machine would find
+    each other (address ``auto``) and race for the same ports. Without xdist: nothing changes."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        uses_ray = (item.path.name in RAY_TEST_FILES or "ray_session" in getattr(item, "fixturenames", ())
+                    or "ray" in item.name.lower().replace("array", ""))
+        if uses_ray:
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -25,7 +25,9 @@ def rl_cfg(algo: str, seed: int, steps: int, **algorithm_overrides: Any) -> RunC
 # DQN: 1,000 steps past learning_starts; SAC: 3 of its 4 Pendulum episodes after learning starts
 # (its learner draws the policy's noise: from its own seeded generator, not torch's global one)
 @pytest.mark.parametrize("algo,steps,overrides", [("dqn", 2000, {}), ("ppo", 6000, {}),
-                                                  ("sac", 800, {"learning_starts": 200})])
+                                                  # 21 s; the serial path DQN's and PPO's cases cover
+                                                  pytest.param("sac", 800, {"learning_starts": 200},
+                                                               marks=pytest.mark.slow)])
 def test_same_seed_same_returns(algo: str, steps: int, overrides: dict[str, Any]) -> None:
     cfg = rl_cfg(algo, 5, steps, **overrides)
     assert serial(cfg)
