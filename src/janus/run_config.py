@@ -86,11 +86,12 @@ class RuntimeConfig:
     min_inserts: int = 0
     """Transitions stored before the first batch is sampled (0: one batch)."""
     samples_per_insert: float = 0.0
-    """Sampled transitions per inserted transition, enforced as credits (0: unlimited)."""
+    """Sampled transitions per inserted transition, enforced by the replay's rate limiter (0: no ratio)."""
     samples_per_param_load: int = 8
     """Off-policy: trained batches between parameter versions (on-policy: one per rollout)."""
     max_in_flight: int = 4
-    """Sample credits outstanding (batches requested but not yet trained)."""
+    """Ray: batches a remote learner keeps requested from the replay host; everywhere: the Trainer
+    reports every max_in_flight / 2 batches."""
     max_calls_in_flight: int = 4
     """Ray: insert calls a worker may have in flight before it waits."""
     ping_interval_s: float = 0.5

@@ -466,12 +466,12 @@ class JanusBuffer:
     @property
     def stats(self) -> StageStats:
         """Per-stage counters, with the rate limiter's waits and drops as of now."""
-        lim = self._stats
-        lim.insert_wait_s = self.rate_limiter.insert_wait_s
-        lim.sample_wait_s = self.rate_limiter.sample_wait_s
+        stats = self._stats
+        stats.insert_wait_s = self.rate_limiter.insert_wait_s
+        stats.sample_wait_s = self.rate_limiter.sample_wait_s
         if isinstance(self.rate_limiter, QueueLimiter):
-            lim.items_dropped_stale = self.rate_limiter.dropped_items
-        return lim
+            stats.items_dropped_stale = self.rate_limiter.dropped_items
+        return stats
 
     # ---- threads, errors, shutdown -------------------------------------------------------------
     def _start(self, name: str, loop: Callable[[], None]) -> None:

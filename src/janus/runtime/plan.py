@@ -62,7 +62,7 @@ class RunPlan:
         if cfg.runtime.checkpoint_dir:
             names = ("trainer",) * spec.checkpoint_learner + ("trajectory_manager",) * spec.checkpoint_replay
         j = cfg.janus
-        evaluates = bool(cfg.runtime.eval_interval_steps) and algo.has_policy
+        evaluates = evaluation_on(cfg, algo)
         return cls(
             cfg=cfg, algo=algo, budget=budget, pacing=pacing, spec=spec, resumed=state,
             pieces_per_worker=pieces_per_worker(cfg, pacing, budget, state),
@@ -126,7 +126,7 @@ class RunPlan:
         ratio can never allow the batches it must train (a run without an env-step budget; one with a
         budget takes its update count from the ratio, and gets its last batches once every piece is in)."""
         p, cfg = self.pacing, self.cfg
-        self.limiter  # noqa: B018  built to refuse a deadlocking ratio before any work
+        limiter = self.limiter  # built here: a deadlocking ratio is refused before any work
         pieces = self.pieces_in_all
         produced = pieces * p.piece_steps * cfg.workload.envs_per_actor + int(self.resumed.get("inserted", 0))
         if pieces and p.min_size_to_sample > produced:
@@ -136,7 +136,6 @@ class RunPlan:
                 f"lower the minimum or raise the budget (workload.total_env_steps, or workload.iterations where no "
                 f"env-step budget is set) or workload.num_actors")
         if pieces and p.samples_per_insert and not self.budget.env_steps:
-            limiter = self.limiter
             allowed = limiter.batches_allowed(produced)
             if allowed < self.total_updates:
                 raise ConfigError(
@@ -183,6 +182,11 @@ def pieces_per_worker(cfg: RunConfig, pacing: Pacing, budget: Budget, state: Map
     else:
         return p.max_pieces
     return max(p.pieces_per_rollout, p.max_pieces - done_rounds * p.pieces_per_rollout)
+
+
+def evaluation_on(cfg: RunConfig, algo: Algorithm) -> bool:
+    """Periodic evaluation is on: an interval is set and the algorithm has a policy to evaluate."""
+    return bool(cfg.runtime.eval_interval_steps) and algo.has_policy
 
 
 def serial(cfg: RunConfig) -> bool:

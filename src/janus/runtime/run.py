@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from janus import stopping
+from janus.algorithms.base import algorithm
 from janus.buffer.experience import warm_up
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
@@ -29,7 +30,7 @@ from janus.runtime.backends.base import Backend
 from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
 from janus.runtime.messages import StartMsg
 from janus.runtime.orchestrator import Orchestrator, run_state
-from janus.runtime.plan import RunPlan, plan_of, serial
+from janus.runtime.plan import RunPlan, evaluation_on, plan_of, serial
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.trainer import Trainer
 from janus.runtime.trajectory_manager import TrajectoryManager
@@ -469,7 +470,7 @@ def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult
         actor_steps_per_s=steps / wall if wall > 0 else 0.0, wall_s=wall, stage_s={}, counts=counts,
         runtime={"backend": cfg.runtime.backend, "worker_restarts": dict(state.get("restarts", {})),
                  "results_from": RESULTS_FROM_RUN_STATE},
-        evaluations=[dict(e) for e in state.get("evaluations", [])] if RunPlan.of(cfg).evaluates else None,
+        evaluations=[dict(e) for e in state.get("evaluations", [])] if evaluation_on(cfg, algorithm(cfg.workload.algo)) else None,
         train_metrics=metric_columns(list(state.get("train_metrics", []))) or None,
         **learning_curve([(t, s, r) for t, s, r in state.get("curve", [])]),
     )

@@ -63,10 +63,10 @@ class TrajectoryManager(Component):
         self.waiting: collections.deque[InsertTransitionMsg] = collections.deque()  # not yet taken by the buffer
         self.inserted = 0
         self.pieces = 0  # worker pieces inserted by this process
-        self.pieces_from: dict[str, int] = {}  # the same, by worker
         self.reported = 0  # `inserted` as last told to the Orchestrator
         self.sample_lock = threading.Lock()  # remote clients' calls come on several threads
         self.learner_version = -1  # the newest a remote learner told
+        self.version_lock = threading.Lock()  # not the sample lock: a sample may wait 0.2 s for data
         self.finishing = False  # told every piece was sent (FlushMsg)
         self.finished = False  # ... and the buffer's inserts were finished
 
@@ -122,7 +122,6 @@ class TrajectoryManager(Component):
             self.inserted += msg.count
             self.pieces += msg.pieces
             for worker, pieces in msg.by_worker():
-                self.pieces_from[worker] = self.pieces_from.get(worker, 0) + pieces
                 self.send(worker, PiecesAcceptedMsg(pieces))
             self.count("transitions_inserted", msg.count)
         return put
@@ -161,7 +160,7 @@ class TrajectoryManager(Component):
 
     def set_learner_version(self, version: int) -> None:
         """A remote learner's parameter version (the newest of those told: calls may overtake)."""
-        with self.sample_lock:
+        with self.version_lock:
             if version > self.learner_version:
                 self.learner_version = version
                 self.buffer.set_learner_version(version)
@@ -178,8 +177,7 @@ class TrajectoryManager(Component):
         """One count for every insert drained since the last step, not one per insert."""
         if self.inserted != self.reported:
             self.reported = self.inserted
-            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces,
-                                                               "pieces_from": dict(self.pieces_from)}))
+            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces}))
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         """The run ends: the limiter stops holding inserts back (nothing samples any more), so every

@@ -35,7 +35,7 @@ class RemoteReplay:
         self.device = torch.device(device)
         self.handle: Any = None
         self.in_flight: collections.deque[Any] = collections.deque()
-        self.priority_calls: collections.deque[Any] = collections.deque()
+        self.calls: collections.deque[Any] = collections.deque()  # priorities and versions sent
         self.closed = False
 
     @property
@@ -84,15 +84,19 @@ class RemoteReplay:
         """Send the priorities to the host (counted there); at most ``depth`` such calls in flight."""
         keys = index.cpu().numpy() if isinstance(index, torch.Tensor) else np.asarray(index)
         values = priority.cpu().numpy() if isinstance(priority, torch.Tensor) else np.asarray(priority)
-        self.priority_calls.append(self._host().replay_update_priority.remote(keys, values))
-        while len(self.priority_calls) > self.depth:
-            ray.wait([self.priority_calls.popleft()], fetch_local=False)
+        self._call(self._host().replay_update_priority.remote(keys, values))
         return None
+
+    def _call(self, ref: Any) -> None:
+        """Keep a call not waited for; at most ``depth`` of them in flight (their refs do not pile up)."""
+        self.calls.append(ref)
+        while len(self.calls) > self.depth:
+            ray.wait([self.calls.popleft()], fetch_local=False)
 
     def set_learner_version(self, version: int) -> None:
         """Tell the host (a call not waited for; the host keeps the highest version it was told,
         as calls to a threaded actor may overtake each other)."""
-        self.priority_calls.append(self._host().replay_set_learner_version.remote(version))
+        self._call(self._host().replay_set_learner_version.remote(version))
 
     def close(self) -> None:
         self.closed = True
