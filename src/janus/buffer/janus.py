@@ -272,6 +272,12 @@ class JanusBuffer:
                     return
                 self._run_collection(pieces)
 
+    def snapshot(self) -> tuple[dict[str, Any], int]:
+        """The experience buffer's state and the transitions still staged, taken together: no
+        collection runs in between (it holds the same lock), so the two agree."""
+        with self._collect_lock:
+            return self.experience.state_dict(), self.actor_buffer.transitions
+
     def finish_inserts(self) -> None:
         """No piece will be put again: the limiter stops holding sampling (and the staged pieces)
         back for inserts that will never come, and the staged pieces are written. Later puts raise."""

@@ -82,22 +82,23 @@ class TrajectoryManager(Component):
                 self.buffer.rate_limiter.restore(self.inserted, self.resumed_trained * self.sample_batch)
                 self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
 
-    def save(self, tag: int | str) -> None:
-        """Stage checkpoint ``tag``: the replay buffer with the transitions written to it so far."""
-        if self.checkpoint is not None and self.started:  # restored first: never an empty replay over a saved one
-            self.buffer.flush()  # staged pieces the limiter admits
-            stored = self.stored()
-            self.checkpoint.stage({"buffer": self.buffer.experience.state_dict(), "inserted": stored}, tag)
-
-    def stored(self) -> int:
-        """Transitions in the replay: those put, less those its staging still holds (a rate limiter
-        holding them back at a checkpoint; a resumed run continues without them, as without the
-        pieces a killed run had staged)."""
-        return self.inserted - self.buffer.actor_buffer.transitions
+    def save(self, tag: int | str) -> int:
+        """Stage checkpoint ``tag``: the replay buffer with the transitions written to it so far;
+        returns their count, ``inserted`` less what its staging still holds (a rate limiter holding
+        pieces back: a resumed run continues without them, as without a killed run's staged pieces).
+        The state and the count are taken together: a collection in between would make the file
+        disagree with the commit record."""
+        if self.checkpoint is None or not self.started:  # restored first: never an empty replay over a saved one
+            return self.inserted
+        self.buffer.flush()  # staged pieces the limiter admits
+        state, staged = self.buffer.snapshot()
+        stored = self.inserted - staged
+        self.checkpoint.stage({"buffer": state, "inserted": stored}, tag)
+        return stored
 
     def on_CheckpointMsg(self, msg: CheckpointMsg) -> None:
-        self.save(msg.tag)
-        self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"inserted": self.stored()}))
+        stored = self.save(msg.tag)
+        self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"inserted": stored}))
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
         self.waiting.append(msg)
