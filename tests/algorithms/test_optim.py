@@ -8,6 +8,7 @@ import copy
 import pytest
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from janus.algorithms.networks import MLP, mlp
 from janus.algorithms.optim import LeanAdam, adam
@@ -142,3 +143,39 @@ def test_mlp_runs_layer_hooks_and_global_hooks():
     seen.clear()
     fast(torch.randn(2, 5))
     assert seen == []
+
+
+def test_lean_adam_runs_step_hooks_and_the_profiler_record_only_when_watched(monkeypatch):
+    """The step skips torch's hook wrapper when nothing watches it; a hook (its own or global) or
+    a running profiler still sees every step, once."""
+    params = list(_net().parameters())
+    opt = LeanAdam(params, lr=1e-2, fused=True)
+    entered = []
+    real = torch.autograd.profiler.record_function.__enter__
+    monkeypatch.setattr(torch.autograd.profiler.record_function, "__enter__",
+                        lambda self: (entered.append(self.name), real(self))[1])
+    for t in range(3):
+        _grads(params, t)
+        opt.step()
+    assert entered == []  # nothing watched: no record_function
+
+    calls = []
+    pre = opt.register_step_pre_hook(lambda o, a, k: calls.append("pre"))
+    post = opt.register_step_post_hook(lambda o, a, k: calls.append("post"))
+    opt.step()
+    assert calls == ["pre", "post"] and entered == ["Optimizer.step#LeanAdam.step"]
+    pre.remove()
+    post.remove()
+    glob = register_optimizer_step_post_hook(lambda o, a, k: calls.append("global"))
+    try:
+        opt.step()
+    finally:
+        glob.remove()
+    assert calls == ["pre", "post", "global"]
+    entered.clear()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        opt.step()
+    assert entered == ["Optimizer.step#LeanAdam.step"]
+    assert any(e.name == "Optimizer.step#LeanAdam.step" for e in prof.events())
+    opt.step()
+    assert calls == ["pre", "post", "global"]  # removed hooks stay removed

@@ -247,6 +247,13 @@ class JanusBuffer:
                 self._fail(exc)
                 raise
 
+    def wait_for_room(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds until a :meth:`put` would not block (the ActorBuffer has
+        room); False if it still would. A writer holding a piece back polls with this, cheaply
+        (no checks of the piece, no exception per poll), then puts."""
+        self._raise_if_failed()
+        return self.actor_buffer.wait_room(_check_timeout(timeout, none_ok=False) or 0.0)
+
     def _set_piece_schema(self, rollout: Mapping[str, Any], schema: dict[str, tuple[str, tuple[int, ...]]]) -> None:
         """Record the first piece's fields; a piece checked at the same time as another first piece
         is checked again against the one recorded first (and refused if it differs)."""

@@ -67,7 +67,7 @@ class QueueLimiter(RateLimiter):
 
     def remaining_in_item(self) -> int:
         """Transitions the item being written still takes (an insert must not cross into the next)."""
-        with self._cond:
+        with self._lock:
             return self.item_size - self._admitted % self.item_size
 
     # ---- the insert side ---------------------------------------------------------------------
@@ -107,18 +107,18 @@ class QueueLimiter(RateLimiter):
         self.dropped_items += 1
         self.dropped_transitions += self.item_size
         self._release_head()
-        self._cond.notify_all()  # inserters waiting for room
+        self._insert_cond.notify_all()  # inserters waiting for room
         return True
 
     def commit_insert(self, n: int) -> None:
         super().commit_insert(n)
-        with self._cond:  # a head completed now may be stale already: its room goes to the next insert
+        with self._lock:  # a head completed now may be stale already: its room goes to the next insert
             while self._drop_stale_head():
                 pass
 
     def set_learner_version(self, version: int) -> None:
         super().set_learner_version(version)
-        with self._cond:
+        with self._lock:
             while self._drop_stale_head():
                 pass
 
@@ -155,10 +155,10 @@ class QueueLimiter(RateLimiter):
     def sample_done(self, grant: SampleGrant) -> None:
         """Release the head once its last granted batches are read: only then may the next insert
         overwrite its slots."""
-        with self._cond:
+        with self._lock:
             if grant.item == self._head and self._position == self.batches_per_item * self.serve_times:
                 self._release_head()
-                self._cond.notify_all()
+                self._wake_all()  # room for inserters; the next item for samplers
 
     # ---- resume ------------------------------------------------------------------------------
     def restore(self, inserted: int, sampled: int) -> None:
@@ -175,12 +175,12 @@ class QueueLimiter(RateLimiter):
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
-        with self._cond:
+        with self._lock:
             state.update(dropped_items=self.dropped_items, dropped_transitions=self.dropped_transitions)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        with self._cond:
+        with self._lock:
             self.dropped_items = int(state.get("dropped_items", 0))
             self.dropped_transitions = int(state.get("dropped_transitions", 0))

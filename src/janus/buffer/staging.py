@@ -114,16 +114,29 @@ class ActorBuffer(_BoundedQueue[Any]):
         (and at least ``min_transitions`` transitions)."""
         with self._cond:
             self._raise_if_failed()
-            blocked = self._wait(
-                lambda: len(self._items) < self.max_size or self._transitions < self.min_transitions,
-                timeout,
-                "put (queue full)",
-            )
+            blocked = self._wait(self.has_room, timeout, "put (queue full)")
             self._raise_if_failed()
             self._items.append((item, size))
             self._transitions += size
             self._cond.notify_all()
             return blocked
+
+    def has_room(self) -> bool:
+        """Whether a put would not block now (lock held or not: a hint that may change at once)."""
+        return len(self._items) < self.max_size or self._transitions < self.min_transitions
+
+    def wait_room(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for a put not to block; False if it still would (no
+        exception: a caller that polls for room pays no raise per poll). Raises if closed."""
+        with self._cond:
+            deadline = time.perf_counter() + timeout
+            while not self.has_room():
+                self._raise_if_failed()
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     @property
     def transitions(self) -> int:

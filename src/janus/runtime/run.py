@@ -127,7 +127,7 @@ def new_trajectory_manager(plan: RunPlan, shared: SharedBuffer | None = None) ->
     if plan.cfg.janus.placement != "cuda":  # host placements: their compiled kernels load here, not in timed calls
         warm_up()
     return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"),
-                             put_wait_s=0.0 if plan.serial else 0.01, resumed=plan.resumed,
+                             put_wait_s=0.0 if plan.serial else 0.02, resumed=plan.resumed,
                              sample_batch=plan.cfg.minibatch_size)
 
 

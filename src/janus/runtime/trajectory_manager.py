@@ -41,7 +41,8 @@ class TrajectoryManager(Component):
 
     The host never blocks on a put: a piece the buffer's staging cannot take now (its rate limiter
     holds inserts back) waits here, in arrival order, and is put by later steps, waiting at most
-    ``put_wait_s`` each (0 for the serial scheduler), so pings and checkpoints are still answered.
+    ``put_wait_s`` for room each (0 for the serial scheduler), so pings and checkpoints are still
+    answered; while pieces wait, the host polls for room rather than for messages.
     Each worker is told when its pieces are taken (:class:`PiecesAcceptedMsg`) and sends only a
     few ahead, so what waits here stays small.
 
@@ -52,7 +53,7 @@ class TrajectoryManager(Component):
     """
 
     def __init__(self, name: str, orchestrator: str, buffer: JanusBuffer, checkpoint: Checkpointer | None = None,
-                 put_wait_s: float = 0.01, resumed: Mapping[str, Any] | None = None, sample_batch: int = 1) -> None:
+                 put_wait_s: float = 0.02, resumed: Mapping[str, Any] | None = None, sample_batch: int = 1) -> None:
         super().__init__(name)
         self.orchestrator = orchestrator
         self.buffer = buffer  # the JanusBuffer it hosts and owns: closed by close(), started or not
@@ -60,7 +61,8 @@ class TrajectoryManager(Component):
         self.put_wait_s = put_wait_s
         self.resumed_trained = int((resumed or {}).get("trained", 0))
         self.sample_batch = sample_batch
-        self.waiting: collections.deque[InsertTransitionMsg] = collections.deque()  # not yet taken by the buffer
+        # pieces not yet taken by the buffer, each with its fields as tensors
+        self.waiting: collections.deque[tuple[InsertTransitionMsg, dict[str, torch.Tensor]]] = collections.deque()
         self.inserted = 0
         self.pieces = 0  # worker pieces inserted by this process
         self.reported = 0  # `inserted` as last told to the Orchestrator
@@ -101,20 +103,23 @@ class TrajectoryManager(Component):
         self.send(self.orchestrator, CheckpointMsg(msg.tag, self.name, {"inserted": stored}))
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
-        self.waiting.append(msg)
+        tensors = {k: torch.from_numpy(np.asarray(v)) for k, v in msg.transitions.items()}  # once, not per retry
+        self.waiting.append((msg, tensors))
         self._put_waiting(0.0)
 
     def _put_waiting(self, wait_s: float) -> bool:
-        """Put the waiting pieces, in order, while the buffer takes them (the first waiting at most
-        ``wait_s``); True if any was put."""
+        """Put the waiting pieces, in order, while the buffer takes them (waiting at most ``wait_s``
+        for room for the first); True if any was put."""
         put = False
         while self.waiting:
-            msg = self.waiting[0]
+            msg, tensors = self.waiting[0]
             t0 = time.perf_counter()
+            if not self.buffer.wait_for_room(wait_s):
+                self.count("put_wait_s", time.perf_counter() - t0)
+                return put
             try:
-                self.buffer.put({k: torch.from_numpy(np.asarray(v)) for k, v in msg.transitions.items()},
-                                timeout=wait_s, version=msg.params_version)
-            except StagingTimeout:
+                self.buffer.put(tensors, timeout=0.0, version=msg.params_version)
+            except StagingTimeout:  # the room went (another writer): wait again on the next step
                 self.count("put_wait_s", time.perf_counter() - t0)
                 return put
             self.count("insert_s", time.perf_counter() - t0)
@@ -172,7 +177,7 @@ class TrajectoryManager(Component):
         put = self._put_waiting(self.put_wait_s) if self.waiting else False
         self._report_inserted()
         self._finish_if_done()
-        return put
+        return put or (bool(self.waiting) and self.put_wait_s > 0)  # pieces wait: poll for room, not the inbox
 
     def _report_inserted(self) -> None:
         """One count for every insert drained since the last step, not one per insert."""
@@ -189,7 +194,7 @@ class TrajectoryManager(Component):
         while self.waiting and self.buffer.failure is None and time.monotonic() < deadline:
             self.buffer.flush()  # staging drains now (on-policy: a rollout left incomplete cannot)
             self._put_waiting(0.05)
-        self.count("pieces_dropped_at_stop", sum(m.pieces for m in self.waiting))
+        self.count("pieces_dropped_at_stop", sum(m.pieces for m, _ in self.waiting))
         self.waiting.clear()
         self.buffer.close()
         self._report_inserted()
