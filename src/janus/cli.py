@@ -275,6 +275,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     _add_overrides(parser)
 
 
+def _repeats(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeats", type=int, default=None, metavar="N",
+                        help="Runs of each configuration, interleaved (round by round); the table shows each one's "
+                             "median run and its range [default 3; 1 with --quick]. A warm-up run comes first.")
+
+
 def package_version() -> str:
     """The installed distribution's version (``janus-rl``), else the source tree's ``__version__``."""
     from importlib import metadata
@@ -301,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="baseline vs overlap vs granularity vs janus on one workload",
                          description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(cmp)
+    _repeats(cmp)
     train = sub.add_parser("train", help="one run of one configuration", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(train)
     train.add_argument("--name", default=None, help="Run name in the report [default train].")
@@ -320,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Also record the first episode as an animated GIF (the environment must render rgb_array).")
     ev = sub.add_parser("eval", help="sweep one knob", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(ev)
+    _repeats(ev)
     ev.add_argument("--sweep", required=True, choices=("placement", "granularity", "overlap"),
                     help="The knob to sweep: placement, granularity (g_collect = g_select) or overlap (both flags).")
     return parser

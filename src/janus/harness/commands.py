@@ -14,12 +14,14 @@ from typing import Any
 import yaml
 
 from janus import fileio, stopping
-from janus.config import RunConfig, recorded
+from janus.config import RunConfig, recorded, resolve
+from janus.errors import invalid
 from janus.harness import run_folder
 from janus.harness.live import LiveRun
 from janus.harness.progress import ProgressLine
+from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
-from janus.harness.sweeps import compare_configs, resolve_all, sweep_configs
+from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.result import RunResult
 from janus.runtime.run import run_runtime
 
@@ -176,6 +178,7 @@ def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> in
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Run a parsed ``janus`` command; returns the exit code."""
+    repeats_of(args)  # a bad --repeats is refused before anything is written
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     if args.command == "train" and getattr(args, "resume", None) is None:
@@ -223,23 +226,34 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
 
 def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
                  skipped: list[dict[str, str]], baseline: str, ready: Callable[[], bool] | None = None) -> int:
-    """Run each configuration (progress, interrupts) and write the results."""
+    """Run each configuration (``repeats`` times, interleaved, for compare and eval; progress,
+    interrupts) and write the results: a repeated configuration as its median run."""
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
-    print(f"janus {label}: {len(configs)} configuration(s), {mode}, output in {out_dir}", flush=True)
+    repeats = repeats_of(args)
+    times = f", each {repeats} times interleaved" if repeats > 1 else ""
+    print(f"janus {label}: {len(configs)} configuration(s), {mode}{times}, output in {out_dir}", flush=True)
+    if args.quick and args.command != "train":
+        print(f"  {SMOKE_NOTE}", flush=True)
     for s in skipped:
         print(f"  skipped {s['name']}: {s['reason']}", flush=True)
+    if args.command != "train" and not args.quick:  # a smoke test measures nothing
+        warm_up(configs[0])
     runs: list[RunResult] = []
-    for i, c in enumerate(configs, 1):
+    order = interleaved(configs, repeats)
+    for i, (round_, c) in enumerate(order, 1):
         j = c.janus
-        print(
-            f"[{i}/{len(configs)}] {c.name}: placement={j.placement} (resolved), actor_device={j.actor_device}, "
-            f"learner_device={j.learner_device}, overlap_collect={j.overlap_collect}, "
-            f"overlap_select={j.overlap_select}, g_collect={j.g_collect:g}, g_select={j.g_select:g}",
-            flush=True,
-        )
+        if round_ == 0:
+            print(
+                f"[{i}/{len(order)}] {c.name}: placement={j.placement} (resolved), actor_device={j.actor_device}, "
+                f"learner_device={j.learner_device}, overlap_collect={j.overlap_collect}, "
+                f"overlap_select={j.overlap_select}, g_collect={j.g_collect:g}, g_select={j.g_select:g}",
+                flush=True,
+            )
+            print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
+                  f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
+        else:
+            print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
         progress = ProgressLine(f"  {c.name}")
-        print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
-              f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
             run = run_runtime(c, progress) if live is None else run_runtime(c, progress, observer=live)
@@ -253,7 +267,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 live.close()
             so_far = [*runs, partial] if partial is not None else runs  # stopped as it started: the earlier ones
             if so_far and not isinstance(exc, stopping.Aborted):
-                write_outputs(args, label, out_dir, so_far, skipped, baseline)
+                write_outputs(args, label, out_dir, summarize(so_far), skipped, baseline)
             raise
         except BaseException:
             if live is not None:
@@ -265,8 +279,28 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s of running "
                         f"({total_s:.1f}s with start-up and shutdown)")
         runs.append(run)
-    write_outputs(args, label, out_dir, runs, skipped, baseline)
+    write_outputs(args, label, out_dir, summarize(runs) if repeats > 1 else runs, skipped, baseline)
     return 0
+
+
+def repeats_of(args: argparse.Namespace) -> int:
+    """How many times each configuration runs: ``--repeats``, else 3 (1 for train and --quick)."""
+    if args.command == "train":
+        return 1
+    given = getattr(args, "repeats", None)
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise invalid("--repeats", given, "an integer >= 1")
+        return given
+    return 1 if args.quick else DEFAULT_REPEATS
+
+
+def warm_up(cfg: RunConfig) -> None:
+    """One tiny run of ``cfg`` before any measured one, not recorded: the first run of a process
+    pays for loading torch's kernels and first allocations, which would go to whichever
+    configuration ran first."""
+    print("  warm-up: one tiny run of the first configuration (not measured)", flush=True)
+    run_runtime(resolve(quick(cfg)), None)
 
 
 def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig, runs: list[Any],

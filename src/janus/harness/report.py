@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from janus import fileio
+from janus.harness.repeats import spread_notes, sps_range
 from janus.result import RunResult, as_dict
 
 WORK_STAGES = ("rollout", "collect", "select", "update")
@@ -117,33 +118,44 @@ COLUMNS = ("config", "samples/s", "steps/s", "wall", "rollout", "collect", "sele
 
 
 def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> str:
-    """Fixed-width plain-text table, one row per run, with a two-line legend below."""
+    """Fixed-width plain-text table, one row per run, with a legend below. Configurations that
+    ran several times (see :mod:`janus.harness.repeats`) show their median run and a ``range``
+    column (min-max samples/s), and the legend says which differences are within that range."""
     rows, beyond = [], False
     annotated = annotate(runs, baseline)
+    ranged = any(sps_range(r) is not None for r in annotated)
+    columns = COLUMNS[:2] + ("range",) + COLUMNS[2:] if ranged else COLUMNS
     for run in annotated:
         ideal = run["ideal"]
         speedup, most = run["speedup_vs_baseline"], ideal["ideal_speedup"]
         beyond = beyond or (speedup is not None and most is not None and speedup > most * 1.05)
+        span = sps_range(run)
         rows.append([
             str(run.get("name", "?")), _rate(run.get("samples_per_s")),
+            *(([f"{_rate(span[0])}-{_rate(span[1])}" if span else "-"]) if ranged else []),
             _rate(run.get("actor_steps_per_s")), f"{_f(run.get('wall_s')):.2f}",
             *(f"{_stage(run, s):.2f}" for s in STAGES),
             _x(run["speedup_vs_baseline"]), _x(ideal["ideal_speedup"]), _pct(ideal["efficiency"]),
         ])
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(COLUMNS)]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(columns)]
 
     def line(cells: list[str] | tuple[str, ...]) -> str:
         first = cells[0].ljust(widths[0])
         return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=False)]).rstrip()
 
-    rule = "-" * len(line(list(COLUMNS)))
+    rule = "-" * len(line(list(columns)))
     legend = ("samples/s: learner, steps/s: actors; times in s (l.wait: learner waiting for data, "
               "blocked: actors blocked)\n"
               f"speedup: samples/s vs '{baseline}'; ideal = serial/bound; eff = bound/wall")
+    if ranged:
+        counts = sorted({len(r["repeats"]["samples_per_s"]) for r in annotated if r.get("repeats")})
+        legend += (f"\neach configuration ran {'/'.join(map(str, counts))} times, interleaved: the row is its median "
+                   "run (by samples/s), range its min-max samples/s")
+        legend += "".join("\n" + note for note in spread_notes(annotated))
     base = next((r for r in annotated if r.get("name") == baseline), None)
     if beyond and base is not None and _f(base.get("wall_s")) > 0:
         legend += "\n" + _beyond_ideal_note(baseline, base["ideal"]["serial_s"] / _f(base["wall_s"]))
-    return "\n".join([line(COLUMNS), rule, *(line(r) for r in rows), rule, legend])
+    return "\n".join([line(columns), rule, *(line(r) for r in rows), rule, legend])
 
 
 def _beyond_ideal_note(baseline: str, staged: float) -> str:
