@@ -14,9 +14,10 @@ from typing import Any
 import yaml
 
 from janus import fileio, stopping
-from janus.config import RunConfig, recorded, resolve
+from janus.config import RunConfig, available_placements, recorded, resolve
 from janus.errors import invalid
 from janus.harness import run_folder
+from janus.harness.granularity import ProbeResult, probe, with_granularity
 from janus.harness.live import LiveRun
 from janus.harness.progress import ProgressLine
 from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
@@ -236,8 +237,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         print(f"  {SMOKE_NOTE}", flush=True)
     for s in skipped:
         print(f"  skipped {s['name']}: {s['reason']}", flush=True)
+    probed = None
     if args.command != "train" and not args.quick:  # a smoke test measures nothing
         warm_up(configs[0])
+        configs, probed = measured_granularity(args, configs)
     runs: list[RunResult] = []
     order = interleaved(configs, repeats)
     for i, (round_, c) in enumerate(order, 1):
@@ -279,8 +282,44 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s of running "
                         f"({total_s:.1f}s with start-up and shutdown)")
         runs.append(run)
-    write_outputs(args, label, out_dir, summarize(runs) if repeats > 1 else runs, skipped, baseline)
+    summary = summarize(runs)
+    if probed is not None:
+        for row in summary:
+            if row["name"] == "janus":
+                row["granularity_probe"] = {"samples_per_s": {str(g): v for g, v in probed.samples_per_s.items()},
+                                            "chosen": probed.chosen, "iterations": probed.iterations}
+    write_outputs(args, label, out_dir, summary, skipped, baseline)
+    if probed is not None:
+        note = probed.note()
+        print("\n" + probed.describe() + (f"\n{note}" if note else ""), flush=True)
+    placement = placement_note(configs) if args.command == "compare" else None
+    if placement:
+        print(placement, flush=True)
     return 0
+
+
+def placement_note(configs: list[RunConfig]) -> str | None:
+    """Why the janus configuration's placement is the others' (no faster one is usable here)."""
+    janus_cfg = next((c for c in configs if c.name == "janus"), None)
+    if janus_cfg is None or janus_cfg.janus.placement != "cpu_pageable":
+        return None
+    reasons = "; ".join(f"{p}: {why}" for p, why in available_placements().items() if why)
+    return f"placement does not pay on this machine: janus runs on cpu_pageable like the others ({reasons})"
+
+
+def measured_granularity(args: argparse.Namespace, configs: list[RunConfig]) -> tuple[list[RunConfig], ProbeResult | None]:
+    """compare without ``--g_*`` flags: the janus configuration's granularity by a short probe
+    (:mod:`janus.harness.granularity`); the granularity configuration uses it too when it is
+    above 1 (else it keeps its own, so it still shows the knob alone)."""
+    if args.command != "compare" or getattr(args, "g_collect", None) is not None or getattr(args, "g_select", None) is not None:
+        return configs, None
+    janus_cfg = next(c for c in configs if c.name == "janus")
+    print("  measuring the janus configuration's granularity (short runs, not recorded):", flush=True)
+    result = probe(janus_cfg, lambda c: run_runtime(c, None), progress=lambda line: print(f"    {line}", flush=True))
+    print(f"  {result.describe()}", flush=True)
+    chosen = [with_granularity(c, result.chosen) if c.name == "janus" or (c.name == "granularity" and result.chosen != 1)
+              else c for c in configs]
+    return resolve_all(chosen), result
 
 
 def repeats_of(args: argparse.Namespace) -> int:

@@ -1,0 +1,68 @@
+"""compare's janus granularity comes from a short probe, not a fixed 4."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from janus.cli import build_parser, config_from_args, main
+from janus.harness import commands
+from janus.harness.granularity import TIE, candidates, choose, probe
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = str(ROOT / "configs" / "default.yaml")
+
+
+def _cfg(*flags: str):
+    return config_from_args(build_parser().parse_args(["compare", "--config", DEFAULT, *flags]))
+
+
+def test_the_smallest_granularity_within_the_tie_wins() -> None:
+    assert choose({1.0: 100.0, 2.0: 101.0, 4.0: 100.5}) == 1.0, "a bundle must pay beyond the probe's noise"
+    assert choose({1.0: 100.0, 2.0: 100.0 / (1 - TIE) + 1, 4.0: 50.0}) == 2.0
+    assert choose({1.0: 10.0, 8.0: 100.0}) == 8.0
+
+
+def test_candidates_off_and_on_policy() -> None:
+    assert candidates(_cfg()) == [1.0, 2.0, 4.0, 8.0]
+    assert candidates(_cfg("--is_on_policy", "1", "--num_minibatches", "4")) == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_probe_runs_each_candidate_shortly_at_both_ends() -> None:
+    seen = []
+
+    def run(cfg):
+        seen.append((cfg.janus.g_collect, cfg.janus.g_select, cfg.workload.iterations))
+        return {"samples_per_s": {1.0: 90.0, 2.0: 120.0, 4.0: 121.0, 8.0: 80.0}[cfg.janus.g_select]}
+
+    result = probe(_cfg("--iterations", "300"), run)
+    assert [(c, s) for c, s, _ in seen] == [(1.0, 1.0), (2.0, 2.0), (4.0, 4.0), (8.0, 8.0)]
+    assert {it for _, _, it in seen} == {60}, "a fifth of the workload each"
+    assert result.chosen == 2.0 and "-> g=2" in result.describe() and result.note() is None
+
+
+def test_compare_measures_the_granularity_unless_a_flag_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = ["--config", DEFAULT, "--iterations", "12", "--repeats", "1"]
+    assert main(["compare", "--out", str(tmp_path / "a"), *tiny]) == 0
+    printed = capsys.readouterr().out
+    assert "granularity probe" in printed and "warm-up" in printed
+    runs = {r["name"]: r for r in json.loads((tmp_path / "a" / "results.json").read_text())["runs"]}
+    probed = runs["janus"]["granularity_probe"]
+    assert set(probed["samples_per_s"]) == {"1.0", "2.0", "4.0", "8.0"}
+    assert runs["janus"]["config"]["g_select"] == runs["janus"]["config"]["g_collect"] == probed["chosen"]
+    assert "placement does not pay" in printed or runs["janus"]["config"]["placement"] != "cpu_pageable"
+
+
+
+def test_a_granularity_flag_skips_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("no probe when --g_select names the granularity")
+
+    monkeypatch.setattr(commands, "probe", refuse)
+    args = build_parser().parse_args(["compare", "--config", DEFAULT, "--g_select", "2"])
+    configs, _, _ = commands.plan(args, config_from_args(args))
+    kept, probed = commands.measured_granularity(args, configs)
+    assert probed is None and kept == configs
+    assert {c.name: c.janus.g_select for c in kept}["janus"] == 2
