@@ -61,6 +61,17 @@ def test_workload_dataclass_defaults_are_the_packaged_workload() -> None:
     assert not differ, f"default.yaml vs WorkloadConfig() (file, dataclass): {differ}"
 
 
+def test_the_default_differs_from_the_dataclasses_only_in_the_knobs_it_turns_on() -> None:
+    """A synthetic --config file's missing keys take the dataclass defaults: the default file's values but
+    for overlap and granularity, which JanusConfig() keeps at the baseline (README, DEFAULTS_NOTE)."""
+    from janus.config import RunConfig
+
+    base = RunConfig().to_dict()
+    differ = {key for key, value in read_default_config().items() if key != "workload" and base[key] != value}
+    assert differ == {"overlap_collect", "overlap_select", "g_collect", "g_select"}
+    assert all(word in cli.DEFAULTS_NOTE for word in differ)
+
+
 def test_a_process_in_another_folder_resolves_the_repository_default(tmp_path: Path) -> None:
     elsewhere = _resolved_in(tmp_path)
     here = _resolved_in(ROOT)

@@ -301,7 +301,9 @@ def package_version() -> str:
 
 DEFAULTS_NOTE = ("Defaults in [brackets] are those of a run without --config: the packaged janus/configs/default.yaml "
                  "(the synthetic workload; the same from any folder), or the --algo preset; a --config file's values "
-                 "replace them, and flags replace both.")
+                 "replace them, and flags replace both. A key a synthetic --config file leaves out takes the dataclass "
+                 "default: the bracketed one, except overlap_collect, overlap_select 0 and g_collect, g_select 1 "
+                 "(the baseline data path).")
 
 
 def build_parser() -> argparse.ArgumentParser:
