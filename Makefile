@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-compare: $(STAMP)  ## the main job: janus compare on configs/default.yaml
+compare: $(STAMP)  ## the main job: janus compare on the packaged default (src/janus/configs/default.yaml)
 	$(BIN)/janus compare $(ARGS)
 
 # Static checks; their settings are in pyproject.toml. `make test` (so CI) runs lint first.

@@ -143,8 +143,8 @@ def test_env_with_a_synthetic_config_file_is_an_error() -> None:
 
 @pytest.mark.parametrize("env,algo", [("CartPole-v1", "dqn"), ("Pendulum-v1", "ppo")])
 def test_env_without_algo_picks_by_action_space(env: str, algo: str, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.chdir(ROOT)  # where configs/default.yaml (the synthetic workload) is the default
+                                                capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # any folder: the packaged default (the synthetic workload) is read
     cfg = config("train", "--env", env)
     assert cfg.workload.algo == algo and cfg.workload.env == env
     assert validate(cfg).janus.is_on_policy is algorithm(algo).on_policy, "the algorithm states it, the data path follows"
@@ -241,10 +241,10 @@ def test_every_option_of_every_command_has_help_text() -> None:
                 assert len(text.split()) >= 2, f"janus {name} {action.option_strings[0]} has no help text"
 
 
-def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)
+def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # not the repository: the packaged default is read from any folder
     defaults = cli.flag_defaults()
-    assert defaults["overlap_collect"] == {"synthetic": 1, "dqn": 1, "ppo": 1, "sac": 1}, "configs/default.yaml runs 1, not 0"
+    assert defaults["overlap_collect"] == {"synthetic": 1, "dqn": 1, "ppo": 1, "sac": 1}, "the default config runs 1, not 0"
     assert defaults["g_collect"]["synthetic"] == 4
     helps = {a.dest: a.help for a in _subcommands()["train"]._actions}
     # validated (what the run gets, before `auto` placements resolve for this machine)

@@ -1,6 +1,7 @@
 """Command line: ``janus compare | train | eval --sweep placement|granularity|overlap | rollout``.
 
-Every command takes ``--config FILE`` (default ``configs/default.yaml`` when present), and one flag
+Every command takes ``--config FILE`` (default: the packaged ``janus/configs/default.yaml``, the same
+from any folder), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
 hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
@@ -26,12 +27,25 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TextIO
 
-from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, read_yaml, validate
+from janus.config import (
+    BACKENDS,
+    VECTOR_ENVS,
+    JanusConfig,
+    RunConfig,
+    RuntimeConfig,
+    WorkloadConfig,
+    default_config_file,
+    from_dict,
+    read_default_config,
+    read_yaml,
+    validate,
+)
 from janus.errors import ConfigError, JanusError, shown as errors_shown
 from janus.run_config import field_docs as field_docs
 from janus.stopping import Aborted, StopSignals, Terminated
 
-DEFAULT_CONFIG = Path("configs/default.yaml")
+DEFAULT_CONFIG = default_config_file()
+"""The configuration of a run without ``--config`` (and without an ``--algo`` preset): package data."""
 BOOL_FIELDS = {"is_on_policy"}
 PER_INVOCATION = {"resume", "checkpoint_dir", "best_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, best, --resume)
 
@@ -160,14 +174,11 @@ def shown(value: Any) -> str:
 def flag_defaults() -> dict[str, dict[str, Any]]:
     """``flag -> {algorithm: default}``: what a run without ``--config`` resolves, for the runs that read it.
 
-    Without ``--algo`` a run starts from ``configs/default.yaml`` (the synthetic workload); with
-    ``--algo dqn|ppo|sac`` from that algorithm's preset. Computed once per default config file
-    (its path and modification time) and process.
+    Without ``--algo`` a run starts from the packaged default (:data:`DEFAULT_CONFIG`, the synthetic
+    workload); with ``--algo dqn|ppo|sac`` from that algorithm's preset. Computed once per process and
+    content of the default file (an edited file, as in an editable install, is read anew).
     """
-    try:
-        stamp = (str(DEFAULT_CONFIG.resolve()), DEFAULT_CONFIG.stat().st_mtime_ns)
-    except OSError:
-        stamp = (str(DEFAULT_CONFIG.resolve()), -1)
+    stamp = DEFAULT_CONFIG.read_text(encoding="utf-8")
     from janus.algorithms.base import names
 
     per_flag = _flag_defaults(stamp, names())
@@ -175,7 +186,7 @@ def flag_defaults() -> dict[str, dict[str, Any]]:
 
 
 @functools.lru_cache(maxsize=8)
-def _flag_defaults(stamp: tuple[str, int], algorithms: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+def _flag_defaults(stamp: str, algorithms: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     from janus.algorithms.base import algorithm
 
     bases = {}
@@ -265,7 +276,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=None,
                         help="YAML config whose values replace the defaults shown here "
-                             "[default configs/default.yaml if present, or the --algo preset]")
+                             "[default: the packaged janus/configs/default.yaml (a copy is configs/default.yaml in the "
+                             "repository), or the --algo preset]")
     parser.add_argument("--out", type=Path, default=None, help="Output folder [default runs/<command>-<timestamp>].")
     parser.add_argument("--quick", action="store_true",
                         help="A tiny workload that finishes in seconds (caps iterations and total_env_steps; "
@@ -293,9 +305,11 @@ def package_version() -> str:
         return __version__
 
 
-DEFAULTS_NOTE = ("Defaults in [brackets] are those of a run without --config: configs/default.yaml (the synthetic "
-                 "workload) when this folder has it, or the --algo preset; a --config file's values replace them, "
-                 "and flags replace both.")
+DEFAULTS_NOTE = ("Defaults in [brackets] are those of a run without --config: the packaged janus/configs/default.yaml "
+                 "(the synthetic workload; the same from any folder), or the --algo preset; a --config file's values "
+                 "replace them, and flags replace both. A key a synthetic --config file leaves out takes the dataclass "
+                 "default: the bracketed one, except overlap_collect, overlap_select 0 and g_collect, g_select 1 "
+                 "(the baseline data path).")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -350,7 +364,7 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> Ru
     elif path is not None:
         raw = read_yaml(path)
     elif algo is None or not algorithm(algo).preset:
-        raw = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
+        raw = read_default_config()
     section = raw.get("workload")  # anything but a mapping is refused by from_dict below, naming the key
     default = WorkloadConfig().algo
     name = algo or (section.get("algo", default) if isinstance(section, dict) else default)
@@ -439,9 +453,9 @@ def _check_hyperparameters(typed: dict[str, Any], algo_name: str) -> None:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """Algorithm preset < YAML config < ``--quick`` < command-line flags; not yet resolved.
 
-    Without ``--config``, ``configs/default.yaml`` is the base of the synthetic workload; ``--algo
-    dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks dqn or ppo by the
-    environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
+    Without ``--config``, the packaged default (:data:`DEFAULT_CONFIG`) is the base of the synthetic
+    workload; ``--algo dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks
+    dqn or ppo by the environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
     """
     from janus.harness.sweeps import check_flags_not_overridden, compare_granularity
 

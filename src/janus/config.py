@@ -21,8 +21,9 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import fields, replace
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -45,6 +46,12 @@ from janus.run_config import (  # the types, below this module and the algorithm
     RuntimeConfig as RuntimeConfig,
     WorkloadConfig as WorkloadConfig,
 )
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 OBS_DTYPES = ("float32", "uint8")
 VECTOR_ENVS = ("sync", "async", "auto")
@@ -257,6 +264,18 @@ def _unreadable_value(exc: BaseException) -> str:
 def load_yaml(path: str | Path) -> RunConfig:
     """Load a YAML config file (not yet resolved; call :func:`resolve`)."""
     return from_dict(read_yaml(path))
+
+
+def default_config_file() -> Traversable:
+    """The default configuration, ``janus/configs/default.yaml``: package data, the same file from
+    any working directory (a run without ``--config`` starts from it)."""
+    return resources.files("janus").joinpath("configs").joinpath("default.yaml")
+
+
+def read_default_config() -> dict[str, Any]:
+    """The mapping in :func:`default_config_file` (read as any config file, so with the same checks)."""
+    with resources.as_file(default_config_file()) as path:  # a real file even from a zipped install
+        return read_yaml(path)
 
 
 def validate(cfg: RunConfig) -> RunConfig:

@@ -22,7 +22,10 @@ from janus.datapath import JanusConfig
 
 @dataclass
 class WorkloadConfig:
-    """The synthetic (or RL) workload driving the data path."""
+    """The synthetic (or RL) workload driving the data path.
+
+    Its defaults are the ``workload:`` section of the packaged default configuration
+    (``janus/configs/default.yaml``, what a run without ``--config`` reads); a test keeps the two equal."""
 
     algo: str = "synthetic"
     """Workload: ``synthetic`` (simulated actors, real torch learner), ``dqn``, ``ppo`` or ``sac`` (Gymnasium)."""
@@ -48,18 +51,18 @@ class WorkloadConfig:
     """Observation shape."""
     obs_dtype: str = "float32"
     """Observation dtype: ``float32`` or ``uint8`` (uint8 is scaled to [0,1] by the learner)."""
-    env_step_ms: float = 1.0
+    env_step_ms: float = 0.4
     """Simulated environment cost per actor step, in milliseconds (sleeps, like a remote env)."""
     env_compute_ms: float = 0.0
     """Simulated CPU-bound environment cost per actor step, in milliseconds (a busy Python loop that
     holds the GIL, like a Gymnasium env written in Python); added to ``env_step_ms``."""
-    hidden_size: int = 256
+    hidden_size: int = 128
     """Learner MLP width."""
     num_layers: int = 2
     """Learner MLP hidden layers."""
     num_actions: int = 8
     """Discrete actions (output width of the learner MLP)."""
-    iterations: int = 60
+    iterations: int = 300
     """Iterations: each actor produces one rollout per iteration; the learner performs
     ``updates_per_iteration`` updates (off-policy) or ``num_epochs`` x M (on-policy) per iteration."""
     updates_per_iteration: int = 4
