@@ -339,6 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--seed", type=int, default=0, help="Seed of the environment [default 0].")
     ro.add_argument("--video", type=Path, default=None, metavar="FILE.gif",
                     help="Also record the first episode as an animated GIF (the environment must render rgb_array).")
+    tu = sub.add_parser("tune", help="search the data-path knobs for a workload (successive halving); writes best.yaml",
+                        description=DEFAULTS_NOTE, allow_abbrev=False)
+    _common(tu)
+    tu.add_argument("--budget_s", type=float, default=600.0, metavar="SECONDS",
+                    help="Wall time to spend searching, including the final paired runs [default 600].")
+    tu.add_argument("--backends", default="local,process", metavar="LIST",
+                    help="Backends to try, comma-separated from local, process, ray [default local,process].")
     ev = sub.add_parser("eval", help="sweep one knob", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(ev)
     _repeats(ev)

@@ -179,6 +179,10 @@ def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> in
 
 def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Run a parsed ``janus`` command; returns the exit code."""
+    if args.command == "tune":
+        from janus.harness.tune_command import run_tune
+
+        return run_tune(args, cfg)
     repeats_of(args)  # a bad --repeats is refused before anything is written
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
