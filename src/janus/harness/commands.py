@@ -20,8 +20,8 @@ from janus.harness.live import LiveRun
 from janus.harness.progress import ProgressLine
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
 from janus.harness.sweeps import compare_configs, resolve_all, sweep_configs
+from janus.harness.sync_loop import run_configuration
 from janus.result import RunResult
-from janus.runtime.run import run_runtime
 
 
 def runtime_summary(rt: dict, name: str | None = None) -> str:
@@ -31,6 +31,9 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
     A message's MB are the arrays it carries (its payload), whether or not the backend copies
     them: ``local`` passes them by reference, ``process`` through shared memory, ``ray`` serialised.
     """
+    if rt.get("loop") == "synchronous":  # janus.harness.sync_loop: no components, nothing sent
+        return (f"\n{name or 'run'} ran the synchronous loop ({rt['backend']}): one thread, no components, no messages; "
+                f"{rt['param_versions_published']} parameter versions handed to the actors")
     msgs = rt["messages"]
     parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB payload)" for k, v in msgs.items() if isinstance(v, dict)]
     fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
@@ -242,7 +245,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
               f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
-            run = run_runtime(c, progress) if live is None else run_runtime(c, progress, observer=live)
+            run = run_configuration(c, progress, live)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
