@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from janus import stopping
+from janus.algorithms.base import algorithm
 from janus.buffer.experience import warm_up
 from janus.buffer.janus import JanusBuffer
 from janus.buffer.staging import StagingTimeout
@@ -53,7 +54,8 @@ def runs_synchronously(plan: RunPlan) -> bool:
 def run_configuration(cfg: RunConfig, progress: Progress | None = None, observer: Observer | None = None) -> RunResult:
     """Run one configuration of a ``janus`` command: on the synchronous loop where
     :func:`runs_synchronously` says so, else on the runtime (:func:`janus.runtime.run.run_runtime`)."""
-    if runs_synchronously(plan_of(cfg)):
+    # an algorithm with a policy never runs here: its plan (a resumed run's read of run_state.json) is the runtime's
+    if not algorithm(cfg.workload.algo).has_policy and runs_synchronously(plan_of(cfg)):
         return run_sync_loop(cfg, progress, observer)
     return run_runtime(cfg, progress, observer=observer)
 
