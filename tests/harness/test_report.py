@@ -303,3 +303,30 @@ def test_each_runtime_summary_of_a_compare_names_its_run(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "runtime of baseline (local): messages" in out and "runtime of overlap (local): messages" in out
     assert out.index("runtime of baseline") < out.index("runtime of overlap")
+
+
+def with_work(run: dict[str, Any], env_steps: int, updates: int) -> dict[str, Any]:
+    return {**run, "counts": {"env_steps": env_steps, "updates": updates}}
+
+
+def test_table_says_the_work_every_configuration_did(runs: list[dict[str, Any]]) -> None:
+    assert "work:" not in format_table(runs)  # results that count no env steps: nothing to say
+    same = [with_work(r, 153_600, 1_200) for r in runs]
+    assert "work: every configuration took 153,600 env steps and trained 1,200 updates" in format_table(same)
+    assert "NOT" not in format_table(same)
+
+
+def test_table_warns_loudly_when_the_work_differs(runs: list[dict[str, Any]]) -> None:
+    unequal = [with_work(runs[0], 153_600, 1_200), with_work(runs[1], 107_008, 1_200), with_work(runs[2], 153_600, 1_100)]
+    note = format_table(unequal).splitlines()[-1]
+    assert note.startswith("WARNING: the configurations did NOT do the same work")
+    for part in ("baseline 153,600 env steps, 1,200 updates", "overlap_collect 107,008 env steps, 1,200 updates",
+                 "janus 153,600 env steps, 1,100 updates"):
+        assert part in note
+
+
+def test_a_synchronous_baseline_beaten_past_ideal_names_its_actors_taking_turns(runs: list[dict[str, Any]]) -> None:
+    base = {**runs[0], "runtime": {"loop": "synchronous"}}  # stages 10 s of its 10 s wall
+    fast = {**runs[2], "samples_per_s": 4000.0}  # 4.00x against an ideal of 2.50x
+    note = next(line for line in format_table([base, fast]).splitlines() if line.startswith("a speedup above its ideal"))
+    assert "'baseline' ran the synchronous loop, its 2 actors taking turns" in note

@@ -23,8 +23,8 @@ from janus.harness.progress import ProgressLine
 from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
+from janus.harness.sync_loop import on_synchronous_loop, run_configuration
 from janus.result import RunResult
-from janus.runtime.run import run_runtime
 
 
 def runtime_summary(rt: dict, name: str | None = None) -> str:
@@ -34,6 +34,9 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
     A message's MB are the arrays it carries (its payload), whether or not the backend copies
     them: ``local`` passes them by reference, ``process`` through shared memory, ``ray`` serialised.
     """
+    if rt.get("loop") == "synchronous":  # janus.harness.sync_loop: no components, nothing sent
+        return (f"\n{name or 'run'} ran the synchronous loop ({rt['backend']}): one thread, no components, no messages; "
+                f"{rt['param_versions_published']} parameter versions handed to the actors")
     msgs = rt["messages"]
     parts = [f"{k}: {v['messages']} ({v['bytes'] / 1e6:.1f} MB payload)" for k, v in msgs.items() if isinstance(v, dict)]
     fetches = ", ".join(f"{k}={v}" for k, v in rt["param_fetches_per_node"].items())
@@ -256,14 +259,17 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 f"overlap_select={j.overlap_select}, g_collect={j.g_collect:g}, g_select={j.g_select:g}",
                 flush=True,
             )
-            print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
-                  f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
+            if on_synchronous_loop(c):
+                print(f"  synchronous loop: one thread, no runtime; {c.workload.num_actors} actors take turns", flush=True)
+            else:
+                print(f"  runtime: backend={c.runtime.backend}, workers={c.workload.num_actors}, "
+                      f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
         progress = ProgressLine(f"  {c.name}")
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
-            run = run_runtime(c, progress) if live is None else run_runtime(c, progress, observer=live)
+            run = run_configuration(c, progress, live)
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
@@ -319,7 +325,7 @@ def measured_granularity(args: argparse.Namespace, configs: list[RunConfig]) -> 
         return configs, None
     janus_cfg = next(c for c in configs if c.name == "janus")
     print("  measuring the janus configuration's granularity (short runs, not recorded):", flush=True)
-    result = probe(janus_cfg, lambda c: run_runtime(c, None), progress=lambda line: print(f"    {line}", flush=True))
+    result = probe(janus_cfg, lambda c: run_configuration(c, None, None), progress=lambda line: print(f"    {line}", flush=True))
     print(f"  {result.describe()}", flush=True)
     chosen = [with_granularity(c, result.chosen) if c.name == "janus" or (c.name == "granularity" and result.chosen != 1)
               else c for c in configs]
@@ -343,7 +349,7 @@ def warm_up(cfg: RunConfig) -> None:
     pays for loading torch's kernels and first allocations, which would go to whichever
     configuration ran first."""
     print("  warm-up: one tiny run of the first configuration (not measured)", flush=True)
-    run_runtime(resolve(quick(cfg)), None)
+    run_configuration(resolve(quick(cfg)), None, None)
 
 
 def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig, runs: list[Any],

@@ -14,8 +14,8 @@ import yaml
 from janus import fileio
 from janus.config import RunConfig, recorded, resolve
 from janus.errors import invalid
+from janus.harness.sync_loop import run_configuration
 from janus.harness.tune import BACKENDS, Trial, TuneResult, search_space, successive_halving
-from janus.runtime.run import run_runtime
 
 BAR = 24
 
@@ -48,7 +48,8 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
             print(f"  [{bar}] {time.monotonic() - start:5.0f}s  rung {trial.rung} ({trial.share:.0%} of the workload)  "
                   f"{trial.candidate.label()}: {got}", flush=True)
 
-        result = successive_halving(cfg, space, lambda c: run_runtime(c, None), budget_s, progress, seed=cfg.seed)
+        result = successive_halving(cfg, space, lambda c: run_configuration(c, None, None), budget_s, progress,
+                                    seed=cfg.seed)
         print()
         print(format_tune(result))
         paths = write_tune(out_dir, cfg, result)

@@ -104,8 +104,8 @@ class Orchestrator(Component):
         checkpoints: when to ask the Trainer / TrajectoryManager for a consistent checkpoint.
         total_pieces: pieces all workers send in all (0: until stopped); once every one is
             inserted the TrajectoryManager is told to write what it staged (:class:`FlushMsg`).
-        all_pieces: the goal also needs every one of ``total_pieces`` inserted (an env-step budget:
-            the run takes exactly those steps).
+        all_pieces: the goal also needs every one of ``total_pieces`` inserted, so the run does
+            exactly its budget's work (see :attr:`janus.runtime.plan.RunPlan.takes_every_piece`).
         start_timeout_s: how long a restarted worker may take to answer its first ping (spawning a
             process or a Ray actor on a loaded machine can take far longer than ``pong_timeout_s``).
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a

@@ -82,6 +82,25 @@ class RunPlan:
         return 0 if self.pacing.lockstep else self.pieces_per_worker * self.cfg.workload.num_actors
 
     @property
+    def takes_every_piece(self) -> bool:
+        """The run ends only once every worker sent all its pieces (and the learner trained
+        ``total_updates`` batches): so every run of a budget does the same work, whatever its
+        data-path knobs. Off-policy with a finite budget of pieces: always under an env-step
+        budget (its updates follow from the ratio), else (the synthetic workload's ``iterations``)
+        where the replay's ratio can admit every piece once the last batch is sampled; a ratio that
+        could not ends the run at its updates, as before. On-policy (lockstep) the workers act exactly
+        the rollouts the updates train on, so the updates decide."""
+        pieces = self.pieces_in_all
+        if not pieces:
+            return False
+        if self.budget.env_steps:
+            return True
+        limiter, cfg = self.limiter, self.cfg
+        produced = pieces * self.pacing.piece_steps * cfg.workload.envs_per_actor + int(self.resumed.get("inserted", 0))
+        sampled = self.total_updates * cfg.minibatch_size  # at least: prefetched batches are sampled too
+        return not limiter.limits_inserts or limiter.diff(produced, sampled) <= limiter.error_buffer
+
+    @property
     def largest_insert(self) -> int:
         """The most transitions the replay's collection writes at once (off-policy)."""
         return largest_insert(self.cfg, self.pacing.piece_steps * self.cfg.workload.envs_per_actor)

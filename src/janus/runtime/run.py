@@ -146,7 +146,7 @@ def new_orchestrator(plan: RunPlan, roles: dict[str, str], restart: Callable[[st
     schedule = CheckpointSchedule(str(r.checkpoint_dir), names, r.checkpoint_interval_s) if names else None
     return Orchestrator("orchestrator", roles, plan.rates, plan.total_updates, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=dict(plan.resumed), checkpoints=schedule, total_pieces=plan.pieces_in_all,
-                        stall_timeout_s=r.stall_timeout_s, all_pieces=plan.budget.env_steps > 0,
+                        stall_timeout_s=r.stall_timeout_s, all_pieces=plan.takes_every_piece,
                         eval_interval_steps=r.eval_interval_steps if plan.evaluates else 0)
 
 
