@@ -204,17 +204,17 @@ def test_an_invalid_config_file_value_keeps_its_key_beside_typed_flags(capsys: p
 
 def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Every configuration of ``compare --backend ray`` runs on the Ray backend (not a local run)."""
-    from janus.harness import commands
+    from janus.harness import sync_loop
     from janus.runtime.backends.ray import RayBackend
     from janus.runtime.run import make_backend
 
     ran: list[str] = []
 
-    def fake_run_runtime(cfg, progress):
+    def fake_run_runtime(cfg, progress, observer=None):
         ran.append(type(make_backend(cfg)).__name__)
         raise JanusError("stop before starting Ray")
 
-    monkeypatch.setattr(commands, "run_runtime", fake_run_runtime)
+    monkeypatch.setattr(sync_loop, "run_runtime", fake_run_runtime)
     assert cli.main(["compare", "--quick", "--backend", "ray", "--out", str(tmp_path / "out")]) == 2
     assert ran == [RayBackend.__name__]
 

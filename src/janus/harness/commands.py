@@ -124,18 +124,6 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tu
     return cfg, yaml.safe_dump(saved, sort_keys=False)
 
 
-def open_out_dir(args: argparse.Namespace, label: str) -> tuple[Path, run_folder.RunLock]:
-    """The run folder of this command, locked: a fresh one, or the one ``--resume`` names."""
-    run_folder.check_flags(args)
-    if getattr(args, "resume", None) is not None:
-        out_dir = Path(args.resume)
-        return out_dir, run_folder.open_resumed(out_dir)
-    if args.out is None:
-        out_dir = run_folder.claim_default(label)
-        return out_dir, run_folder.RunLock(out_dir).acquire()
-    return run_folder.open_new(Path(args.out), getattr(args, "force", False))
-
-
 def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """``--resume``: refuse, before anything is written, a run that keeps no checkpoint, a change
     the checkpoint does not allow or a budget already reached (the stored config against ``cfg``,
@@ -191,7 +179,7 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     if args.command == "train" and getattr(args, "resume", None) is None:
         run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML
-    out_dir, lock = open_out_dir(args, label)
+    out_dir, lock = run_folder.open_out_dir(args, label)
     with lock:
         return _run_in(args, label, out_dir, configs, skipped, baseline)
 

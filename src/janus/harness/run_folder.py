@@ -518,3 +518,15 @@ def stored_config(folder: Path) -> RunConfig:
     preset = algorithm(name).preset if isinstance(name, str) else {}
     base = from_dict(preset) if preset else RunConfig()
     return from_dict(raw, base=base) if raw else base
+
+
+def open_out_dir(args: argparse.Namespace, label: str) -> tuple[Path, RunLock]:
+    """The run folder of this command, locked: a fresh one, or the one ``--resume`` names."""
+    check_flags(args)
+    if getattr(args, "resume", None) is not None:
+        out_dir = Path(args.resume)
+        return out_dir, open_resumed(out_dir)
+    if args.out is None:
+        out_dir = claim_default(label)
+        return out_dir, RunLock(out_dir).acquire()
+    return open_new(Path(args.out), getattr(args, "force", False))

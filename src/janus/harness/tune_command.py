@@ -14,6 +14,7 @@ import yaml
 from janus import fileio
 from janus.config import RunConfig, recorded, resolve
 from janus.errors import invalid
+from janus.harness import run_folder
 from janus.harness.sync_loop import run_configuration
 from janus.harness.tune import BACKENDS, Trial, TuneResult, search_space, successive_halving
 
@@ -22,8 +23,6 @@ BAR = 24
 
 def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Tune ``cfg``'s knobs within ``--budget_s``; write ``best.yaml`` and ``tune.json`` into the run folder."""
-    from janus.harness.commands import open_out_dir
-
     budget_s = float(args.budget_s)
     if not budget_s > 0:
         raise invalid("--budget_s", args.budget_s, "a number of seconds > 0")
@@ -33,7 +32,7 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
             raise invalid("--backends", args.backends, f"a comma-separated list of {', '.join(BACKENDS)}")
     resolve(cfg)  # a bad configuration fails before anything runs
     space = search_space(cfg, backends)
-    out_dir, lock = open_out_dir(args, "tune")
+    out_dir, lock = run_folder.open_out_dir(args, "tune")
     with lock:
         metric = "env steps/s" if cfg.workload.algo != "synthetic" else "samples/s"
         print(f"janus tune: {cfg.workload.algo}{' on ' + cfg.workload.env if cfg.workload.algo != 'synthetic' else ''}, "
