@@ -66,3 +66,11 @@ def test_repeats_below_one_is_refused(bad: str, tmp_path: Path, capsys: pytest.C
     assert main(["compare", "--quick", "--repeats", bad, "--out", str(out), *TINY]) == 2
     assert "--repeats" in capsys.readouterr().err
     assert not out.exists(), "refused before anything is written"
+
+
+def test_real_training_shows_the_return_beside_the_speed() -> None:
+    runs = [{**_run("baseline", 100), "final_mean_return": 180.0}, {**_run("janus", 300), "final_mean_return": 455.5}]
+    table = format_table(runs)
+    header = table.splitlines()[0]
+    assert header.rstrip().endswith("return") and "455.5" in table and "180.0" in table
+    assert "return" not in format_table([_run("baseline", 100)]).splitlines()[0], "synthetic: no return column"

@@ -124,7 +124,10 @@ def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> 
     rows, beyond = [], False
     annotated = annotate(runs, baseline)
     ranged = any(sps_range(r) is not None for r in annotated)
-    columns = COLUMNS[:2] + ("range",) + COLUMNS[2:] if ranged else COLUMNS
+    columns: tuple[str, ...] = COLUMNS[:2] + ("range",) + COLUMNS[2:] if ranged else COLUMNS
+    returns = any(r.get("final_mean_return") is not None for r in annotated)  # real training: return beside speed
+    if returns:
+        columns = columns + ("return",)
     for run in annotated:
         ideal = run["ideal"]
         speedup, most = run["speedup_vs_baseline"], ideal["ideal_speedup"]
@@ -136,6 +139,7 @@ def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> 
             _rate(run.get("actor_steps_per_s")), f"{_f(run.get('wall_s')):.2f}",
             *(f"{_stage(run, s):.2f}" for s in STAGES),
             _x(run["speedup_vs_baseline"]), _x(ideal["ideal_speedup"]), _pct(ideal["efficiency"]),
+            *([_return(run.get("final_mean_return"))] if returns else []),
         ])
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(columns)]
 
@@ -146,7 +150,8 @@ def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> 
     rule = "-" * len(line(list(columns)))
     legend = ("samples/s: learner, steps/s: actors; times in s (l.wait: learner waiting for data, "
               "blocked: actors blocked)\n"
-              f"speedup: samples/s vs '{baseline}'; ideal = serial/bound; eff = bound/wall")
+              f"speedup: samples/s vs '{baseline}'; ideal = serial/bound; eff = bound/wall"
+              + ("; return: mean of the last 20 training episodes" if returns else ""))
     if ranged:
         counts = sorted({len(r["repeats"]["samples_per_s"]) for r in annotated if r.get("repeats")})
         legend += (f"\neach configuration ran {'/'.join(map(str, counts))} times, interleaved: the row is its median "
@@ -180,6 +185,10 @@ def work_note(runs: Iterable[dict[str, Any]]) -> str:
         return f"work: {every} took {steps:,} env steps and trained {updates:,} updates"
     each = "; ".join(f"{name} {w[0]:,} env steps, {w[1]:,} updates" if w else f"{name} not counted" for name, w in work)
     return f"WARNING: the configurations did NOT do the same work, so their rates do not compare: {each}"
+
+
+def _return(value: Any) -> str:
+    return "-" if value is None else f"{_f(value):.1f}"
 
 
 def _beyond_ideal_note(baseline: str, staged: float, base: dict[str, Any] | None = None) -> str:
