@@ -344,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(tu)
     tu.add_argument("--budget_s", type=float, default=600.0, metavar="SECONDS",
                     help="Wall time to spend searching, including the final paired runs [default 600].")
+    tu.add_argument("--search", choices=("halving", "plain"), default="halving",
+                    help="halving: successive halving (short runs first, the best third goes on); plain: every "
+                         "candidate at the full trial budget until the time is spent (for comparison) [default halving].")
     tu.add_argument("--backends", default="local,process", metavar="LIST",
                     help="Backends to try, comma-separated from local, process, ray [default local,process].")
     ev = sub.add_parser("eval", help="sweep one knob", description=DEFAULTS_NOTE, allow_abbrev=False)

@@ -115,3 +115,13 @@ def test_tune_quick_writes_a_best_yaml_that_train_runs(tmp_path: Path) -> None:
     assert main(["train", "--quick", "--config", str(best), "--out", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "results.json").is_file()
     assert not [p for p in os.listdir("/dev/shm") if p.startswith("janus")], "no segment left behind"
+
+
+def test_plain_search_runs_each_candidate_at_the_full_trial_budget() -> None:
+    cfg = _cfg()
+    space = search_space(cfg, ["local"], cpus=2)
+    result = successive_halving(cfg, space, lambda c: {"samples_per_s": _speed(c)}, budget_s=1e6, plain=True)
+    searched = [t for t in result.trials if not t.final]
+    assert len(searched) == len(space) and {t.rung for t in searched} == {0}
+    assert all(t.share == pytest.approx(1 / ETA) for t in searched)
+    assert result.best == max(space, key=lambda c: _speed(c.apply(cfg)))

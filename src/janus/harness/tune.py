@@ -147,25 +147,31 @@ def _trial(cfg: RunConfig, cand: Candidate, rung: int, share: float, run: Runner
 
 
 def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner, budget_s: float,
-                       progress: Callable[[Trial, int, int], None] | None = None, seed: int = 0) -> TuneResult:
-    """Tune ``cfg`` over ``candidates`` within about ``budget_s`` seconds (see the module)."""
+                       progress: Callable[[Trial, int, int], None] | None = None, seed: int = 0,
+                       plain: bool = False) -> TuneResult:
+    """Tune ``cfg`` over ``candidates`` within about ``budget_s`` seconds (see the module).
+
+    ``plain``: the search successive halving is measured against (``janus tune --search plain``):
+    candidates in the same random order, each at the last rung's budget, until the rungs' share
+    of the time is spent."""
     metric = "actor_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
     defaults = defaults_of(cfg)
     out = TuneResult(defaults=defaults, metric=metric)
     deadline = time.monotonic() + budget_s
     rungs = max(1, round(math.log(1 / MIN_SHARE, ETA)))
-    run(resolve(scaled(defaults.apply(cfg), MIN_SHARE)))  # warm-up (kernels, first allocations): not timed
+    first_share = MIN_SHARE * ETA ** (rungs - 1) if plain else MIN_SHARE
+    run(resolve(scaled(defaults.apply(cfg), first_share)))  # warm-up (kernels, first allocations): not timed
     # rung 0 gets its share of the budget (the rungs after it cost about as much each: a third of the
     # candidates at three times the budget), then the best third goes on; the final paired rounds
     # of the winner and the defaults come last
-    rung_s = budget_s / (rungs + 1)
+    rung_s = budget_s * rungs / (rungs + 1) if plain else budget_s / (rungs + 1)
     pool = [c for c in candidates if c != defaults]
     random.Random(seed).shuffle(pool)
     alive = [defaults, *pool]
     total = len(alive)
     count = 0
-    for rung in range(rungs):
-        share = MIN_SHARE * ETA ** rung
+    for rung in range(1 if plain else rungs):
+        share = first_share * ETA ** rung
         results: list[Trial] = []
         rung_end = time.monotonic() + rung_s
         for cand in alive:

@@ -48,7 +48,7 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
                   f"{trial.candidate.label()}: {got}", flush=True)
 
         result = successive_halving(cfg, space, lambda c: run_configuration(c, None, None), budget_s, progress,
-                                    seed=cfg.seed)
+                                    seed=cfg.seed, plain=args.search == "plain")
         print()
         print(format_tune(result))
         paths = write_tune(out_dir, cfg, result)
