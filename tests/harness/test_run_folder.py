@@ -97,9 +97,9 @@ def run(finished_dqn_run: Path, tmp_path: Path) -> Path:
 
 
 # ---- item 2: a new run refuses an existing run folder; --force moves it aside ----------------------
-def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: Path) -> None:
+def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: Path, janus_here: JanusHere) -> None:
     before = hashes(run)
-    proc = janus("train", "--algo", "ppo", "--total_env_steps", "500", "--out", str(run))
+    proc = janus_here("train", "--algo", "ppo", "--total_env_steps", "500", "--out", str(run))
     refused(proc, f"--out {str(run)!r}", "--resume", "--force")
     assert hashes(run) == before
 
@@ -115,11 +115,12 @@ def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: 
 
 
 @pytest.mark.parametrize("command", [["compare"], pytest.param(["eval", "--sweep", "overlap"], marks=pytest.mark.slow)])
-def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command: list[str]) -> None:
+def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command: list[str],
+                                                        janus_here: JanusHere) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text("{}")
-    refused(janus(*command, *SYNTHETIC, "--out", str(out)), f"--out {str(out)!r}", "--force")
+    refused(janus_here(*command, *SYNTHETIC, "--out", str(out)), f"--out {str(out)!r}", "--force")
     assert hashes(out) == {"results.json": hashlib.sha256(b"{}").hexdigest()}
     proc = janus(*command, *SYNTHETIC, "--out", str(out), "--force")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -154,8 +155,10 @@ def test_default_out_folders_never_collide(tmp_path: Path) -> None:
 # ---- item 2: a lock stops two runs sharing one folder ----------------------------------------------
 def test_a_second_run_into_a_locked_folder_exits_2_naming_the_lock(tmp_path: Path) -> None:
     out = tmp_path / "R"
-    first = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps",
-                              "10000000", "--out", str(out)], env=janus_env(), stdout=subprocess.DEVNULL,
+    # --backend local: the lock is the run folder's on every backend, and no worker processes then
+    # take the CPU from the three refused commands starting beside the run
+    first = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local",
+                              "--total_env_steps", "10000000", "--out", str(out)], env=janus_env(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -333,18 +336,15 @@ def test_a_run_killed_before_its_first_commit_resumes_from_scratch(run: Path) ->
 
 
 # ---- item 8: bad --out paths are clear errors before any work ---------------------------------------
-def test_out_naming_a_file_or_a_path_under_a_file_is_an_error(tmp_path: Path) -> None:
+def test_out_naming_a_file_or_a_path_under_a_file_is_an_error(tmp_path: Path, janus_here: JanusHere) -> None:
     file = tmp_path / "F"
     file.write_text("keep me")
-    with ThreadPoolExecutor(2) as pool:  # two independent commands, each refused before any work: at once
-        train = pool.submit(janus, "train", *SYNTHETIC, "--out", str(file))
-        compare = pool.submit(janus, "compare", *SYNTHETIC, "--out", str(file / "sub"))
-    refused(train.result(), f"--out {str(file)!r}", "is a file, not a folder")
-    refused(compare.result(), f"{str(file)!r} is a file, not a folder")
+    refused(janus_here("train", *SYNTHETIC, "--out", str(file)), f"--out {str(file)!r}", "is a file, not a folder")
+    refused(janus_here("compare", *SYNTHETIC, "--out", str(file / "sub")), f"{str(file)!r} is a file, not a folder")
     assert file.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["F"]
 
 
-def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path, janus_here: JanusHere) -> None:
     place = Path("/sys/janus-run-folder-test")  # root may write almost anywhere, but not into sysfs
     try:
         place.mkdir()
@@ -353,7 +353,7 @@ def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path) -> No
     else:
         place.rmdir()
         pytest.skip("this machine lets the test create a folder under /sys")
-    refused(janus("train", *SYNTHETIC, "--out", str(place / "R")), f"--out {str(place / 'R')!r}", "cannot create the folder")
+    refused(janus_here("train", *SYNTHETIC, "--out", str(place / "R")), f"--out {str(place / 'R')!r}", "cannot create the folder")
 
 
 def test_a_resume_that_commits_nothing_puts_the_best_policy_back(tmp_path: Path) -> None:
