@@ -167,8 +167,11 @@ def test_a_checkpoint_dir_chosen_in_yaml_is_kept_so_resume_finds_it(tmp_path: Pa
 
 
 # SIGTERM takes the same path as SIGINT once raised (cli.Terminated is a KeyboardInterrupt); its
-# handler is also exercised by default in test_process_backend.py's CLI signal test
-@pytest.mark.parametrize("sig", [pytest.param("SIGTERM", marks=pytest.mark.slow), "SIGINT"])
+# handler is also exercised by default in test_process_backend.py's CLI signal test. SIGINT is
+# slow-only too: test_a_signal_the_run_was_started_ignoring_stays_ignored below ends a local run
+# with SIGINT and checks the same final commit and results (one run instead of two, ~6 s)
+@pytest.mark.parametrize("sig", [pytest.param("SIGTERM", marks=pytest.mark.slow),
+                                 pytest.param("SIGINT", marks=pytest.mark.slow)])
 def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, sig: str) -> None:
     """Issue 13 item 9: SIGTERM (and Ctrl-C) end `janus train` with the final commit, results.json
     and the learning curve of the run so far."""
@@ -211,7 +214,10 @@ def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, 
 
 
 def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> None:
-    """``nohup janus train``: SIGHUP (the terminal closing) must not stop the run; SIGINT still does."""
+    """``nohup janus train``: SIGHUP (the terminal closing) must not stop the run; SIGINT still does,
+    with the final commit, results.json and the learning curve of the run so far (issue 13 item 9,
+    as test_signal_on_the_local_backend_commits_and_writes_results checks)."""
+    import os
     import signal
     import subprocess
     import sys
@@ -246,7 +252,12 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "SIGHUP" not in err, err[-2000:]
-    assert json.loads((run / "checkpoint" / "run_state.json").read_text())["tag"] == "final"
+    state = json.loads((run / "checkpoint" / "run_state.json").read_text())
+    assert state["tag"] == "final" and state["trained"] > 0, "the final checkpoint was committed"
+    results = json.loads((run / "results.json").read_text())
+    assert results["runs"][0]["counts"]["updates"] == state["trained"] > 0
+    assert "learning_curve" in results["runs"][0] and (run / "learning_curve.png").is_file()
+    assert os.path.getsize(run / "results.json") > 0
 
 
 def test_config_yaml_and_results_record_the_resolved_run(trained: Path) -> None:
