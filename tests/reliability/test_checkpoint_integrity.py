@@ -184,7 +184,7 @@ def test_a_checkpoint_is_hashed_once_per_resume_but_a_change_is_still_caught(
 
 
 # ---- 7. writes never follow symlinks --------------------------------------------------------------
-def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path) -> None:
+def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A new run refuses a folder holding planted links (and --force moves it aside, links and all);
     a resumed run replaces the links planted in its folder and never writes through them."""
     victims = tmp_path / "victims"
@@ -200,8 +200,9 @@ def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path) 
     # --backend local (the resume keeps it): every file it writes is written by this process on the
     # process backend too, whose worker processes write none and would only add their start-up
     train = ["train", "--algo", "dqn", "--backend", "local", "--total_env_steps", "1500", "--out", str(out)]
-    refused = janus(*train)
-    assert refused.returncode == 2 and "--force" in refused.stderr, refused.stderr[-3000:]
+    code = main(train)  # refused before any work: in this process
+    err = capsys.readouterr().err
+    assert code == 2 and "--force" in err, err[-3000:]
     proc = janus(*train, "--force")
     assert proc.returncode == 0, proc.stderr[-3000:]
     for i, name in enumerate(planted):
