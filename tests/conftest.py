@@ -25,8 +25,9 @@ def finished_dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished CartPole DQN run of ``FINISHED_DQN_STEPS`` env steps, seed 1 (final checkpoint,
     config.yaml, results), made once per session by ``janus train`` of this checkout in a subprocess.
 
-    Shared by tests/harness/test_run_folder.py and tests/reliability/test_checkpoint_integrity.py
-    (each used to train its own): tests copy it before they change or resume anything.
+    Shared by tests/harness/test_run_folder.py, tests/reliability/test_checkpoint_integrity.py,
+    tests/reliability/test_stop_keeps_results.py and tests/harness/test_video.py (each used to train
+    its own): tests copy it before they change or resume anything.
     """
     run = tmp_path_factory.mktemp("finished-dqn") / "R"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}

@@ -78,13 +78,30 @@ def test_resume_and_rollout_of_a_folder_that_is_no_run_are_clear_errors(tmp_path
     assert "no policy checkpoint" in capsys.readouterr().err
 
 
-def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def prioritized(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A prioritized 2-step DQN run (with TensorBoard events where tensorboard is installed), made
+    once for the two tests that read it: its flags and files, and its PER exponent's schedule."""
+    import importlib.util
+
+    out = tmp_path_factory.mktemp("prioritized") / "per"
+    argv = ["train", "--algo", "dqn", "--prioritized", "--n_step", "2", "--total_env_steps", "2500",
+            "--learning_starts", "400", "--results_interval_s", "0.5", "--out", str(out)]
+    tensorboard = importlib.util.find_spec("tensorboard") is not None
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the one_thread fixture, which is per test and so not yet in effect here
+    try:
+        assert main(argv + (["--tensorboard"] if tensorboard else [])) == 0
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def test_prioritized_nstep_and_tensorboard_flags(prioritized: Path) -> None:
     import yaml
 
-    out = tmp_path / "per"
-    argv = ["train", "--algo", "dqn", "--prioritized", "--n_step", "2", "--total_env_steps", "2500", "--out", str(out)]
-    tensorboard = pytest.importorskip("tensorboard", reason="tensorboard not installed (optional extra)") is not None
-    assert main(argv + (["--tensorboard"] if tensorboard else [])) == 0
+    pytest.importorskip("tensorboard", reason="tensorboard not installed (optional extra)")
+    out = prioritized
     algorithm = yaml.safe_load((out / "config.yaml").read_text())["algorithm"]  # every hyperparameter (issue 35)
     assert algorithm["prioritized"] is True and algorithm["n_step"] == 2 and algorithm["gamma"] == 0.99
     replay = load_state(out / "checkpoint" / "trajectory_manager.pt", fmt="janus.trajectory_manager")
@@ -92,14 +109,13 @@ def test_prioritized_nstep_and_tensorboard_flags(tmp_path: Path) -> None:
     assert any(p.name.startswith("events.out.tfevents") for p in (out / "tensorboard").rglob("*"))
 
 
-def test_per_beta_is_annealed_to_per_beta_final_over_the_run(tmp_path: Path) -> None:
+def test_per_beta_is_annealed_to_per_beta_final_over_the_run(prioritized: Path) -> None:
     """Issue 35 item 7: --per_beta's help promised annealing to 1 and the exponent stayed 0.4 all run.
     It rises from per_beta to per_beta_final (default 1.0) over the run's updates, as the results'
-    training metrics show (a row: the mean over its updates)."""
+    training metrics show (a row: the mean over its updates). The run of ``prioritized`` (shared
+    with the test above: one run instead of two, ~6 s)."""
 
-    out = tmp_path / "per"
-    assert main(["train", "--algo", "dqn", "--prioritized", "--total_env_steps", "2000", "--learning_starts", "400",
-                 "--results_interval_s", "0.5", "--out", str(out)]) == 0
+    out = prioritized
     metrics = json.loads((out / "results.json").read_text())["runs"][0]["train_metrics"]
     beta, updates = metrics["per_beta"], metrics["updates"]  # a row: the mean over its updates (every 2 s)
     assert beta == sorted(beta) and 0.4 <= beta[0] <= beta[-1] <= 1.0, beta
@@ -157,7 +173,8 @@ def test_process_backend_checkpoints_and_resumes(tmp_path: Path, capsys: pytest.
 def test_a_checkpoint_dir_chosen_in_yaml_is_kept_so_resume_finds_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     chosen = tmp_path / "elsewhere"
     config = tmp_path / "c.yaml"
-    config.write_text(f"runtime:\n  checkpoint_dir: {chosen}\nworkload:\n  total_env_steps: 2000\n")
+    # local: the folder is chosen and found by the driver on every backend (no worker processes to start)
+    config.write_text(f"runtime:\n  checkpoint_dir: {chosen}\n  backend: local\nworkload:\n  total_env_steps: 2000\n")
     run = tmp_path / "run"
     assert main(["train", "--algo", "dqn", "--config", str(config), "--out", str(run)]) == 0
     assert (chosen / "run_state.json").is_file() and not (run / "checkpoint").exists()
@@ -167,8 +184,11 @@ def test_a_checkpoint_dir_chosen_in_yaml_is_kept_so_resume_finds_it(tmp_path: Pa
 
 
 # SIGTERM takes the same path as SIGINT once raised (cli.Terminated is a KeyboardInterrupt); its
-# handler is also exercised by default in test_process_backend.py's CLI signal test
-@pytest.mark.parametrize("sig", [pytest.param("SIGTERM", marks=pytest.mark.slow), "SIGINT"])
+# handler is also exercised by default in test_process_backend.py's CLI signal test. SIGINT is
+# slow-only too: test_a_signal_the_run_was_started_ignoring_stays_ignored below ends a local run
+# with SIGINT and checks the same final commit and results (one run instead of two, ~6 s)
+@pytest.mark.parametrize("sig", [pytest.param("SIGTERM", marks=pytest.mark.slow),
+                                 pytest.param("SIGINT", marks=pytest.mark.slow)])
 def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, sig: str) -> None:
     """Issue 13 item 9: SIGTERM (and Ctrl-C) end `janus train` with the final commit, results.json
     and the learning curve of the run so far."""
@@ -211,7 +231,10 @@ def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, 
 
 
 def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> None:
-    """``nohup janus train``: SIGHUP (the terminal closing) must not stop the run; SIGINT still does."""
+    """``nohup janus train``: SIGHUP (the terminal closing) must not stop the run; SIGINT still does,
+    with the final commit, results.json and the learning curve of the run so far (issue 13 item 9,
+    as test_signal_on_the_local_backend_commits_and_writes_results checks)."""
+    import os
     import signal
     import subprocess
     import sys
@@ -246,7 +269,12 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "SIGHUP" not in err, err[-2000:]
-    assert json.loads((run / "checkpoint" / "run_state.json").read_text())["tag"] == "final"
+    state = json.loads((run / "checkpoint" / "run_state.json").read_text())
+    assert state["tag"] == "final" and state["trained"] > 0, "the final checkpoint was committed"
+    results = json.loads((run / "results.json").read_text())
+    assert results["runs"][0]["counts"]["updates"] == state["trained"] > 0
+    assert "learning_curve" in results["runs"][0] and (run / "learning_curve.png").is_file()
+    assert os.path.getsize(run / "results.json") > 0
 
 
 def test_config_yaml_and_results_record_the_resolved_run(trained: Path) -> None:

@@ -286,10 +286,12 @@ def test_ray_backend_run_carries_training_scalars() -> None:
 
 # ------------------------------------------------------------------- the CLI, as a user runs it
 def start_train(out: Path, *flags: str) -> subprocess.Popen[str]:
-    """``janus train --algo dqn`` of this checkout, with a budget it does not reach in these tests."""
+    """``janus train --algo dqn`` of this checkout, with a budget it does not reach in these tests.
+    On local: the files these tests read are written by the learner's process on every backend
+    (the process backend's training scalars: test_process_backend_run_carries_training_scalars)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    argv = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps", "1000000", "--min_inserts", "256",
-            "--out", str(out), *flags]
+    argv = [sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local", "--total_env_steps", "1000000",
+            "--min_inserts", "256", "--out", str(out), *flags]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

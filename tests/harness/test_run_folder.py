@@ -1,8 +1,10 @@
 """Issue 12, items 1, 2, 3 and 8: a run folder is a unit of trust.
 
 Every numbered case of the issue runs as a real ``janus`` subprocess (this checkout's code) with a
-tiny budget. A refused or failed command must leave the run folder byte-identical: every file
-under it is hashed before and after.
+tiny budget, except the commands refused while their flags are checked, before any work: those run
+in this process (``cli.main``, :func:`janus_here`), the same parsing, checks, message and exit code
+without a subprocess's ~2 s of start-up each. A refused or failed command must leave the run
+folder byte-identical: every file under it is hashed before and after.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from janus.cli import main
 from janus.harness import run_folder
 from janus.harness.run_folder import LOCK_NAME
 
@@ -46,6 +50,24 @@ def janus_env(fail_after: int | None = None) -> dict[str, str]:
 def janus(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "janus.cli", *args], capture_output=True, text=True,
                           timeout=240, env=env or janus_env(), cwd=cwd)
+
+
+JanusHere = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def janus_here(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> JanusHere:
+    """``janus_here(*args, cwd=None)``: ``janus ARGS`` in this process, its exit code and output as
+    :func:`janus` returns them. Only for commands refused before any work: a command that runs
+    would share this process's threads and signals with the test."""
+    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main(list(args))
+        said = capsys.readouterr()
+        return subprocess.CompletedProcess(["janus", *args], code, said.out, said.err)
+    return run
 
 
 def hashes(folder: Path) -> dict[str, str]:
@@ -75,9 +97,9 @@ def run(finished_dqn_run: Path, tmp_path: Path) -> Path:
 
 
 # ---- item 2: a new run refuses an existing run folder; --force moves it aside ----------------------
-def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: Path) -> None:
+def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: Path, janus_here: JanusHere) -> None:
     before = hashes(run)
-    proc = janus("train", "--algo", "ppo", "--total_env_steps", "500", "--out", str(run))
+    proc = janus_here("train", "--algo", "ppo", "--total_env_steps", "500", "--out", str(run))
     refused(proc, f"--out {str(run)!r}", "--resume", "--force")
     assert hashes(run) == before
 
@@ -93,11 +115,12 @@ def test_a_new_run_refuses_an_existing_run_folder_and_force_moves_it_aside(run: 
 
 
 @pytest.mark.parametrize("command", [["compare"], pytest.param(["eval", "--sweep", "overlap"], marks=pytest.mark.slow)])
-def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command: list[str]) -> None:
+def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command: list[str],
+                                                        janus_here: JanusHere) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text("{}")
-    refused(janus(*command, *SYNTHETIC, "--out", str(out)), f"--out {str(out)!r}", "--force")
+    refused(janus_here(*command, *SYNTHETIC, "--out", str(out)), f"--out {str(out)!r}", "--force")
     assert hashes(out) == {"results.json": hashlib.sha256(b"{}").hexdigest()}
     proc = janus(*command, *SYNTHETIC, "--out", str(out), "--force")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -105,13 +128,14 @@ def test_compare_and_eval_refuse_an_existing_out_folder(tmp_path: Path, command:
     assert (aside / "results.json").read_text() == "{}" and json.loads((out / "results.json").read_text())["runs"]
 
 
-def test_a_new_run_refuses_a_checkpoint_dir_that_holds_another_runs_checkpoint(run: Path, tmp_path: Path) -> None:
+def test_a_new_run_refuses_a_checkpoint_dir_that_holds_another_runs_checkpoint(run: Path, tmp_path: Path,
+                                                                              janus_here: JanusHere) -> None:
     """runtime.checkpoint_dir chosen in the YAML, outside the run folder, is protected the same way."""
     ckpt = run / "checkpoint"
     before = hashes(ckpt)
     config = tmp_path / "c.yaml"
     config.write_text(f"runtime:\n  checkpoint_dir: {ckpt}\nworkload:\n  total_env_steps: 1000\n")
-    proc = janus("train", "--algo", "dqn", "--config", str(config), "--out", str(tmp_path / "new"))
+    proc = janus_here("train", "--algo", "dqn", "--config", str(config), "--out", str(tmp_path / "new"))
     refused(proc, f"runtime.checkpoint_dir {str(ckpt)!r}", "--resume")
     assert hashes(ckpt) == before and not (tmp_path / "new").exists()
 
@@ -131,8 +155,10 @@ def test_default_out_folders_never_collide(tmp_path: Path) -> None:
 # ---- item 2: a lock stops two runs sharing one folder ----------------------------------------------
 def test_a_second_run_into_a_locked_folder_exits_2_naming_the_lock(tmp_path: Path) -> None:
     out = tmp_path / "R"
-    first = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--total_env_steps",
-                              "10000000", "--out", str(out)], env=janus_env(), stdout=subprocess.DEVNULL,
+    # --backend local: the lock is the run folder's on every backend, and no worker processes then
+    # take the CPU from the three refused commands starting beside the run
+    first = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local",
+                              "--total_env_steps", "10000000", "--out", str(out)], env=janus_env(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -187,17 +213,18 @@ def test_the_issue_repro_resume_with_another_env_is_refused_and_changes_nothing(
     (["--seed", "7"], "--seed"),
     (["--num_workers", "3"], "--num_actors/--num_workers"),
 ])
-def test_a_resume_may_not_change_what_the_checkpoint_fixes(run: Path, flags: list[str], named: str) -> None:
+def test_a_resume_may_not_change_what_the_checkpoint_fixes(run: Path, flags: list[str], named: str,
+                                                         janus_here: JanusHere) -> None:
     before = hashes(run)
-    refused(janus("train", "--resume", str(run), "--total_env_steps", "5000", *flags), named, "may change only")
+    refused(janus_here("train", "--resume", str(run), "--total_env_steps", "5000", *flags), named, "may change only")
     assert hashes(run) == before
 
 
-def test_a_resume_may_restate_the_runs_own_hyperparameters(run: Path) -> None:
+def test_a_resume_may_restate_the_runs_own_hyperparameters(run: Path, janus_here: JanusHere) -> None:
     """A hyperparameter left at its preset is not in the run's config.yaml: restating its value on
     --resume was refused as a change ("algorithm.lr: None in the run, 0.0005 asked")."""
     before = hashes(run)
-    proc = janus("train", "--resume", str(run), "--total_env_steps", "5000", "--lr", "0.01")
+    proc = janus_here("train", "--resume", str(run), "--total_env_steps", "5000", "--lr", "0.01")
     refused(proc, "cannot change --lr (--lr: 0.0005 in the run, 0.01 asked)")
     assert hashes(run) == before
     proc = janus("train", "--resume", str(run), "--total_env_steps", str(STEPS + 100), "--lr", "0.0005",
@@ -217,9 +244,10 @@ def test_a_resume_may_change_how_often_results_are_written(run: Path) -> None:
     (["--force"], "--force with --resume"),
     (["--config", str(REPO / "configs" / "default.yaml")], "--config with --resume"),
 ])
-def test_flags_that_contradict_resume_are_errors(run: Path, flags: list[str], named: str) -> None:
+def test_flags_that_contradict_resume_are_errors(run: Path, flags: list[str], named: str,
+                                               janus_here: JanusHere) -> None:
     before = hashes(run)
-    refused(janus("train", "--resume", str(run), "--total_env_steps", "5000", *flags, cwd=run.parent), named)
+    refused(janus_here("train", "--resume", str(run), "--total_env_steps", "5000", *flags, cwd=run.parent), named)
     assert hashes(run) == before and not (run.parent / "elsewhere").exists()
 
 
@@ -257,31 +285,33 @@ def test_a_resumed_run_writes_its_config_as_soon_as_it_has_committed(run: Path) 
 
 
 # ---- item 3: a resume past its budget is an error, not a 0.05 s "run" ------------------------------
-def test_a_resume_whose_budget_is_reached_is_refused_and_keeps_the_results(run: Path) -> None:
+def test_a_resume_whose_budget_is_reached_is_refused_and_keeps_the_results(run: Path, janus_here: JanusHere) -> None:
     before = hashes(run)
     env_steps = json.loads((run / "checkpoint" / "run_state.json").read_text())["env_steps"]
     for budget in ("1000", str(STEPS)):
-        proc = janus("train", "--resume", str(run), "--total_env_steps", budget)
+        proc = janus_here("train", "--resume", str(run), "--total_env_steps", budget)
         refused(proc, f"already at {env_steps:,} env steps", f"--total_env_steps {int(budget):,}",
                 "results.json and results.csv are as they were")
     assert hashes(run) == before
 
 
 @pytest.mark.parametrize("how", ["deleted", "emptied"])
-def test_a_resume_whose_checkpoint_folder_is_gone_is_refused_and_keeps_the_results(run: Path, how: str) -> None:
+def test_a_resume_whose_checkpoint_folder_is_gone_is_refused_and_keeps_the_results(run: Path, how: str,
+                                                                                   janus_here: JanusHere) -> None:
     """Starting from scratch would replace the finished run's results under its name."""
     steps = json.loads((run / "results.json").read_text())["runs"][-1]["counts"]["env_steps"]
     shutil.rmtree(run / "checkpoint")
     if how == "emptied":
         (run / "checkpoint").mkdir()
     before = hashes(run)
-    proc = janus("train", "--resume", str(run), "--total_env_steps", str(2 * STEPS))
+    proc = janus_here("train", "--resume", str(run), "--total_env_steps", str(2 * STEPS))
     refused(proc, f"results.json records {steps:,} env steps",
             f"checkpoint folder {run / 'checkpoint'} is {'gone' if how == 'deleted' else 'empty'}", "was not changed")
     assert hashes(run) == before
 
 
-def test_a_resume_of_a_run_that_keeps_no_checkpoint_is_refused_and_keeps_the_results(tmp_path: Path) -> None:
+def test_a_resume_of_a_run_that_keeps_no_checkpoint_is_refused_and_keeps_the_results(tmp_path: Path,
+                                                                                      janus_here: JanusHere) -> None:
     """The synthetic workload checkpoints nothing: a --resume ran it again from scratch and replaced
     the run's results under its name, with no word of it."""
     out = tmp_path / "syn"
@@ -289,7 +319,7 @@ def test_a_resume_of_a_run_that_keeps_no_checkpoint_is_refused_and_keeps_the_res
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = hashes(out)
     for more in ([], ["--iterations", "6"]):
-        proc = janus("train", "--resume", str(out), *more)
+        proc = janus_here("train", "--resume", str(out), *more)
         refused(proc, f"--resume {str(out)!r}", "synthetic", "no checkpoint", "--out", "was not changed")
     assert hashes(out) == before
 
@@ -306,18 +336,15 @@ def test_a_run_killed_before_its_first_commit_resumes_from_scratch(run: Path) ->
 
 
 # ---- item 8: bad --out paths are clear errors before any work ---------------------------------------
-def test_out_naming_a_file_or_a_path_under_a_file_is_an_error(tmp_path: Path) -> None:
+def test_out_naming_a_file_or_a_path_under_a_file_is_an_error(tmp_path: Path, janus_here: JanusHere) -> None:
     file = tmp_path / "F"
     file.write_text("keep me")
-    with ThreadPoolExecutor(2) as pool:  # two independent commands, each refused before any work: at once
-        train = pool.submit(janus, "train", *SYNTHETIC, "--out", str(file))
-        compare = pool.submit(janus, "compare", *SYNTHETIC, "--out", str(file / "sub"))
-    refused(train.result(), f"--out {str(file)!r}", "is a file, not a folder")
-    refused(compare.result(), f"{str(file)!r} is a file, not a folder")
+    refused(janus_here("train", *SYNTHETIC, "--out", str(file)), f"--out {str(file)!r}", "is a file, not a folder")
+    refused(janus_here("compare", *SYNTHETIC, "--out", str(file / "sub")), f"{str(file)!r} is a file, not a folder")
     assert file.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["F"]
 
 
-def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path, janus_here: JanusHere) -> None:
     place = Path("/sys/janus-run-folder-test")  # root may write almost anywhere, but not into sysfs
     try:
         place.mkdir()
@@ -326,7 +353,7 @@ def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path) -> No
     else:
         place.rmdir()
         pytest.skip("this machine lets the test create a folder under /sys")
-    refused(janus("train", *SYNTHETIC, "--out", str(place / "R")), f"--out {str(place / 'R')!r}", "cannot create the folder")
+    refused(janus_here("train", *SYNTHETIC, "--out", str(place / "R")), f"--out {str(place / 'R')!r}", "cannot create the folder")
 
 
 def test_a_resume_that_commits_nothing_puts_the_best_policy_back(tmp_path: Path) -> None:

@@ -82,9 +82,9 @@ def test_rollout_video_of_a_trained_dqn(tmp_path: Path, capsys: pytest.CaptureFi
     assert [int(f[0, 0, 0]) // 10 for f in _gif_frames(video)] == list(range(8))
 
 
-def test_a_video_of_an_environment_that_cannot_render_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = tmp_path / "run"
-    assert main(["train", "--algo", "dqn", "--total_env_steps", "1200", "--out", str(run)]) == 0
+def test_a_video_of_an_environment_that_cannot_render_is_a_clear_error(finished_dqn_run: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    run = finished_dqn_run  # the session's CartPole DQN run (tests/conftest.py): rollout only reads it
     capsys.readouterr()
     code = main(["rollout", "--checkpoint", str(run), "--episodes", "1", "--video", str(tmp_path / "v.gif")])
     err = capsys.readouterr().err

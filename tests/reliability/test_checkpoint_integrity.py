@@ -9,7 +9,6 @@ import shutil
 import time
 import zipfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +84,19 @@ def test_a_flipped_byte_in_a_buffer_save_fails_load(tmp_path: Path) -> None:
         ExperienceBuffer.load(path)
 
 
-def test_a_flipped_byte_in_trainer_pt_fails_resume_and_rollout(run: Path) -> None:
+def test_a_flipped_byte_in_trainer_pt_fails_resume_and_rollout(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _flip_in_largest_record(run / "checkpoint" / "trainer.pt")
-    with ThreadPoolExecutor(2) as pool:  # two independent commands, each refused before any work: at once
-        resume = pool.submit(janus, "train", "--resume", str(run), "--total_env_steps", "4500")  # past the budget spent
-        rollout = pool.submit(janus, "rollout", "--checkpoint", str(run), "--episodes", "1")
-    resume, rollout = resume.result(), rollout.result()
-    assert resume.returncode == 2, resume.stderr[-2000:]
-    assert "trainer.pt does not match run_state.json (sha256 differs)" in resume.stderr
-    assert "start a new run with --out" in resume.stderr
-    assert "resuming from" not in resume.stdout  # refused before it says where it would resume from
-    assert rollout.returncode == 2 and "fails its checksum" in rollout.stderr, rollout.stderr[-2000:]
+    # in this process, as the inconsistent folders below: both commands are refused before any work
+    capsys.readouterr()
+    code = main(["train", "--resume", str(run), "--total_env_steps", "4500"])  # past the budget spent
+    resume = capsys.readouterr()
+    assert code == 2, resume.err[-2000:]
+    assert "trainer.pt does not match run_state.json (sha256 differs)" in resume.err
+    assert "start a new run with --out" in resume.err
+    assert "resuming from" not in resume.out  # refused before it says where it would resume from
+    code = main(["rollout", "--checkpoint", str(run), "--episodes", "1"])
+    rollout = capsys.readouterr()
+    assert code == 2 and "fails its checksum" in rollout.err, rollout.err[-2000:]
 
 
 # ---- 6. a folder that is not a consistent run is a clear error -----------------------------------
@@ -183,7 +184,7 @@ def test_a_checkpoint_is_hashed_once_per_resume_but_a_change_is_still_caught(
 
 
 # ---- 7. writes never follow symlinks --------------------------------------------------------------
-def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path) -> None:
+def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A new run refuses a folder holding planted links (and --force moves it aside, links and all);
     a resumed run replaces the links planted in its folder and never writes through them."""
     victims = tmp_path / "victims"
@@ -196,9 +197,12 @@ def test_planted_symlinks_and_temp_names_do_not_redirect_writes(tmp_path: Path) 
         victim = victims / f"victim{i}"
         victim.write_text(f"precious {i}")
         (out / name).symlink_to(victim)
-    train = ["train", "--algo", "dqn", "--total_env_steps", "1500", "--out", str(out)]
-    refused = janus(*train)
-    assert refused.returncode == 2 and "--force" in refused.stderr, refused.stderr[-3000:]
+    # --backend local (the resume keeps it): every file it writes is written by this process on the
+    # process backend too, whose worker processes write none and would only add their start-up
+    train = ["train", "--algo", "dqn", "--backend", "local", "--total_env_steps", "1500", "--out", str(out)]
+    code = main(train)  # refused before any work: in this process
+    err = capsys.readouterr().err
+    assert code == 2 and "--force" in err, err[-3000:]
     proc = janus(*train, "--force")
     assert proc.returncode == 0, proc.stderr[-3000:]
     for i, name in enumerate(planted):

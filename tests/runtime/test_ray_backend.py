@@ -95,7 +95,10 @@ def test_params_are_shared_once_per_version_and_travel_as_a_handle(ray_session: 
     assert out.resolve(handle) is got, "resolved once per process"
 
 
-@pytest.mark.parametrize("on_policy", [False, True])
+# off-policy is slow-only: its path (a rate-limited off-policy run on Ray to its update goal, with
+# these counts) runs by default in test_killed_worker_process_is_restarted_and_training_completes,
+# and every other check here runs by default in the on-policy case
+@pytest.mark.parametrize("on_policy", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_ray_run_completes_with_consistent_counts(ray_session: Any, on_policy: bool) -> None:
     rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
     cfg = tiny(on_policy, workers_per_node=1, **rates)
