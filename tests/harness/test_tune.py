@@ -32,7 +32,7 @@ def _speed(c) -> float:
 def test_the_search_space_is_what_this_machine_runs() -> None:
     space = search_space(_cfg(), ["local", "process"], cpus=2)
     assert {c.placement for c in space} == {"cpu_pageable"} or all(c.placement for c in space)
-    assert {c.num_workers for c in space} == {1, 2}, "never more workers than CPUs"
+    assert {(c.num_workers, c.envs_per_actor) for c in space} == {(2, 8)}, "synthetic: the workload's actors are its work"
     assert {c.backend for c in space} == {"local", "process"}
     assert {(c.overlap_collect, c.overlap_select) for c in space} == {(0, 0), (1, 0), (0, 1), (1, 1)}
     assert {c.granularity for c in space} == {1.0, 2.0, 4.0, 8.0}
@@ -40,6 +40,8 @@ def test_the_search_space_is_what_this_machine_runs() -> None:
     assert {c.granularity for c in on} == {0.25, 0.5, 0.75, 1.0}
     gym = search_space(config_from_args(build_parser().parse_args(["tune", "--algo", "dqn"])), ["local"], cpus=2)
     assert {c.vector_env for c in gym} == {"sync", "async"}
+    assert {c.num_workers for c in gym} == {1, 2}, "never more workers than CPUs"
+    assert {c.envs_per_actor for c in gym} == {1, 4, 8, 16}
 
 
 def test_successive_halving_keeps_a_third_each_rung_and_finds_the_fastest() -> None:
@@ -73,10 +75,10 @@ def test_a_spent_budget_stops_the_search_with_the_best_so_far() -> None:
 
 def test_a_refused_setting_is_recorded_not_fatal() -> None:
     cfg = _cfg()
-    space = search_space(cfg, ["local"], cpus=2)[:6]
+    space = search_space(cfg, ["local"], cpus=2)
 
     def run(c):
-        if c.workload.envs_per_actor == 16:
+        if c.janus.g_select == 8:
             from janus.errors import ConfigError
             raise ConfigError("not this one")
         return {"samples_per_s": _speed(c)}
@@ -84,7 +86,7 @@ def test_a_refused_setting_is_recorded_not_fatal() -> None:
     result = successive_halving(cfg, space, run, budget_s=1e6)
     refused = [t for t in result.trials if t.throughput is None]
     assert refused and all("not this one" in t.error for t in refused)
-    assert result.best is not None and result.best.envs_per_actor != 16
+    assert result.best is not None and result.best.granularity != 8
 
 
 def test_best_yaml_loads_back_as_the_best_setting(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 The search space is placement x overlap (collect, select) x granularity x backend x workers x
 envs per worker (x the vector-env mode for Gymnasium algorithms), cut to what this machine can run
-(placements it has, at most its CPU count of workers). Candidates are compared by successive
+(placements it has, at most its CPU count of workers). For the synthetic workload the workers and
+envs per worker stay the workload's: there they define the work (each actor's rollouts), and a
+setting with fewer would win by doing less. Candidates are compared by successive
 halving (Jamieson and Talwalkar 2016; Li et al.'s Hyperband builds on it): every candidate runs a
 short share of the workload, the best third goes on with three times the budget, and so on, so a
 poor setting costs one short run and the time goes to the contenders. The defaults are always a
@@ -86,9 +88,12 @@ def search_space(cfg: RunConfig, backends: Sequence[str], cpus: int | None = Non
         granularities = [k / m for k in range(1, m + 1)]
     else:
         granularities = [1.0, 2.0, 4.0, 8.0]
-    workers = sorted({1, *range(2, cpus + 1, max(1, cpus // 4))})
-    envs = [1, 4, 8, 16] if acts_in_environment(cfg) else [4, 8, 16]
-    vectors: list[str | None] = ["sync", "async"] if acts_in_environment(cfg) else [None]
+    if acts_in_environment(cfg):  # the budget is env steps: more workers or envs do the same work faster, or not
+        workers = sorted({1, *range(2, cpus + 1, max(1, cpus // 4))})
+        envs = [1, 4, 8, 16]
+        vectors: list[str | None] = ["sync", "async"]
+    else:  # synthetic: workers x envs x iterations *is* the work (fewer actors would win by doing less)
+        workers, envs, vectors = [cfg.workload.num_actors], [cfg.workload.envs_per_actor], [None]
     return [Candidate(p, oc, os_, g, b, w, e, v) for p, (oc, os_), g, b, w, e, v in itertools.product(
         placements, [(0, 0), (1, 0), (0, 1), (1, 1)], granularities, backends, workers, envs, vectors)]
 
