@@ -127,3 +127,20 @@ def test_plain_search_runs_each_candidate_at_the_full_trial_budget() -> None:
     assert len(searched) == len(space) and {t.rung for t in searched} == {0}
     assert all(t.share == pytest.approx(1 / ETA) for t in searched)
     assert result.best == max(space, key=lambda c: _speed(c.apply(cfg)))
+
+
+def test_a_winner_that_loses_the_paired_rounds_leaves_the_defaults_in_best_yaml() -> None:
+    cfg = _cfg()
+    space = search_space(cfg, ["local"], cpus=2)
+    seen: dict = {}
+
+    def run(c):  # the short runs favour g=8; at the final budget the defaults are faster
+        key = (c.janus.g_select, c.janus.overlap_collect, c.janus.overlap_select)
+        seen[key] = seen.get(key, 0) + 1
+        if c.workload.iterations >= 100:
+            return {"samples_per_s": 200.0 if c.janus.g_select == 4 else 100.0}
+        return {"samples_per_s": 1000.0 if c.janus.g_select == 8 else 10.0}
+
+    result = successive_halving(cfg, space, run, budget_s=1e6)
+    assert result.runner_up is not None and result.runner_up.granularity == 8
+    assert result.best == result.defaults and result.gain == pytest.approx(0.5)

@@ -120,12 +120,13 @@ class TuneResult:
     final: dict[str, list[float]] = field(default_factory=dict)  # "best"/"defaults" -> throughputs
     metric: str = "samples_per_s"
     stopped_early: bool = False
+    runner_up: Candidate | None = None  # the search's winner, when it lost the paired rounds to the defaults
 
     @property
     def gain(self) -> float | None:
         """The best's median throughput over the defaults' in the final paired rounds (1.0 when
         the defaults won)."""
-        if self.best is not None and self.best == self.defaults:
+        if self.best is not None and self.best == self.defaults and self.runner_up is None:
             return 1.0
         best, base = self.final.get("best"), self.final.get("defaults")
         if not best or not base or statistics.median(base) <= 0:
@@ -207,4 +208,7 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
             out.trials.append(trial)
             if trial.throughput is not None:
                 out.final.setdefault(name, []).append(trial.throughput)
+    gain = out.gain
+    if gain is not None and gain < 1.0:  # the search's winner lost the paired rounds: keep the defaults
+        out.runner_up, out.best = best, defaults
     return out

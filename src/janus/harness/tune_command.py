@@ -72,7 +72,10 @@ def format_tune(result: TuneResult) -> str:
         if values:
             lines.append(f"  {name}: {', '.join(f'{v:,.0f}' for v in values)} ({result.metric}, paired rounds)")
     gain = result.gain
-    if result.best == result.defaults:
+    if result.runner_up is not None:
+        lines.append(f"the search's winner ({result.runner_up.label()}) lost the paired rounds to the defaults "
+                     f"({gain:.2f}x): best.yaml holds the defaults")
+    elif result.best == result.defaults:
         lines.append("no setting beat the defaults: best.yaml holds them")
     else:
         lines.append(f"gain over the defaults: {gain:.2f}x (medians of the paired rounds)" if gain is not None
@@ -91,8 +94,14 @@ def best_config(cfg: RunConfig, result: TuneResult) -> RunConfig:
 def write_tune(out_dir: Path, cfg: RunConfig, result: TuneResult) -> list[Path]:
     """``best.yaml`` (what ``janus train --config`` takes) and ``tune.json`` (every trial)."""
     best = recorded(resolve(best_config(cfg, result)))
-    header = (f"# written by janus tune: {result.best.label() if result.best else ''}; gain over the defaults "
-              f"{result.gain:.2f}x ({result.metric})\n" if result.gain is not None else "# written by janus tune\n")
+    if result.runner_up is not None:
+        header = (f"# written by janus tune: the defaults; the search's winner ({result.runner_up.label()}) lost "
+                  f"the paired rounds to them\n")
+    elif result.gain is not None and result.best is not None:
+        header = (f"# written by janus tune: {result.best.label()}; gain over the defaults {result.gain:.2f}x "
+                  f"({result.metric})\n")
+    else:
+        header = "# written by janus tune\n"
     paths = [out_dir / "best.yaml", out_dir / "tune.json"]
     fileio.write_text(paths[0], header + yaml.safe_dump(best, sort_keys=False))
     data: dict[str, Any] = {
@@ -100,6 +109,7 @@ def write_tune(out_dir: Path, cfg: RunConfig, result: TuneResult) -> list[Path]:
         "metric": result.metric,
         "best": vars(result.best) if result.best else None,
         "defaults": vars(result.defaults) if result.defaults else None,
+        "runner_up": vars(result.runner_up) if result.runner_up else None,
         "final": result.final,
         "gain": result.gain,
         "stopped_early": result.stopped_early,
