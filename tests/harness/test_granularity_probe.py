@@ -30,28 +30,46 @@ def test_candidates_off_and_on_policy() -> None:
     assert candidates(_cfg("--is_on_policy", "1", "--num_minibatches", "4")) == [0.25, 0.5, 0.75, 1.0]
 
 
-def test_probe_runs_each_candidate_shortly_at_both_ends() -> None:
+def test_probe_runs_each_candidate_shortly_at_both_ends_with_and_without_overlap() -> None:
     seen = []
 
     def run(cfg):
-        seen.append((cfg.janus.g_collect, cfg.janus.g_select, cfg.workload.iterations))
-        return {"samples_per_s": {1.0: 90.0, 2.0: 120.0, 4.0: 121.0, 8.0: 80.0}[cfg.janus.g_select]}
+        j = cfg.janus
+        seen.append((j.overlap_collect, j.overlap_select, j.g_collect, j.g_select, cfg.workload.iterations))
+        on = {1.0: 90.0, 2.0: 120.0, 4.0: 121.0, 8.0: 80.0}[j.g_select]
+        return {"samples_per_s": on if j.overlap_collect else on / 2}
 
     result = probe(_cfg("--iterations", "300"), run)
-    assert [(c, s) for c, s, _ in seen] == [(1.0, 1.0), (2.0, 2.0), (4.0, 4.0), (8.0, 8.0)]
-    assert {it for _, _, it in seen} == {60}, "a fifth of the workload each"
-    assert result.chosen == 2.0 and "-> g=2" in result.describe() and result.note() is None
+    assert [s[:4] for s in seen] == [(1, 1, g, g) for g in (1.0, 2.0, 4.0, 8.0)] + [(0, 0, g, g) for g in (1.0, 2.0, 4.0, 8.0)]
+    assert {s[4] for s in seen} == {60}, "a fifth of the workload each"
+    assert result.overlap and result.chosen == 2.0 and "-> overlap on, g=2" in result.describe()
+    assert result.note() is None
+
+
+def test_overlap_off_wins_only_beyond_the_tie() -> None:
+    def run_with(off_factor):
+        def run(cfg):
+            base = 100.0 * (1.1 if cfg.janus.g_select == 4 else 1.0)
+            return {"samples_per_s": base * (off_factor if not cfg.janus.overlap_collect else 1.0)}
+        return run
+
+    slower_threads = probe(_cfg(), run_with(1.2))
+    assert not slower_threads.overlap and slower_threads.chosen == 4.0
+    assert "overlap does not pay" in (slower_threads.note() or "")
+    assert probe(_cfg(), run_with(1.0 + TIE / 2)).overlap, "a difference within the tie keeps the overlap"
 
 
 def test_compare_measures_the_granularity_unless_a_flag_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tiny = ["--config", DEFAULT, "--iterations", "12", "--repeats", "1"]
     assert main(["compare", "--out", str(tmp_path / "a"), *tiny]) == 0
     printed = capsys.readouterr().out
-    assert "granularity probe" in printed and "warm-up" in printed
+    assert "knob probe" in printed and "warm-up" in printed
     runs = {r["name"]: r for r in json.loads((tmp_path / "a" / "results.json").read_text())["runs"]}
     probed = runs["janus"]["granularity_probe"]
     assert set(probed["samples_per_s"]) == {"1.0", "2.0", "4.0", "8.0"}
     assert runs["janus"]["config"]["g_select"] == runs["janus"]["config"]["g_collect"] == probed["chosen"]
+    assert runs["janus"]["config"]["overlap_select"] == int(probed["overlap"])
+    assert set(probed["without_overlap"]) == {"1.0", "2.0", "4.0", "8.0"}
     assert "placement does not pay" in printed or runs["janus"]["config"]["placement"] != "cpu_pageable"
 
 

@@ -284,8 +284,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if probed is not None:
         for row in summary:
             if row["name"] == "janus":
-                row["granularity_probe"] = {"samples_per_s": {str(g): v for g, v in probed.samples_per_s.items()},
-                                            "chosen": probed.chosen, "iterations": probed.iterations}
+                row["granularity_probe"] = {
+                    "samples_per_s": {str(g): v for g, v in probed.samples_per_s.items()},
+                    "without_overlap": {str(g): v for g, v in probed.without_overlap.items()},
+                    "chosen": probed.chosen, "overlap": probed.overlap, "iterations": probed.iterations}
     write_outputs(args, label, out_dir, summary, skipped, baseline)
     if probed is not None:
         note = probed.note()
@@ -315,8 +317,9 @@ def measured_granularity(args: argparse.Namespace, configs: list[RunConfig]) -> 
     print("  measuring the janus configuration's granularity (short runs, not recorded):", flush=True)
     result = probe(janus_cfg, lambda c: run_configuration(c, None, None), progress=lambda line: print(f"    {line}", flush=True))
     print(f"  {result.describe()}", flush=True)
-    chosen = [with_granularity(c, result.chosen) if c.name == "janus" or (c.name == "granularity" and result.chosen != 1)
-              else c for c in configs]
+    chosen = [with_granularity(c, result.chosen, result.overlap) if c.name == "janus"
+              else with_granularity(c, result.chosen) if c.name == "granularity" and result.chosen != 1 else c
+              for c in configs]
     return resolve_all(chosen), result
 
 

@@ -1,17 +1,19 @@
-"""``janus compare`` picks the janus configuration's granularity by measuring it.
+"""``janus compare`` picks the janus configuration's granularity (and overlap) by measuring them.
 
 A fixed granularity (4) is a guess: with the native replay kernels on a CPU, a call costs
 microseconds, so bundling ``g`` operations per invocation saves little, and a larger bundle makes
 the learner wait for more data at once. Before the measured rounds, a short probe runs the janus
 configuration (both overlaps on, its placement) at each candidate granularity; the smallest one
 within :data:`TIE` of the fastest wins (a larger bundle must pay for itself beyond the probe's
-noise). ``--g_collect``/``--g_select`` given as flags skip the probe.
+noise). The same candidates run with both overlaps off too: where threads cost a learner-bound
+run more than they overlap (DQN on a 2-core machine, all threads sharing one GIL), janus runs
+without them. ``--g_collect``/``--g_select`` given as flags skip the probe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -25,19 +27,29 @@ PROBE_MIN = 12
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """The probe's throughput per granularity and the one chosen."""
+    """The probe's throughput per granularity, with both overlaps on (``samples_per_s``) and off
+    (``without_overlap``), and the combination chosen."""
 
     samples_per_s: dict[float, float]
     chosen: float
     iterations: int
+    without_overlap: dict[float, float] = field(default_factory=dict)
+    overlap: bool = True  # the chosen combination overlaps collection and selection
 
     def describe(self) -> str:
         cells = ", ".join(f"g={_g(g)} {sps:,.0f}" for g, sps in self.samples_per_s.items())
-        return (f"granularity probe (janus configuration, {self.iterations} iterations per candidate): {cells} "
-                f"samples/s -> g={_g(self.chosen)}")
+        off = ", ".join(f"g={_g(g)} {sps:,.0f}" for g, sps in self.without_overlap.items())
+        return (f"knob probe (janus configuration, {self.iterations} iterations per candidate): overlap on: {cells}"
+                + (f"; overlap off: {off}" if off else "") + f" samples/s -> overlap {'on' if self.overlap else 'off'}, "
+                f"g={_g(self.chosen)}")
 
     def note(self) -> str | None:
-        """Why granularity does not pay here, when the probe chose 1 (no bundling)."""
+        """Why a knob does not pay here: overlap (the probe chose it off) or granularity (it chose 1)."""
+        if not self.overlap:
+            return (f"overlap does not pay for this workload on this machine: without it the probe ran "
+                    f"{max(self.without_overlap.values()):,.0f} samples/s against {max(self.samples_per_s.values()):,.0f} "
+                    "with it (threads in one process share the GIL: a learner-bound run gains nothing from "
+                    "collection and selection off its thread and pays for their hand-offs); janus runs without it")
         if self.chosen != 1:
             return None
         best = max(self.samples_per_s.values())
@@ -65,21 +77,30 @@ def choose(samples_per_s: dict[float, float]) -> float:
 
 
 def probe(cfg: RunConfig, run: Callable[[RunConfig], Any], progress: Callable[[str], None] | None = None) -> ProbeResult:
-    """Run ``cfg`` (the janus configuration) shortly at each candidate granularity with ``run``
-    (returns a run result with ``samples_per_s``) and choose one."""
+    """Run ``cfg`` (the janus configuration) shortly at each candidate granularity, with both
+    overlaps on and then off, with ``run`` (returns a run result with ``samples_per_s``), and choose
+    the combination: overlap on at the smallest granularity within :data:`TIE` of its fastest,
+    unless overlap off beats that by more than :data:`TIE`."""
     w = cfg.workload
     iterations = min(w.iterations, max(PROBE_MIN, w.iterations // PROBE_SHARE))
     steps = w.total_env_steps // PROBE_SHARE or w.total_env_steps  # an algorithm's budget is env steps
     short = replace(cfg, workload=replace(w, iterations=iterations, total_env_steps=steps))
-    measured = {}
-    for g in candidates(cfg):
-        trial = resolve(replace(short, name=f"probe-g{_g(g)}", janus=replace(cfg.janus, g_collect=g, g_select=g)))
-        measured[g] = float(run(trial)["samples_per_s"])
-        if progress is not None:
-            progress(f"g={_g(g)}: {measured[g]:,.0f} samples/s")
-    return ProbeResult(measured, choose(measured), iterations)
+    measured: dict[bool, dict[float, float]] = {True: {}, False: {}}
+    for overlap in (True, False):
+        for g in candidates(cfg):
+            knobs = replace(cfg.janus, g_collect=g, g_select=g, overlap_collect=int(overlap), overlap_select=int(overlap))
+            trial = resolve(replace(short, name=f"probe-{'overlap' if overlap else 'serial'}-g{_g(g)}", janus=knobs))
+            measured[overlap][g] = float(run(trial)["samples_per_s"])
+            if progress is not None:
+                progress(f"overlap {'on' if overlap else 'off'}, g={_g(g)}: {measured[overlap][g]:,.0f} samples/s")
+    on, off = choose(measured[True]), choose(measured[False])
+    overlap = not measured[False][off] > measured[True][on] * (1.0 + TIE)
+    return ProbeResult(measured[True], on if overlap else off, iterations, measured[False], overlap)
 
 
-def with_granularity(cfg: RunConfig, g: float) -> RunConfig:
-    """``cfg`` with granularity ``g`` at both ends."""
-    return replace(cfg, janus=replace(cfg.janus, g_collect=g, g_select=g))
+def with_granularity(cfg: RunConfig, g: float, overlap: bool | None = None) -> RunConfig:
+    """``cfg`` with granularity ``g`` at both ends (and both overlaps on or off, if given)."""
+    janus = replace(cfg.janus, g_collect=g, g_select=g)
+    if overlap is not None:
+        janus = replace(janus, overlap_collect=int(overlap), overlap_select=int(overlap))
+    return replace(cfg, janus=janus)
