@@ -192,7 +192,6 @@ def test_a_checkpoint_dir_chosen_in_yaml_is_kept_so_resume_finds_it(tmp_path: Pa
 def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, sig: str) -> None:
     """Issue 13 item 9: SIGTERM (and Ctrl-C) end `janus train` with the final commit, results.json
     and the learning curve of the run so far."""
-    import os
     import signal
     import subprocess
     import sys
@@ -222,6 +221,14 @@ def test_signal_on_the_local_backend_commits_and_writes_results(tmp_path: Path, 
             proc.kill()
     assert proc.returncode == (143 if sig == "SIGTERM" else 130), err[-2000:]
     assert "interrupted" in err
+    assert_stopped_run_saved(run)
+
+
+def assert_stopped_run_saved(run: Path) -> None:
+    """A run stopped by a signal committed its final checkpoint and wrote results.json and the
+    learning curve of the run so far, with the checkpoint's count of updates."""
+    import os
+
     state = json.loads((run / "checkpoint" / "run_state.json").read_text())
     assert state["tag"] == "final" and state["trained"] > 0, "the final checkpoint was committed"
     results = json.loads((run / "results.json").read_text())
@@ -234,7 +241,6 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> 
     """``nohup janus train``: SIGHUP (the terminal closing) must not stop the run; SIGINT still does,
     with the final commit, results.json and the learning curve of the run so far (issue 13 item 9,
     as test_signal_on_the_local_backend_commits_and_writes_results checks)."""
-    import os
     import signal
     import subprocess
     import sys
@@ -269,12 +275,7 @@ def test_a_signal_the_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130 and "interrupted" in err and "SIGHUP" not in err, err[-2000:]
-    state = json.loads((run / "checkpoint" / "run_state.json").read_text())
-    assert state["tag"] == "final" and state["trained"] > 0, "the final checkpoint was committed"
-    results = json.loads((run / "results.json").read_text())
-    assert results["runs"][0]["counts"]["updates"] == state["trained"] > 0
-    assert "learning_curve" in results["runs"][0] and (run / "learning_curve.png").is_file()
-    assert os.path.getsize(run / "results.json") > 0
+    assert_stopped_run_saved(run)
 
 
 def test_config_yaml_and_results_record_the_resolved_run(trained: Path) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from janus.config import RunConfig, available_placements, resolve
 from janus.errors import JanusError
+from janus.harness.granularity import candidates as granularity_candidates
 
 BACKENDS = ("local", "process", "ray")
 ETA = 3  # successive halving keeps the best 1/ETA of a rung, with ETA times the budget
@@ -83,11 +84,6 @@ def search_space(cfg: RunConfig, backends: Sequence[str], cpus: int | None = Non
     """Every knob setting this machine can run for ``cfg``'s workload."""
     cpus = cpus or os.cpu_count() or 1
     placements = [p for p, why in available_placements().items() if why is None]
-    if cfg.janus.is_on_policy:
-        m = cfg.janus.num_minibatches
-        granularities = [k / m for k in range(1, m + 1)]
-    else:
-        granularities = [1.0, 2.0, 4.0, 8.0]
     if acts_in_environment(cfg):  # the budget is env steps: more workers or envs do the same work faster, or not
         workers = sorted({1, *range(2, cpus + 1, max(1, cpus // 4))})
         envs = [1, 4, 8, 16]
@@ -95,7 +91,7 @@ def search_space(cfg: RunConfig, backends: Sequence[str], cpus: int | None = Non
     else:  # synthetic: workers x envs x iterations *is* the work (fewer actors would win by doing less)
         workers, envs, vectors = [cfg.workload.num_actors], [cfg.workload.envs_per_actor], [None]
     return [Candidate(p, oc, os_, g, b, w, e, v) for p, (oc, os_), g, b, w, e, v in itertools.product(
-        placements, [(0, 0), (1, 0), (0, 1), (1, 1)], granularities, backends, workers, envs, vectors)]
+        placements, [(0, 0), (1, 0), (0, 1), (1, 1)], granularity_candidates(cfg), backends, workers, envs, vectors)]
 
 
 @dataclass
@@ -147,9 +143,9 @@ def _trial(cfg: RunConfig, cand: Candidate, rung: int, share: float, run: Runner
         result = run(resolve(scaled(cand.apply(cfg), share)))
     except JanusError as exc:  # a setting this workload refuses (on-policy divisibility, ...): not a candidate
         return Trial(cand, rung, share, None, time.perf_counter() - start, f"{type(exc).__name__}: {exc}")
-    got = result[metric] if isinstance(result, dict) else getattr(result, metric)
-    ret = result.get("final_mean_return") if isinstance(result, dict) else getattr(result, "final_mean_return", None)
-    return Trial(cand, rung, share, float(got), time.perf_counter() - start, final_return=ret)
+    # a RunResult or a dict: both are read by key
+    return Trial(cand, rung, share, float(result[metric]), time.perf_counter() - start,
+                 final_return=result.get("final_mean_return"))
 
 
 def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner, budget_s: float,
