@@ -67,6 +67,24 @@ def test_synthetic_is_on_or_off_policy_as_configured() -> None:
     assert RunPlan.of(replace(off, runtime=replace(off.runtime, checkpoint_dir="/tmp/x"))).checkpointed == ()
 
 
+def test_on_policy_pieces_tile_the_rollout_at_any_k_over_m() -> None:
+    """g_collect = 3/4 of a 128-step rollout: pieces of 32 steps (four per rollout, collected three
+    at a time), never two of 96 that overshoot it."""
+    cfg = preset("ppo", g_collect=0.75, g_select=0.75)
+    pacing = algorithm("ppo").pacing(cfg)
+    assert (pacing.piece_steps, pacing.pieces_per_rollout) == (32, 4)
+    assert pacing.piece_steps * pacing.pieces_per_rollout == cfg.workload.rollout_length
+
+
+@pytest.mark.slow  # a short PPO run; the pacing above is the fast check
+def test_ppo_runs_at_three_quarters_granularity() -> None:
+    from janus.runtime.run import run_runtime
+
+    cfg = preset("ppo", g_collect=0.75, g_select=0.75, workload={"total_env_steps": 2048}, runtime={"backend": "local"})
+    run = run_runtime(cfg, timeout_s=120)
+    assert run["counts"]["env_steps"] == 2048 and run["counts"]["updates"] == algorithm("ppo").budget(cfg).total_updates
+
+
 def test_a_newly_registered_algorithm_is_accepted_by_the_config() -> None:
     class Toy(type(algorithm("synthetic"))):  # type: ignore[misc]
         name = "toy"

@@ -42,6 +42,9 @@ def test_the_search_space_is_what_this_machine_runs() -> None:
     assert {c.vector_env for c in gym} == {"sync", "async"}
     assert {c.num_workers for c in gym} == {1, 2}, "never more workers than CPUs"
     assert {c.envs_per_actor for c in gym} == {1, 4, 8, 16}
+    # an on-policy algorithm's granularities are fractions k/M even before its config is validated
+    ppo = search_space(config_from_args(build_parser().parse_args(["tune", "--algo", "ppo"])), ["local"], cpus=2)
+    assert {c.granularity for c in ppo} == {0.25, 0.5, 0.75, 1.0}
 
 
 def test_successive_halving_keeps_a_third_each_rung_and_finds_the_fastest() -> None:
