@@ -1,4 +1,4 @@
-"""Sync vs async vector envs: env steps per second, start-up time and memory (run on demand, not a test).
+"""Sync vs async (vs EnvPool) vector envs: env steps per second, start-up time and memory (run on demand, not a test).
 
     python benchmarks/vector_envs.py                          # CartPole-v1 and ALE/Pong-v5, 2/4/8 envs
     python benchmarks/vector_envs.py --seconds 1 --rounds 3 --out vector_envs.json
@@ -8,13 +8,16 @@ What ``workload.vector_env: auto`` picks comes from these numbers (docs/benchmar
 worker builds them (``training=True``: Pong with the full Atari preprocessing), stepped with
 random actions drawn up front (no policy: the env side alone). Each round measures sync, then
 async, for ``--seconds`` each, so every ratio async/sync pairs two measurements taken moments
-apart; the table shows the median over rounds. Start-up (build + first reset) is measured for
+apart; the table shows the median over rounds. Where EnvPool is installed (the ``envpool`` extra), each
+round also measures ``vector_env: envpool`` for the ids it offers (classic control; ``-`` elsewhere),
+paired with sync the same way. Start-up (build + first reset) is measured for
 both start methods of the subprocesses, ``forkserver`` and ``spawn``, before anything else runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -30,6 +33,7 @@ except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from janus.envs import vector as envs_module
+from janus.envs.envpool_vector import ENVPOOL_ENVS
 from janus.envs.vector import make_vector_env
 
 
@@ -90,27 +94,33 @@ def main() -> None:
             print(f"start-up  {s['env']:<12} {n} envs  {context:<10} {s['startup_s']:6.2f} s   children USS {s['children_uss_mb']:7.1f} MB")
     envs_module.ASYNC_CONTEXT = chosen
 
+    have_envpool = importlib.util.find_spec("envpool") is not None
+    print(f"envpool: {'installed' if have_envpool else 'not installed (pip install janus-rl[envpool])'}")
     rows = []
-    print(f"\n{'env':<12} {'envs':>4} {'sync steps/s':>13} {'async steps/s':>14} {'async/sync':>10}"
-          f"   (median of {args.rounds} paired rounds)")
+    print(f"\n{'env':<12} {'envs':>4} {'sync steps/s':>13} {'async steps/s':>14} {'async/sync':>10} "
+          f"{'envpool steps/s':>16} {'envpool/sync':>12}   (median of {args.rounds} paired rounds)")
     for env_id in args.envs:
+        kinds = ["sync", "async"] + (["envpool"] if have_envpool and env_id in ENVPOOL_ENVS else [])
         for n in args.num_envs:
             rng = np.random.default_rng(0)
-            built = {kind: make_vector_env(env_id, n, 0, training=True, vector_env=kind) for kind in ("sync", "async")}
+            built = {kind: make_vector_env(env_id, n, 0, training=True, vector_env=kind) for kind in kinds}
             for e in built.values():
                 e.reset(seed=0)
-            sync, async_, ratios = [], [], []
+            rates: dict[str, list[float]] = {kind: [] for kind in kinds}
             for _ in range(args.rounds):
-                sync.append(steps_per_second(built["sync"], args.seconds, rng))
-                async_.append(steps_per_second(built["async"], args.seconds, rng))
-                ratios.append(async_[-1] / sync[-1])
+                for kind in kinds:
+                    rates[kind].append(steps_per_second(built[kind], args.seconds, rng))
             for e in built.values():
                 e.close()
-            row = {"env": env_id, "num_envs": n, "sync": statistics.median(sync), "async": statistics.median(async_),
-                   "ratio": statistics.median(ratios), "ratios": ratios}
+            row: dict = {"env": env_id, "num_envs": n}
+            for kind in kinds:
+                row[kind] = statistics.median(rates[kind])
+                if kind != "sync":  # each ratio pairs two measurements of the same round
+                    ratios = [x / y for x, y in zip(rates[kind], rates["sync"])]
+                    row[f"{kind}_ratio"], row[f"{kind}_ratios"] = statistics.median(ratios), ratios
             rows.append(row)
-            print(f"{env_id:<12} {n:>4} {row['sync']:>13,.0f} {row['async']:>14,.0f} {row['ratio']:>10.2f}   "
-                  f"rounds {', '.join(f'{r:.2f}' for r in ratios)}")
+            pool = (f"{row['envpool']:>16,.0f} {row['envpool_ratio']:>12.2f}" if "envpool" in row else f"{'-':>16} {'-':>12}")
+            print(f"{env_id:<12} {n:>4} {row['sync']:>13,.0f} {row['async']:>14,.0f} {row['async_ratio']:>10.2f} {pool}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     if args.out:
         args.out.write_text(json.dumps({"cpus": os.cpu_count(), "startup": starts, "steps": rows}, indent=2))

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         from importlib.abc import Traversable
 
 OBS_DTYPES = ("float32", "uint8")
-VECTOR_ENVS = ("sync", "async", "auto")
+VECTOR_ENVS = ("sync", "async", "auto", "envpool")  # envpool: an optional extra (janus.envs.envpool_vector)
 
 
 BACKENDS = ("local", "process", "ray", "auto")

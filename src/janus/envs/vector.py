@@ -12,7 +12,8 @@ skip, unlike the default ``NEXT_STEP`` mode), and :func:`next_obs_of` rebuilds `
 :class:`EpisodeTracker` then records the real, unclipped full-game returns from ``info``.
 
 ``vector_env`` picks where the sub-envs step: ``sync`` (in the caller's thread), ``async`` (one
-subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory) or ``auto``
+subprocess each, Gymnasium's ``AsyncVectorEnv`` over shared memory), ``envpool`` (EnvPool's C++
+threads, an optional extra: :mod:`janus.envs.envpool_vector`) or ``auto``
 (:func:`vector_env_kind`; see docs/benchmarks.md, "Vectorised environments").
 
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`). What an actor/learner pair
@@ -38,6 +39,7 @@ from gymnasium import spaces
 import janus.envs.image_catch  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
 from janus.config import VECTOR_ENVS, usable_cpus
 from janus.envs import atari
+from janus.envs.envpool_vector import EnvPoolVectorEnv
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -93,13 +95,13 @@ imported this module (gymnasium, numpy) and ale-py; ``spawn`` would start each f
 
 
 def vector_env_kind(env_id: str, num_envs: int, vector_env: str = "auto") -> str:
-    """``sync`` or ``async``: ``vector_env`` itself, or what ``auto`` picks for ``env_id``.
+    """``sync``, ``async`` or ``envpool``: ``vector_env`` itself, or what ``auto`` picks for ``env_id``.
 
     ``auto`` is ``async`` only for Atari games (``ALE/``: ~0.5 ms of emulation and preprocessing
     per step) with at least 2 sub-envs, on a machine with more than 2 CPUs. Measured on 2 CPUs
     (docs/benchmarks.md, "Vectorised environments"): async loses there (Pong 0.7-1.0x of sync,
     CartPole ~0.1x: its ~15 us steps cannot pay for the pipe round trip), so it is never picked
-    for cheap envs, nor on 2 CPUs.
+    for cheap envs, nor on 2 CPUs. ``auto`` never picks ``envpool``: an optional extra, asked for by name.
     """
     if vector_env not in VECTOR_ENVS:
         raise invalid("workload.vector_env", vector_env, one_of(VECTOR_ENVS))
@@ -127,7 +129,7 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     ``env_id`` is a registered id or ``module:EnvId`` (see :func:`registered_env_id`);
     ``env_kwargs`` go to every ``gymnasium.make``. ``training``: an actor's envs (Atari: lives end
     episodes, rewards clipped; the real ones in ``info``), not an evaluation's. ``vector_env``:
-    ``sync``, ``async`` or ``auto`` (:func:`vector_env_kind`); close an ``async`` one (its
+    ``sync``, ``async``, ``envpool`` or ``auto`` (:func:`vector_env_kind`); close an ``async`` one (its
     subprocesses) with ``close()``. ``seed`` seeds the action and observation spaces;
     the caller seeds the environments with the first ``envs.reset(seed=...)``: an actor gives each
     sub-env a seed of its own (:mod:`janus.algorithms.seeding`; an int ``s`` gives sub-env ``i`` the
@@ -138,6 +140,8 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
     kind = vector_env_kind(env_id, num_envs, vector_env)
+    if kind == "envpool":
+        return seeded(EnvPoolVectorEnv(env_id, num_envs, env_kwargs), seed)
     registered_env_id(env_id)  # a clear error before any process starts
     kwargs = dict(env_kwargs or {})
     fns = [functools.partial(make_env, env_id, kwargs, training) for _ in range(num_envs)]
@@ -161,6 +165,11 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
         raise invalid(
             "--env", f"{env_id} (observation space {space})", "an environment with a Box (array) observation space"
         )
+    return seeded(envs, seed)
+
+
+def seeded(envs: gym.vector.VectorEnv, seed: int | None) -> gym.vector.VectorEnv:
+    """``envs`` with its action and observation spaces seeded by ``seed`` (when not None)."""
     if seed is not None:
         envs.action_space.seed(seed)
         envs.observation_space.seed(seed)
