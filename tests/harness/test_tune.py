@@ -45,6 +45,13 @@ def test_the_search_space_is_what_this_machine_runs() -> None:
     # an on-policy algorithm's granularities are fractions k/M even before its config is validated
     ppo = search_space(config_from_args(build_parser().parse_args(["tune", "--algo", "ppo"])), ["local"], cpus=2)
     assert {c.granularity for c in ppo} == {0.25, 0.5, 0.75, 1.0}
+    # ... and its rollout keeps its size whatever the workers and envs: the same batches and updates
+    ppo_cfg = config_from_args(build_parser().parse_args(["tune", "--algo", "ppo"]))
+    for cand in ppo:
+        tried = resolve(cand.apply(ppo_cfg))
+        assert tried.rollout_transitions == resolve(ppo_cfg).rollout_transitions
+        assert tried.minibatch_size == resolve(ppo_cfg).minibatch_size and tried.workload.rollout_length >= 8
+    assert {(c.num_workers, c.envs_per_actor) for c in ppo} == {(w, e) for w in (1, 2) for e in (1, 4, 8, 16)}
 
 
 def test_successive_halving_keeps_a_third_each_rung_and_finds_the_fastest() -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from janus.algorithms.base import algorithm
 from janus.config import RunConfig, available_placements, resolve
 from janus.errors import JanusError
 from janus.harness.granularity import candidates as granularity_candidates
@@ -62,10 +63,34 @@ class Candidate:
         """``cfg`` with these knobs (not resolved)."""
         janus = replace(cfg.janus, placement=self.placement, overlap_collect=self.overlap_collect,
                         overlap_select=self.overlap_select, g_collect=self.granularity, g_select=self.granularity)
-        workload = replace(cfg.workload, num_actors=self.num_workers, envs_per_actor=self.envs_per_actor,
-                           vector_env=self.vector_env or cfg.workload.vector_env)
+        w = cfg.workload
+        rollout_length = w.rollout_length
+        if on_policy(cfg):  # the same rollout, spread over these workers and envs: the same batches and updates
+            rollout_length = cfg.rollout_transitions // (self.num_workers * self.envs_per_actor)
+        workload = replace(w, num_actors=self.num_workers, envs_per_actor=self.envs_per_actor,
+                           rollout_length=rollout_length, vector_env=self.vector_env or w.vector_env)
         runtime = replace(cfg.runtime, backend=self.backend, workers_per_node=0)
         return replace(cfg, janus=janus, workload=workload, runtime=runtime)
+
+
+def on_policy(cfg: RunConfig) -> bool:
+    """Whether ``cfg``'s algorithm learns on-policy (its config may not be validated yet)."""
+    return bool(cfg.janus.is_on_policy or algorithm(cfg.workload.algo).is_on_policy(cfg))
+
+
+MIN_ROLLOUT_STEPS = 8
+"""On-policy, the shortest rollout a worker/env split may leave (GAE needs a horizon)."""
+
+
+def worker_splits(cfg: RunConfig, workers: list[int], envs: list[int]) -> list[tuple[int, int]]:
+    """The ``(workers, envs per worker)`` pairs to try. On-policy the rollout stays the same size
+    (the batches and updates are the algorithm's: more envs must not mean fewer, larger batches),
+    so a pair must divide it into rollouts of at least :data:`MIN_ROLLOUT_STEPS` steps."""
+    pairs = list(itertools.product(workers, envs))
+    if not on_policy(cfg):
+        return pairs
+    total = cfg.rollout_transitions
+    return [(w, e) for w, e in pairs if total % (w * e) == 0 and total // (w * e) >= MIN_ROLLOUT_STEPS]
 
 
 def acts_in_environment(cfg: RunConfig) -> bool:
@@ -90,8 +115,9 @@ def search_space(cfg: RunConfig, backends: Sequence[str], cpus: int | None = Non
         vectors: list[str | None] = ["sync", "async"]
     else:  # synthetic: workers x envs x iterations *is* the work (fewer actors would win by doing less)
         workers, envs, vectors = [cfg.workload.num_actors], [cfg.workload.envs_per_actor], [None]
-    return [Candidate(p, oc, os_, g, b, w, e, v) for p, (oc, os_), g, b, w, e, v in itertools.product(
-        placements, [(0, 0), (1, 0), (0, 1), (1, 1)], granularity_candidates(cfg), backends, workers, envs, vectors)]
+    return [Candidate(p, oc, os_, g, b, w, e, v) for p, (oc, os_), g, b, (w, e), v in itertools.product(
+        placements, [(0, 0), (1, 0), (0, 1), (1, 1)], granularity_candidates(cfg), backends,
+        worker_splits(cfg, workers, envs), vectors)]
 
 
 @dataclass
