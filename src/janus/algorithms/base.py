@@ -67,6 +67,14 @@ class BufferSpec:
     frame_stack: bool = False
     """Off-policy: ``obs``/``next_obs`` are stacks of frames, stored once per frame
     (:class:`~janus.buffer.frames.FrameStackReplay`); pieces carry a ``stream`` field."""
+    queue_depth: int = 1
+    """On-policy: items (rounds of one piece per worker) the queue holds admitted and not yet served;
+    1 for lockstep PPO, more for an asynchronous algorithm whose workers run ahead of the learner."""
+    max_staleness: int | None = None
+    """On-policy: parameter versions an item may lag the learner's before it is dropped (None: no bound)."""
+    row_steps: int = 1
+    """Env steps per row the replay stores: 1 for transitions, ``rollout_length`` where each row is a
+    whole trajectory (IMPALA/APPO: the replay's shuffles then move trajectories, never split one)."""
 
 
 @dataclass(frozen=True)

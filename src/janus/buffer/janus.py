@@ -102,6 +102,9 @@ class JanusBuffer:
             0: no ratio, sampling waits only for ``min_size``).
         max_staleness: on-policy, parameter versions a rollout may lag the learner's
             (:meth:`set_learner_version`, ``put(..., version=)``) before it is dropped unserved.
+        queue_depth: on-policy, rollouts (queue items) admitted and not yet served at once: 1 for
+            lockstep PPO; more lets an asynchronous algorithm's actors run ahead of the learner
+            (IMPALA/APPO), the storage holding ``queue_depth x rollout_size`` transitions.
 
     The rate limiter is built here from these arguments, not passed in, because its units are the
     buffer's own (the batch size, the rollout, the collection unit): off-policy a
@@ -126,6 +129,7 @@ class JanusBuffer:
         samples_per_insert: float = 0.0,
         error_buffer: float | None = None,
         max_staleness: int | None = None,
+        queue_depth: int = 1,
         **sampler_kwargs: Any,
     ) -> None:
         if not isinstance(config, JanusConfig):
@@ -156,8 +160,10 @@ class JanusBuffer:
                 raise ConfigError("samples_per_insert/error_buffer pace off-policy replay; on-policy each rollout is "
                                   "served num_epochs times (a queue), so leave them unset")
             rollout_size, num_epochs = int(rollout_size), int(num_epochs)
-            self.rate_limiter: RateLimiter = QueueLimiter(rollout_size, cfg.num_minibatches, num_epochs, 1, max_staleness)
-            capacity, batch_size = rollout_size, rollout_size // cfg.num_minibatches
+            check_int("queue_depth", queue_depth, 1)
+            self.rate_limiter: RateLimiter = QueueLimiter(rollout_size, cfg.num_minibatches, num_epochs, queue_depth,
+                                                          max_staleness)
+            capacity, batch_size = rollout_size * queue_depth, rollout_size // cfg.num_minibatches
             self._collect_pieces, self._collect_transitions = None, round(cfg.g_collect * rollout_size)
             batches_per_call = round(cfg.g_select * cfg.num_minibatches)
             self.min_size = batch_size
@@ -165,6 +171,9 @@ class JanusBuffer:
             if max_staleness is not None:
                 raise ConfigError(f"invalid max_staleness: got {max_staleness!r} off-policy; accepted: None (staleness "
                                   "bounds a queue: on-policy or asynchronous algorithms)")
+            if queue_depth != 1:
+                raise ConfigError(f"invalid queue_depth: got {queue_depth!r} off-policy; accepted: 1 (the depth of an "
+                                  "on-policy queue; off-policy replay holds buffer_capacity transitions)")
             capacity, batch_size = cfg.buffer_capacity, cfg.batch_size
             self._collect_pieces, self._collect_transitions = int(cfg.g_collect), None
             batches_per_call = int(cfg.g_select)

@@ -98,8 +98,12 @@ class QueueLimiter(RateLimiter):
         return min(max(self._inserted - self._head * self.item_size, 0), self.item_size)
 
     def _drop_stale_head(self) -> bool:
-        """Drop the head if it is complete and staler than ``max_staleness``; True if dropped."""
-        if self.max_staleness is None or self._learner_version is None or self._head_written() < self.item_size:
+        """Drop the head if it is complete, not yet served at all and staler than ``max_staleness``;
+        True if dropped. A head whose serving began is served to the end: a batch granted from it
+        may still be reading its slots (dropping would give them to the next insert), and an item
+        is either served ``serve_times`` times or dropped whole, never both."""
+        if (self.max_staleness is None or self._learner_version is None or self._position
+                or self._head_written() < self.item_size):
             return False
         version = self._versions.get(self._head)
         if version is None or self._learner_version - version <= self.max_staleness:

@@ -47,10 +47,21 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
         f"\nruntime{f' of {name}' if name else ''} ({rt['backend']}): messages " + "; ".join(parts)
         + f"\n  parameter versions published: {rt['param_versions_published']}; fetches per node: {fetches}"
         + f"\n  worker restarts: {restarts}; stalls: {rt['stalls']}"
+        + (f"\n  actors acting {rt['actor_utilization']:.0%} of the wall, learner updating "
+           f"{rt['learner_utilization']:.0%}" if "actor_utilization" in rt else "")
+        + policy_lag_line(rt.get("policy_lag"))
         + (f"\n  worker errors: {rt.get('worker_errors_total', len(errors))} (the last: {errors[-1]['error'][:200]})" if errors else "")
         + (f"\n  {dropped} pieces that reached the replay at the stop could not be written (on-policy: the "
            f"rest of a rollout the run no longer trains on)" if dropped else "")
     )
+
+
+def policy_lag_line(lag: dict | None) -> str:
+    """An asynchronous run's policy lag and what was dropped as too stale (empty for other runs)."""
+    if not lag:
+        return ""
+    return (f"\n  policy lag: mean {lag['mean']:.1f}, max {lag['max']:.0f} versions over {lag['batches']} batches; "
+            f"dropped as too stale: {lag['items_dropped_stale']} items (replay), {lag['batches_dropped_stale']} batches (learner)")
 
 
 def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], list[dict[str, str]], str]:

@@ -74,9 +74,11 @@ def make_buffer(plan: RunPlan) -> JanusBuffer:
     rates: dict[str, Any] = {} if spec.on_policy else {
         "min_size": p.min_size_to_sample, "samples_per_insert": p.samples_per_insert,
         "error_buffer": p.error_buffer if p.samples_per_insert else None}
+    if spec.on_policy:
+        rates.update(queue_depth=spec.queue_depth, max_staleness=spec.max_staleness)
     return JanusBuffer(
         replace(cfg.janus, learner_device=plan.replay_device),
-        rollout_size=cfg.rollout_transitions if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
+        rollout_size=cfg.rollout_transitions // spec.row_steps if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
         seed=cfg.seed, sampler=spec.sampler, frame_stack=spec.frame_stack,
         beta_schedule=plan.beta_schedule(), **rates, **spec.sampler_kwargs,
     )
@@ -108,7 +110,11 @@ def new_worker(plan: RunPlan, index: int, proxy: str) -> Worker:
 
 def new_proxy(plan: RunPlan, name: str, workers_on_node: int) -> WorkerProxy:
     w = plan.cfg.workload
-    return WorkerProxy(name, "trajectory_manager", "trainer", batch_transitions=w.envs_per_actor * w.rollout_length * workers_on_node,
+    # An asynchronous queue takes pieces in any order, so each goes on alone: a merged insert could
+    # cross an item's end (lockstep, a round's pieces fill the one item being written; off-policy: no items).
+    merge = 1 if plan.spec.on_policy and not plan.pacing.lockstep else workers_on_node
+    rows = w.envs_per_actor * w.rollout_length // plan.spec.row_steps  # a piece's rows (a count the proxy compares)
+    return WorkerProxy(name, "trajectory_manager", "trainer", batch_transitions=rows * merge,
                        max_delay_s=0.0 if plan.serial else 0.005)  # serial: flush every round, not by the clock
 
 
@@ -128,7 +134,7 @@ def new_trajectory_manager(plan: RunPlan, shared: SharedBuffer | None = None) ->
         warm_up()
     return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"),
                              put_wait_s=0.0 if plan.serial else 0.02, resumed=plan.resumed,
-                             sample_batch=plan.cfg.minibatch_size)
+                             sample_batch=plan.cfg.minibatch_size // plan.spec.row_steps)
 
 
 def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:
@@ -137,7 +143,8 @@ def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:
     its replay client when it starts (the serial scheduler's Trainer never waits)."""
     return Trainer("trainer", "orchestrator", partial(_built, make_learner(plan)), replay, plan.pacing.publish_every,
                    checkpointer(plan, "trainer"), report_every=plan.cfg.runtime.max_in_flight // 2,
-                   batch_wait_s=0.0 if plan.serial else 0.02, max_updates=plan.total_updates)
+                   batch_wait_s=0.0 if plan.serial else 0.02, max_updates=plan.total_updates,
+                   max_policy_lag=plan.spec.max_staleness)
 
 
 def new_orchestrator(plan: RunPlan, roles: dict[str, str], restart: Callable[[str], str | None] | None) -> Orchestrator:
@@ -384,11 +391,12 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
     proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
-    transitions = produced(workers, status, "transitions")
+    rows = plan.spec.row_steps  # the replay counts rows: a whole trajectory each for IMPALA/APPO
+    transitions = produced(workers, status, "transitions") * rows
     trained = int(trainer.get("batches_trained", status.get("trained", 0)))
     update_s = trainer.get("update_s", 0.0)
     limiter = plan.limiter
-    inserted = int(tm.get("transitions_inserted", 0))
+    inserted = int(tm.get("transitions_inserted", 0)) * rows
     curve = learning_curve(status.get("curve", []))
     metrics = metric_columns(status.get("train_metrics", []))
     env_steps = produced(workers, status, "env_steps")
@@ -416,7 +424,7 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
             "run_env_steps": int(earlier.get("env_steps", 0)) + env_steps,
             "run_updates": int(earlier.get("trained", 0)) + trained,
             "transitions_inserted": inserted,
-            "transitions_collected": int(tm.get("buffer.transitions_collected", 0)),
+            "transitions_collected": int(tm.get("buffer.transitions_collected", 0)) * rows,
             "collect_calls": int(tm.get("buffer.collect_calls", 0)),
             "select_calls": int(tm.get("buffer.select_calls", 0)),
             "batches_selected": int(tm.get("buffer.batches_selected", 0)),
@@ -425,6 +433,10 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
             "backend": cfg.runtime.backend,
             "learner_utilization": update_s / wall if wall > 0 else 0.0,
             "learner_wait_s": trainer.get("wait_s", 0.0),
+            # the workers' share of the wall spent acting (the rest: waiting for room, parameters, messages)
+            "actor_utilization": (sum(c.get("rollout_s", 0.0) for c in workers.values()) / len(workers) / wall
+                                  if workers and wall > 0 else 0.0),
+            **policy_lag(trainer, tm),
             "pacing": {  # the replay's rate limiter: its settings and how long each side waited on it
                 "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,
                 "error_buffer": limiter.error_buffer, "largest_insert": limiter.insert_piece,
@@ -449,6 +461,18 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
     )
 
 
+def policy_lag(trainer: Mapping[str, float], tm: Mapping[str, float]) -> dict[str, Any]:
+    """An asynchronous run's policy lag (versions between the parameters that acted a batch's rows
+    and those that trained on it: mean over batches, worst row) and the items dropped as too stale;
+    nothing for a run whose rows carry no version."""
+    batches = int(trainer.get("policy_lag_batches", 0))
+    if not batches:
+        return {}
+    return {"policy_lag": {"mean": trainer.get("policy_lag_sum", 0.0) / batches, "max": trainer.get("policy_lag_max", 0.0),
+                           "batches": batches, "items_dropped_stale": int(tm.get("buffer.items_dropped_stale", 0)),
+                           "batches_dropped_stale": int(trainer.get("batches_dropped_stale", 0))}}
+
+
 RESULTS_FROM_RUN_STATE = (
     "the run's final commit (checkpoint/run_state.json): the session that trained it stopped before it wrote its "
     "results, and janus train --resume wrote them from the commit. Counts and rates are the whole run's; stage "
@@ -462,8 +486,8 @@ def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult
     (stage times, messages) is left out, never made up, and ``runtime.results_from`` says so."""
     trained, steps, wall = int(state["trained"]), int(state["env_steps"]), float(state["wall_s"])
     counts = {"updates": trained, "env_steps": steps, "run_env_steps": steps, "run_updates": trained}
-    if "inserted" in state:
-        counts["transitions_inserted"] = int(state["inserted"])
+    if "inserted" in state:  # the replay's rows, in transitions
+        counts["transitions_inserted"] = int(state["inserted"]) * algorithm(cfg.workload.algo).buffer_spec(cfg).row_steps
     return RunResult(
         name=cfg.name, config=reported_config(cfg), status="finished",
         samples_per_s=trained * cfg.minibatch_size / wall if wall > 0 else 0.0,

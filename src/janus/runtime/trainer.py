@@ -52,14 +52,19 @@ class Trainer(Component):
         max_updates: batches the run trains in all (a resumed Trainer continues its count); 0: no limit.
         batch_wait_s: longest wait for a batch in one :meth:`step` (messages are handled between
             waits); 0 for the serial scheduler, which must never block.
+        max_policy_lag: a batch whose rows carry a ``version`` older than this many versions behind
+            the learner's is dropped, not trained (counted as ``batches_dropped_stale``): the replay
+            drops stale items before serving them, this catches those that aged in the prefetch
+            queue, so every trained row is within the bound. None: no bound.
     """
 
     def __init__(
         self, name: str, orchestrator: str, make_learner: Callable[[], LearnerSide], make_replay: Callable[[], ReplayClient],
         publish_every: int, checkpoint: Checkpointer | None = None, report_every: int = 1, batch_wait_s: float = 0.02,
-        max_updates: int = 0,
+        max_updates: int = 0, max_policy_lag: int | None = None,
     ) -> None:
         super().__init__(name)
+        self.max_policy_lag = max_policy_lag
         self.make_replay = make_replay
         self.replay: ReplayClient | None = None
         self.batch_wait_s = batch_wait_s
@@ -153,8 +158,15 @@ class Trainer(Component):
                 raise self.replay.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
             self.replay_closed = True  # closed at shutdown: nothing more to train on
             return False
+        if self.max_policy_lag is not None and "version" in batch and self._too_stale(batch["version"]):
+            self.count("batches_dropped_stale")
+            return True
         self._train(batch)
         return True
+
+    def _too_stale(self, versions: torch.Tensor) -> bool:
+        assert self.max_policy_lag is not None
+        return self.version - int(versions.min().item()) > self.max_policy_lag
 
     def _train(self, batch: dict[str, Any]) -> None:
         assert self.learner is not None
@@ -166,6 +178,8 @@ class Trainer(Component):
         self.trained += 1
         self.count("batches_trained")  # by this invocation (``trained`` continues a resumed run's)
         self.metrics = dict(getattr(result, "metrics", {}) or {})
+        if "version" in batch:  # rows that say which parameter version acted them (IMPALA/APPO)
+            self._count_policy_lag(batch["version"])
         check_finite_losses(self.metrics, self.trained)  # before NaN parameters reach the actors
         if self.metrics:
             self.metric_updates += 1
@@ -180,6 +194,16 @@ class Trainer(Component):
             self.replay.set_learner_version(self.version)
         if self.trained - self.reported >= self.report_every:
             self._report()  # batches still queued: the Orchestrator refills before this mailbox runs dry
+
+    def _count_policy_lag(self, versions: torch.Tensor) -> None:
+        """Policy lag of a batch: versions between the parameters that acted each row and those it
+        trains (mean and max, in the update's metrics; run totals in the counters)."""
+        lag = (self.version - versions).float()
+        mean, worst = lag.mean().item(), lag.max().item()
+        self.metrics["policy_lag_mean"], self.metrics["policy_lag_max"] = mean, worst
+        self.count("policy_lag_sum", mean)
+        self.count("policy_lag_batches")
+        self.counters["policy_lag_max"] = max(self.counters.get("policy_lag_max", 0.0), worst)
 
     def _set_priorities(self, keys: Any, priorities: torch.Tensor) -> None:
         assert self.replay is not None
