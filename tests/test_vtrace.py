@@ -222,3 +222,15 @@ def test_wrong_types_raise(name, bad, match):
 def test_bad_truncation_levels_raise(name, bad):
     with pytest.raises(ConfigError, match=rf"invalid {name}: got {bad!r}; accepted: a float > 0"):
         vtrace(**good(), **{name: bad})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_numpy_and_torch_loops_agree(dtype: torch.dtype) -> None:
+    """The CPU fast path (numpy) and the loop other devices run (torch) give the same sums."""
+    from janus.vtrace import _backward_sum
+
+    gen = torch.Generator().manual_seed(0)
+    delta, decay = torch.randn(17, 3, generator=gen, dtype=dtype), torch.rand(17, 3, generator=gen, dtype=dtype)
+    fast, plain = _backward_sum(delta, decay, in_numpy=True), _backward_sum(delta, decay, in_numpy=False)
+    assert fast.dtype == plain.dtype == dtype
+    torch.testing.assert_close(fast, plain)

@@ -300,6 +300,8 @@ MODULES = {
     "dqn": "janus.algorithms.dqn",
     "ppo": "janus.algorithms.ppo",
     "sac": "janus.algorithms.sac",
+    "impala": "janus.algorithms.impala",
+    "appo": "janus.algorithms.impala",
 }
 """Name -> module that registers it when imported (looked up lazily)."""
 _REGISTRY: dict[str, Algorithm] = {}
