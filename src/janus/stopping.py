@@ -32,6 +32,18 @@ class Aborted(KeyboardInterrupt):
     """A third stop signal: leave without waiting for the final checkpoint and results."""
 
 
+class StopRequested(KeyboardInterrupt):
+    """A callback of :func:`janus.train` asked the run to stop: it stops as for Ctrl-C (clean
+    shutdown, final checkpoint, results written), with status ``stopped``."""
+
+    outcome = "stopped"
+
+
+def outcome_of(exc: KeyboardInterrupt) -> str:
+    """The ``status`` of a run that ``exc`` stopped: ``stopped`` (a callback asked) or ``interrupted``."""
+    return str(getattr(exc, "outcome", "interrupted"))
+
+
 _windows: list[bool] = []  # innermost last: True inside interruptible(), False inside saving()
 _handler: StopSignals | None = None  # the handler installed in this process, if any
 
