@@ -92,7 +92,8 @@ def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *,
         cfg = configured(args)
     except JanusError as exc:  # named by the keyword given ("invalid lr"), as the command names its flag ("--lr")
         named = named_by_flag(exc, args)
-        text = re.sub(r"--(\w+)", lambda m: m.group(1) if m.group(1) in {*flags, "algo"} else m.group(0), str(named))
+        known = _train_flags()[0]
+        text = re.sub(r"--(\w+)", lambda m: m.group(1) if m.group(1) in known else m.group(0), str(named))
         raise type(named)(text) from None
     try:
         run_command(args, cfg, hooks)
