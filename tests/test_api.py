@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +161,19 @@ def test_the_api_writes_the_run_folder_the_cli_writes(tmp_path: Path, finished_d
     assert files(run.out) == files(finished_dqn_run)
     assert (run.out / "config.yaml").read_text() == (finished_dqn_run / "config.yaml").read_text()
     assert results_of(run.out)["counts"]["env_steps"] >= FINISHED_DQN_STEPS
+
+
+def test_ctrl_c_stops_the_run_writes_it_and_reaches_the_caller(tmp_path: Path) -> None:
+    class CtrlC(janus.Callback):
+        progress_every_s = 0.0
+
+        def on_progress(self, stats: ProgressStats) -> None:
+            if stats.episodes >= 3:
+                os.kill(os.getpid(), signal.SIGINT)  # as a Ctrl-C in the terminal: the main thread gets it
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        janus.train("dqn", env="CartPole-v1", total_env_steps=BUDGET, out=tmp_path / "run", callbacks=[CtrlC()])
+    saved = results_of(tmp_path / "run")
+    assert saved["status"] == "interrupted" and saved["counts"]["env_steps"] < BUDGET
+    assert signal.getsignal(signal.SIGINT) is before, "the caller's handler is back"

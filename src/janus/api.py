@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from janus import stopping
 from janus.callbacks import Callback, CallbackHooks, merged_settings
 from janus.errors import ConfigError, JanusError, shown
 from janus.stopping import StopRequested
@@ -95,10 +96,14 @@ def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *,
         known = _train_flags()[0]
         text = re.sub(r"--(\w+)", lambda m: m.group(1) if m.group(1) in known else m.group(0), str(named))
         raise type(named)(text) from None
-    try:
-        run_command(args, cfg, hooks)
-    except StopRequested:
-        pass  # the run is written (status stopped); the hooks hold its result
+    with stopping.handled() as signals:  # Ctrl-C as for the command: the run stops, is written, then it is raised
+        try:
+            run_command(args, cfg, hooks)
+        except StopRequested:
+            pass  # the run is written (status stopped); the hooks hold its result
+        late = signals.late() if signals is not None else None
+    if late is not None:  # it came as the run ended: the run is saved as finished, the stop still reaches the caller
+        raise KeyboardInterrupt(late)
     if hooks.out is None or hooks.result is None:  # resume= of a run at its budget: results written, nothing run
         raise JanusError("janus.train: nothing was trained (see the messages above); the run folder's results.json "
                          "holds its result")

@@ -112,6 +112,24 @@ class StopSignals:
 
 
 @contextlib.contextmanager
+def handled() -> Iterator[StopSignals | None]:
+    """:class:`StopSignals` installed for the block (:func:`janus.train` in a script's main thread),
+    the handlers before it restored after; None (nothing installed) in another thread."""
+    global _handler
+    if not _main_thread():
+        yield None
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    outer = _handler
+    try:
+        yield StopSignals().install()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
+        _handler = outer
+
+
+@contextlib.contextmanager
 def saving() -> Iterator[None]:
     """A block a first stop signal must not cut short (shutdown, commit, results files): the
     signal is recorded, announced, and raised at the next :func:`interruptible` window, if any
