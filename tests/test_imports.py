@@ -175,7 +175,7 @@ def test_a_fresh_interpreter_imports_the_runtime_without_an_algorithm() -> None:
 def test_the_package_and_the_command_line_import_without_torch() -> None:
     """``import janus`` and ``janus.cli`` load torch only when a run needs it: the command starts in
     tens of milliseconds, so a Ctrl-C at start reaches ``main``'s handler instead of an import."""
-    code = ("import sys, janus, janus.cli; print(sorted(m for m in ('torch', 'numba', 'janus.buffer') if m in sys.modules)); "
+    code = ("import sys, janus, janus.cli, janus.api; print(sorted(m for m in ('torch', 'numba', 'janus.buffer') if m in sys.modules)); "
             "from janus import ExperienceBuffer, JanusBuffer, ConfigError; print(ExperienceBuffer.__module__, "
             "'ExperienceBuffer' in dir(janus), 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -188,10 +188,11 @@ def test_the_package_and_the_command_line_import_without_torch() -> None:
         assert "no attribute 'NotAName'" in str(exc)
     else:
         raise AssertionError("janus.NotAName did not raise AttributeError")
-    assert janus.__all__ == ["BufferEmptyError", "BufferInputError", "CheckpointError", "ConfigError", "ExperienceBuffer",
-                             "FrameStackReplay", "JanusBuffer", "JanusConfig", "JanusError", "PipelineClosedError",
-                             "PlacementUnavailableError", "Policy", "RunConfig", "StageStats", "WorkloadConfig",
-                             "__version__", "load_policy"]  # the public names the eager __init__ exported
+    assert janus.__all__ == ["BufferEmptyError", "BufferInputError", "Callback", "Checkpoint", "CheckpointError", "ConfigError",
+                             "EarlyStop", "Evaluation", "ExperienceBuffer", "FrameStackReplay", "JanusBuffer", "JanusConfig",
+                             "JanusError", "PipelineClosedError", "PlacementUnavailableError", "Policy", "Progress",
+                             "ProgressStats", "RunConfig", "RunInfo", "StageStats", "TrainedRun", "WorkloadConfig",
+                             "__version__", "load_policy", "train"]  # the eager __init__'s names, then janus.train's
     assert all(getattr(janus, name) is not None for name in janus.__all__)
 
 

@@ -12,6 +12,15 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _WHERE = {
+    "train": "janus.api",
+    "TrainedRun": "janus.api",
+    "Callback": "janus.callbacks",
+    "Checkpoint": "janus.callbacks",
+    "EarlyStop": "janus.callbacks",
+    "Evaluation": "janus.callbacks",
+    "Progress": "janus.callbacks",
+    "ProgressStats": "janus.callbacks",
+    "RunInfo": "janus.callbacks",
     "ExperienceBuffer": "janus.buffer.experience",
     "FrameStackReplay": "janus.buffer.frames",
     "JanusBuffer": "janus.buffer.janus",
@@ -33,9 +42,11 @@ _WHERE = {
 __all__ = sorted([*_WHERE, "__version__"])
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is imported on first use
+    from janus.api import TrainedRun, train
     from janus.buffer.experience import ExperienceBuffer
     from janus.buffer.frames import FrameStackReplay
     from janus.buffer.janus import JanusBuffer, StageStats
+    from janus.callbacks import Callback, Checkpoint, EarlyStop, Evaluation, Progress, ProgressStats, RunInfo
     from janus.config import JanusConfig, RunConfig, WorkloadConfig
     from janus.errors import (
         BufferEmptyError,

@@ -502,6 +502,18 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return from_dict(overrides, base=cfg) if overrides else cfg
 
 
+def configured(args: argparse.Namespace) -> RunConfig:
+    """The validated configuration of a parsed command (:func:`config_from_args`, the ``--resume``
+    checks, :func:`janus.config.validate`): what ``janus`` and :func:`janus.train` run."""
+    cfg = config_from_args(args)
+    if getattr(args, "resume", None) is not None:  # before validate: a refused change is named as such
+        from janus.harness.run_folder import check_resume_request
+
+        check_resume_request(args, cfg)
+    validate(cfg)  # fail on a bad config before any work starts; placements resolve per run
+    return cfg
+
+
 class UnreadOutput:
     """A text stream (stdout, stderr) that drops what it is given once nobody reads it: a closed
     pipe (``janus train | head``, or a ``| tee log`` killed by the same Ctrl-C or SIGTERM as janus).
@@ -640,13 +652,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "rollout":
             return run_rollout(args)
 
-        cfg = config_from_args(args)
-        if getattr(args, "resume", None) is not None:  # before validate: a refused change is named as such
-            from janus.harness.run_folder import check_resume_request
-
-            check_resume_request(args, cfg)
-        validate(cfg)  # fail on a bad config before any work starts; placements resolve per run
-        return run_command(args, cfg)
+        return run_command(args, configured(args))
     except JanusError as exc:
         print(f"janus {args.command}: error: {named_by_flag(exc, args)}", file=sys.stderr)
         return 2

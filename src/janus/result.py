@@ -36,7 +36,8 @@ class RunResult:
     stage_s: dict[str, float]
     counts: dict[str, int]
     status: str = "finished"
-    """``finished``; ``interrupted`` (Ctrl-C, SIGTERM: the run so far); ``running`` (a periodic
+    """``finished``; ``interrupted`` (Ctrl-C, SIGTERM: the run so far); ``stopped`` (a callback of
+    :func:`janus.train` asked: the run so far, saved as for an interrupt); ``running`` (a periodic
     snapshot of a run still going: a run killed without a chance to stop keeps its last one)."""
     runtime: dict[str, Any] = field(default_factory=dict)
     learning_curve: dict[str, list[float]] | None = None

@@ -32,6 +32,18 @@ class Aborted(KeyboardInterrupt):
     """A third stop signal: leave without waiting for the final checkpoint and results."""
 
 
+class StopRequested(KeyboardInterrupt):
+    """A callback of :func:`janus.train` asked the run to stop: it stops as for Ctrl-C (clean
+    shutdown, final checkpoint, results written), with status ``stopped``."""
+
+    outcome = "stopped"
+
+
+def outcome_of(exc: KeyboardInterrupt) -> str:
+    """The ``status`` of a run that ``exc`` stopped: ``stopped`` (a callback asked) or ``interrupted``."""
+    return str(getattr(exc, "outcome", "interrupted"))
+
+
 _windows: list[bool] = []  # innermost last: True inside interruptible(), False inside saving()
 _handler: StopSignals | None = None  # the handler installed in this process, if any
 
@@ -97,6 +109,24 @@ class StopSignals:
         """The name of a stop signal that was recorded and never raised (it came while the run's
         files were written, after its loop had ended), else None."""
         return self.first if self.first is not None and not self.delivered else None
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[StopSignals | None]:
+    """:class:`StopSignals` installed for the block (:func:`janus.train` in a script's main thread),
+    the handlers before it restored after; None (nothing installed) in another thread."""
+    global _handler
+    if not _main_thread():
+        yield None
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    outer = _handler
+    try:
+        yield StopSignals().install()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
+        _handler = outer
 
 
 @contextlib.contextmanager

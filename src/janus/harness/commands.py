@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -25,6 +25,10 @@ from janus.harness.report import annotate, format_table, write_learning_curve, w
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
 from janus.result import RunResult
+from janus.runtime.run import Observer
+
+if TYPE_CHECKING:
+    from janus.callbacks import CallbackHooks
 
 
 def runtime_summary(rt: dict, name: str | None = None) -> str:
@@ -161,7 +165,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
     return None
 
 
-def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> int:
+def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any], command: str = "janus train") -> int:
     """Write the results of a run that reached its budget (commit record ``state``) but whose
     results are missing or stale; nothing is trained and config.yaml is not changed."""
     from janus.runtime.run import result_from_run_state
@@ -172,15 +176,16 @@ def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> in
           f"it stopped before writing its results; writing them from {Path(str(cfg.runtime.checkpoint_dir)) / 'run_state.json'} "
           f"(nothing is trained)", flush=True)
     run = result_from_run_state(cfg, state)
-    paths = write_files(command_line("train"), out_dir, [run], [], run.name)
+    paths = write_files(command, out_dir, [run], [], run.name)
     print(f"\n{run.name}: mean return of the last 20 episodes {run.final_mean_return:.1f} ({run.episodes} episodes)"
           if run.final_mean_return is not None else "", flush=True)
     print("wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     return 0
 
 
-def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
-    """Run a parsed ``janus`` command; returns the exit code."""
+def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks | None = None) -> int:
+    """Run a parsed ``janus`` command; returns the exit code. ``hooks``: the callbacks of a
+    ``train`` run (:func:`janus.train`), called around it and on every poll."""
     if args.command == "tune":
         from janus.harness.tune_command import run_tune
 
@@ -192,11 +197,11 @@ def run_command(args: argparse.Namespace, cfg: RunConfig) -> int:
         run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML
     out_dir, lock = run_folder.open_out_dir(args, label)
     with lock:
-        return _run_in(args, label, out_dir, configs, skipped, baseline)
+        return _run_in(args, label, out_dir, configs, skipped, baseline, hooks)
 
 
 def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
-            skipped: list[dict[str, str]], baseline: str) -> int:
+            skipped: list[dict[str, str]], baseline: str, hooks: CallbackHooks | None = None) -> int:
     """Run ``configs`` into the locked folder ``out_dir``: a resumed run's config.yaml is
     written once it has committed a checkpoint, a new run's at once."""
     resumed: run_folder.ResumeCommit | None = None
@@ -207,7 +212,7 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
             committed = check_resume(out_dir, configs[0])
             if committed is not None:  # at its budget, results lost with the session that trained it
                 with stopping.saving():
-                    return complete_results(out_dir, configs[0], committed)
+                    return complete_results(out_dir, configs[0], committed, command_line(label, args))
             ckpt = configs[0].runtime.checkpoint_dir
             best = configs[0].runtime.best_dir
             resumed = run_folder.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None,
@@ -225,14 +230,15 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
         try:
             # a resumed run's live logs and results wait for its first commit, like its config.yaml
             ready = (lambda: resumed.written) if resumed is not None else None
-            return _run_configs(args, label, out_dir, configs, skipped, baseline, ready)
+            return _run_configs(args, label, out_dir, configs, skipped, baseline, ready, hooks)
         finally:
             if resumed is not None:
                 resumed.finish()
 
 
 def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: list[RunConfig],
-                 skipped: list[dict[str, str]], baseline: str, ready: Callable[[], bool] | None = None) -> int:
+                 skipped: list[dict[str, str]], baseline: str, ready: Callable[[], bool] | None = None,
+                 hooks: CallbackHooks | None = None) -> int:
     """Run each configuration (``repeats`` times, interleaved, for compare and eval; progress,
     interrupts) and write the results: a repeated configuration as its median run."""
     mode = "on-policy" if configs[0].janus.is_on_policy else "off-policy"
@@ -267,12 +273,14 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
         progress = ProgressLine(f"  {c.name}")
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
+        if hooks is not None:
+            hooks.start(out_dir, c)
         try:
-            run = run_configuration(c, progress, live)
-        except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: write what ran so far, then stop
+            run = run_configuration(c, progress, observers(live, hooks))
+        except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
-                progress.finish(f"interrupted after {partial['wall_s']:.2f}s; writing the run so far")
+                progress.finish(f"{stopping.outcome_of(exc)} after {partial['wall_s']:.2f}s; writing the run so far")
                 if live is not None:
                     live.finish(partial)
             if live is not None:
@@ -280,6 +288,8 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
             so_far = [*runs, partial] if partial is not None else runs  # stopped as it started: the earlier ones
             if so_far and not isinstance(exc, stopping.Aborted):
                 write_outputs(args, label, out_dir, summarize(so_far), skipped, baseline)
+                if hooks is not None and partial is not None:
+                    hooks.end(partial)
             raise
         except BaseException:
             if live is not None:
@@ -300,6 +310,8 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                     "without_overlap": {str(g): v for g, v in probed.without_overlap.items()},
                     "chosen": probed.chosen, "overlap": probed.overlap, "iterations": probed.iterations}
     write_outputs(args, label, out_dir, summary, skipped, baseline)
+    if hooks is not None and runs:
+        hooks.end(runs[-1])
     if probed is not None:
         note = probed.note()
         print("\n" + probed.describe() + (f"\n{note}" if note else ""), flush=True)
@@ -363,7 +375,7 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     from janus.runtime.plan import plan_of
 
     def save(so_far: Any) -> None:
-        write_files(command_line(label), out_dir, [*runs, so_far], skipped, baseline)
+        write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline)
 
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
@@ -372,8 +384,25 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
                    skip_rows=len(earlier.get("train_metrics", [])))
 
 
-def command_line(label: str) -> str:
-    """The command as typed (``janus train ...``), for results.json."""
+def observers(*each: Observer | None) -> Observer | None:
+    """One observer of a run that calls each given one in turn (None when none is given)."""
+    given = [o for o in each if o is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+
+    def observe(status: dict[str, Any], result_so_far: Callable[[], RunResult]) -> None:
+        for observer in given:
+            observer(status, result_so_far)
+
+    return observe
+
+
+def command_line(label: str, args: argparse.Namespace | None = None) -> str:
+    """The command as typed (``janus train ...``; ``args.invocation`` when set: a :func:`janus.train`
+    call), for results.json."""
+    invocation = getattr(args, "invocation", None)
+    if invocation:
+        return str(invocation)
     argv = sys.argv[1:] if sys.argv and Path(sys.argv[0]).name in ("janus", "main.py") else [label]
     return "janus " + " ".join(argv)
 
@@ -395,7 +424,7 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
     annotated = annotate(runs, baseline=baseline)
     print()
     print(format_table(annotated, baseline=baseline))
-    paths = write_files(command_line(label), out_dir, runs, skipped, baseline)
+    paths = write_files(command_line(label, args), out_dir, runs, skipped, baseline)
     for run in runs:
         if "runtime" in run:
             print(runtime_summary(run["runtime"], run["name"]))

@@ -84,7 +84,7 @@ def run_sync_loop(cfg: RunConfig, progress: Progress | None = None, observer: Ob
             with stopping.interruptible():
                 loop.run(progress, observer)
         except KeyboardInterrupt as exc:
-            exc.partial_result = loop.result("interrupted")  # type: ignore[attr-defined]  # rides on the interrupt
+            exc.partial_result = loop.result(stopping.outcome_of(exc))  # type: ignore[attr-defined]  # rides on the interrupt
             raise
         finally:
             loop.close()

@@ -291,7 +291,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
         print(f"janus: {problem}", file=sys.stderr)  # Ctrl-C: still hand back the run so far, below
     if interrupted is not None:  # the run so far rides on the interrupt, for the caller to write out
         interrupted.partial_result = summarize(plan, backend, status, counters, wall,  # type: ignore[attr-defined]  # rides on the interrupt
-                                               outcome="interrupted")
+                                               outcome=stopping.outcome_of(interrupted))
         raise interrupted
     return summarize(plan, backend, status, counters, wall)
 
@@ -386,7 +386,7 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
               outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
     The counts of the run state this session resumed from start the whole run's; ``outcome``: its
-    ``status`` (finished, interrupted or running)."""
+    ``status`` (finished, interrupted, stopped or running)."""
     cfg, earlier = plan.cfg, plan.resumed
     workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
     tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})

@@ -1,0 +1,258 @@
+"""Callbacks of :func:`janus.train`: hooks the run calls as it goes, and the built-in ones.
+
+A :class:`Callback` is called from the run's poll loop (the main thread of ``janus.train``, between
+two looks at the Orchestrator's status), never from a component: a hook that takes long delays the
+next poll, not the actors or the learner. A hook that returns ``True`` stops the run: it stops as
+for Ctrl-C (workers drained, final checkpoint committed, results written) with status ``stopped``.
+
+Built-ins, each one small: :class:`Progress` prints, :class:`EarlyStop` stops at a mean return,
+:class:`Checkpoint` and :class:`Evaluation` set the runtime's own checkpoint and evaluation
+settings (:meth:`Callback.settings`: the ``janus train`` flags they stand for).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from janus.config import RunConfig
+from janus.errors import ConfigError, invalid
+from janus.stopping import StopRequested
+
+RETURN_WINDOW = 20
+"""Episodes in :attr:`ProgressStats.mean_return` (as the results' ``final_mean_return``)."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What :meth:`Callback.on_start` is told: the run folder and the resolved configuration."""
+
+    out: Path
+    config: RunConfig
+
+    @property
+    def total_env_steps(self) -> int:
+        return self.config.workload.total_env_steps
+
+
+@dataclass(frozen=True)
+class ProgressStats:
+    """A look at a run as it goes (:meth:`Callback.on_progress`)."""
+
+    env_steps: int
+    """Env steps of the whole run (a resumed run's earlier sessions included)."""
+    updates: int
+    """Learner updates of this session."""
+    total_env_steps: int
+    episodes: int
+    """Episodes finished so far."""
+    mean_return: float | None
+    """Mean return of the last 20 episodes (None before the first ends)."""
+    elapsed_s: float
+    env_steps_per_s: float
+    """This session's env steps per second of its running time."""
+
+    @property
+    def fraction(self) -> float:
+        """The share of the env-step budget done, 0 to 1."""
+        return min(self.env_steps / self.total_env_steps, 1.0) if self.total_env_steps > 0 else 1.0
+
+
+class Callback:
+    """Hooks of one run; override those you need. Returning ``True`` from a hook stops the run.
+
+    ``progress_every_s``: seconds between calls of :meth:`on_progress` (every poll when 0).
+    """
+
+    progress_every_s: float = 2.0
+
+    def settings(self) -> dict[str, Any]:
+        """``janus train`` flags (as keywords) this callback needs, e.g. ``{"eval_interval_steps": 5000}``."""
+        return {}
+
+    def on_start(self, run: RunInfo) -> bool | None:
+        """The run folder is open and the configuration resolved; the components start next."""
+        return None
+
+    def on_progress(self, stats: ProgressStats) -> bool | None:
+        """The run so far, every :attr:`progress_every_s` seconds."""
+        return None
+
+    def on_evaluation(self, evaluation: dict[str, Any]) -> bool | None:
+        """A periodic evaluation finished (``env_steps``, ``mean_return``, ``std_return`` ..., as results.json records it)."""
+        return None
+
+    def on_end(self, result: Any) -> None:
+        """The run ended (finished, stopped or interrupted) and its results are written; ``result``
+        is its :class:`~janus.result.RunResult`."""
+
+
+class Progress(Callback):
+    """Prints a line every ``every_s`` seconds: env steps, share done, mean return, rate and ETA."""
+
+    def __init__(self, every_s: float = 5.0, stream: TextIO | None = None) -> None:
+        if not isinstance(every_s, (int, float)) or isinstance(every_s, bool) or not every_s >= 0:
+            raise invalid("Progress(every_s)", every_s, "a number of seconds >= 0")
+        self.progress_every_s = float(every_s)
+        self.stream = stream
+
+    def on_progress(self, stats: ProgressStats) -> None:
+        left = stats.total_env_steps - stats.env_steps
+        eta = f"ETA {left / stats.env_steps_per_s:.0f}s" if stats.env_steps_per_s > 0 and left > 0 else ""
+        ret = f"return {stats.mean_return:.1f}" if stats.mean_return is not None else "no episode yet"
+        print(f"janus: {stats.env_steps:,}/{stats.total_env_steps:,} env steps ({stats.fraction:.0%}), {ret}, "
+              f"{stats.env_steps_per_s:,.0f} env-steps/s {eta}".rstrip(), file=self.stream or sys.stdout, flush=True)
+
+
+class EarlyStop(Callback):
+    """Stops the run once the mean return of the last 20 episodes reaches ``mean_return``, or once
+    it has not improved for ``patience`` looks (each ``every_s`` seconds apart)."""
+
+    def __init__(self, mean_return: float | None = None, patience: int | None = None, every_s: float = 0.5) -> None:
+        if mean_return is None and patience is None:
+            raise ConfigError("EarlyStop: give mean_return (stop when reached), patience (stop when the return stops "
+                              "improving) or both")
+        if mean_return is not None and (isinstance(mean_return, bool) or not isinstance(mean_return, (int, float))
+                                        or not math.isfinite(mean_return)):
+            raise invalid("EarlyStop(mean_return)", mean_return, "a finite number")
+        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
+            raise invalid("EarlyStop(patience)", patience, "an integer >= 1 (looks without improvement)")
+        self.mean_return = mean_return
+        self.patience = patience
+        self.progress_every_s = every_s
+        self.best: float | None = None
+        self.stale = 0
+        self.reason = ""
+        """Why it stopped the run ("" while it has not)."""
+
+    def on_progress(self, stats: ProgressStats) -> bool:
+        ret = stats.mean_return
+        if ret is None:
+            return False
+        if self.mean_return is not None and ret >= self.mean_return:
+            self.reason = f"mean return {ret:.1f} >= {self.mean_return:g} at {stats.env_steps:,} env steps"
+            return True
+        if self.best is None or ret > self.best:
+            self.best, self.stale = ret, 0
+            return False
+        self.stale += 1
+        if self.patience is not None and self.stale >= self.patience:
+            self.reason = f"no better mean return than {self.best:.1f} in {self.stale} looks"
+            return True
+        return False
+
+
+class Checkpoint(Callback):
+    """Checkpoints the run every ``every_s`` seconds (the runtime's ``checkpoint_interval_s``) into
+    RUN_DIR/checkpoint, from which ``janus train --resume RUN_DIR`` continues."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s  # validated with the flag it sets
+
+    def settings(self) -> dict[str, Any]:
+        return {"checkpoint_interval_s": self.every_s}
+
+
+class Evaluation(Callback):
+    """Evaluates the policy every ``every_env_steps`` env steps on ``episodes`` greedy episodes (the
+    runtime's Evaluator: results.json's ``evaluations``, the best policy in RUN_DIR/best), and prints each."""
+
+    def __init__(self, every_env_steps: int, episodes: int = 10, stream: TextIO | None = None) -> None:
+        self.every_env_steps = every_env_steps  # validated with the flags they set
+        self.episodes = episodes
+        self.stream = stream
+
+    def settings(self) -> dict[str, Any]:
+        return {"eval_interval_steps": self.every_env_steps, "eval_episodes": self.episodes}
+
+    def on_evaluation(self, evaluation: dict[str, Any]) -> None:
+        mean, std = evaluation.get("mean_return"), evaluation.get("std_return")
+        spread = f" ± {std:.1f}" if isinstance(std, (int, float)) else ""
+        print(f"janus: evaluation at {int(evaluation.get('env_steps', 0)):,} env steps: mean return "
+              f"{mean:.1f}{spread}" if isinstance(mean, (int, float)) else f"janus: evaluation {evaluation}",
+              file=self.stream or sys.stdout, flush=True)
+
+
+def merged_settings(callbacks: Sequence[Callback], given: dict[str, Any]) -> dict[str, Any]:
+    """The flags the callbacks set, added to ``given``; two different values for one flag are an error naming both."""
+    out = dict(given)
+    for cb in callbacks:
+        for flag, value in cb.settings().items():
+            if flag in out and out[flag] != value:
+                raise ConfigError(f"{type(cb).__name__} sets {flag}={value!r}, but {flag}={out[flag]!r} is given too; "
+                                  f"give one of them")
+            out[flag] = value
+    return out
+
+
+class CallbackHooks:
+    """Calls the callbacks of one run: an observer of the runtime (``janus.runtime.run.Observer``)
+    plus :meth:`start` and :meth:`end` around the run. A hook that returns True raises
+    :class:`~janus.stopping.StopRequested` in the poll loop, which stops the run cleanly."""
+
+    def __init__(self, callbacks: Sequence[Callback]) -> None:
+        for cb in callbacks:
+            if not isinstance(cb, Callback):
+                raise invalid("callbacks", cb, "instances of janus.Callback (e.g. janus.EarlyStop(mean_return=475))")
+        self.callbacks = list(callbacks)
+        self.last_progress = [-math.inf] * len(self.callbacks)
+        self.evaluations_seen = 0
+        self.total_env_steps = 0
+        self.out: Path | None = None
+        self.result: Any = None
+        """The run's :class:`~janus.result.RunResult` once it ended."""
+        self.stopped_by: Callback | None = None
+        self._stop = False
+        self._started_at = 0.0
+        self._steps_at_start: int | None = None
+
+    def _ask(self, cb: Callback, answer: bool | None) -> None:
+        if answer and not self._stop:
+            self._stop, self.stopped_by = True, cb
+
+    def start(self, out: Path, cfg: RunConfig) -> None:
+        """Before the run: :meth:`Callback.on_start` of each."""
+        self.out, self.total_env_steps = out, cfg.workload.total_env_steps
+        info = RunInfo(out, cfg)
+        for cb in self.callbacks:
+            self._ask(cb, cb.on_start(info))
+
+    def __call__(self, status: dict[str, Any], result_so_far: Callable[[], Any]) -> None:
+        """One poll of the run: progress and new evaluations to the callbacks; stop if one asked."""
+        now = time.monotonic()
+        steps = int(status.get("env_steps", 0))
+        if self._steps_at_start is None:
+            self._started_at, self._steps_at_start = now - float(status.get("elapsed_s", 0.0)), steps
+        stats: ProgressStats | None = None
+        for i, cb in enumerate(self.callbacks):
+            if now - self.last_progress[i] >= cb.progress_every_s:
+                self.last_progress[i] = now
+                stats = stats or self._stats(status, steps, now)
+                self._ask(cb, cb.on_progress(stats))
+        evaluations = status.get("evaluations") or []
+        for evaluation in evaluations[self.evaluations_seen:]:
+            for cb in self.callbacks:
+                self._ask(cb, cb.on_evaluation(dict(evaluation)))
+        self.evaluations_seen = len(evaluations)
+        if self._stop:
+            raise StopRequested()
+
+    def _stats(self, status: dict[str, Any], steps: int, now: float) -> ProgressStats:
+        curve = status.get("curve") or []
+        last = [r for _, _, r in curve[-RETURN_WINDOW:]]
+        running = now - self._started_at
+        return ProgressStats(
+            env_steps=steps, updates=int(status.get("trained", 0)), total_env_steps=self.total_env_steps,
+            episodes=len(curve), mean_return=sum(last) / len(last) if last else None, elapsed_s=running,
+            env_steps_per_s=(steps - (self._steps_at_start or 0)) / running if running > 0 else 0.0)
+
+    def end(self, result: Any) -> None:
+        """After the run's results are written: :meth:`Callback.on_end` of each."""
+        self.result = result
+        for cb in self.callbacks:
+            cb.on_end(result)
