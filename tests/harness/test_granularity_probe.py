@@ -9,7 +9,7 @@ import pytest
 
 from janus.cli import build_parser, config_from_args, main
 from janus.harness import commands
-from janus.harness.granularity import TIE, candidates, choose, probe
+from janus.harness.granularity import PROBE_ROUNDS, TIE, candidates, choose, probe
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "configs" / "default.yaml")
@@ -40,7 +40,8 @@ def test_probe_runs_each_candidate_shortly_at_both_ends_with_and_without_overlap
         return {"samples_per_s": on if j.overlap_collect else on / 2}
 
     result = probe(_cfg("--iterations", "300"), run)
-    assert [s[:4] for s in seen] == [(1, 1, g, g) for g in (1.0, 2.0, 4.0, 8.0)] + [(0, 0, g, g) for g in (1.0, 2.0, 4.0, 8.0)]
+    one_round = [(1, 1, g, g) for g in (1.0, 2.0, 4.0, 8.0)] + [(0, 0, g, g) for g in (1.0, 2.0, 4.0, 8.0)]
+    assert [s[:4] for s in seen] == one_round * PROBE_ROUNDS, "every candidate once per round, rounds interleaved"
     assert {s[4] for s in seen} == {60}, "a fifth of the workload each"
     assert result.overlap and result.chosen == 2.0 and "-> overlap on, g=2" in result.describe()
     assert result.note() is None
@@ -57,6 +58,21 @@ def test_overlap_off_wins_only_beyond_the_tie() -> None:
     assert not slower_threads.overlap and slower_threads.chosen == 4.0
     assert "overlap does not pay" in (slower_threads.note() or "")
     assert probe(_cfg(), run_with(1.0 + TIE / 2)).overlap, "a difference within the tie keeps the overlap"
+
+
+def test_one_lucky_probe_run_does_not_choose() -> None:
+    """g=2's first run is 30% fast, its second 2% slower than g=1: a lead not held in every round
+    does not choose (g=1 stays; a bundle must pay in each round, not in one lucky run)."""
+    count = {"g2": 0}
+
+    def run(cfg):
+        if cfg.janus.g_select == 2 and cfg.janus.overlap_collect:
+            count["g2"] += 1
+            return {"samples_per_s": 130.0 if count["g2"] == 1 else 98.0}
+        return {"samples_per_s": 100.0 if cfg.janus.overlap_collect else 90.0}
+
+    result = probe(_cfg(), run)
+    assert result.overlap and result.chosen == 1.0, result.describe()
 
 
 def test_compare_measures_the_granularity_unless_a_flag_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
