@@ -3,6 +3,7 @@ the runtime (real workers, a real learner, CartPole) on the local and process ba
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,18 @@ from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
 
 RANDOM_RETURN = 22  # mean CartPole-v1 return of a uniformly random policy
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _runtime_conftest() -> Any:
+    """tests/runtime/conftest.py, loaded by path (tests/ is not a package): its one Ray per session."""
+    spec = importlib.util.spec_from_file_location("janus_tests_runtime_conftest", ROOT / "tests" / "runtime" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+ray_session = _runtime_conftest().ray_session
 
 
 def cfg_of(algo: str, steps: int, seed: int = 0, **overrides: Any) -> RunConfig:
@@ -143,3 +156,13 @@ def test_policy_lag_bound_is_honoured_under_a_deep_queue(tmp_path: Path) -> None
     run = run_runtime(cfg, timeout_s=300)
     check_async_run(run, cfg)
     assert run["runtime"]["policy_lag"]["max"] <= 1
+
+
+def test_appo_on_ray_with_two_workers(ray_session: Any) -> None:
+    """Ray: the Trainer samples through the remote replay client, and tells it each version."""
+    cfg = cfg_of("appo", 8192, workload={"num_actors": 2, "envs_per_actor": 4}, num_minibatches=2,
+                 runtime={"backend": "ray"})
+    run = run_runtime(cfg, timeout_s=240)
+    assert run["runtime"]["backend"] == "ray"
+    assert sorted(n for n in run["runtime"]["nodes"] if n.startswith("worker-")) == ["worker-0", "worker-1"]
+    check_async_run(run, cfg)
