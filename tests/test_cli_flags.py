@@ -244,11 +244,12 @@ def test_every_option_of_every_command_has_help_text() -> None:
 def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # not the repository: the packaged default is read from any folder
     defaults = cli.flag_defaults()
-    assert defaults["overlap_collect"] == {"synthetic": 1, "dqn": 1, "ppo": 1, "sac": 1}, "the default config runs 1, not 0"
+    builtin = ("dqn", "ppo", "sac", "impala", "appo")
+    assert defaults["overlap_collect"] == dict.fromkeys(("synthetic", *builtin), 1), "the default config runs 1, not 0"
     assert defaults["g_collect"]["synthetic"] == 4
     helps = {a.dest: a.help for a in _subcommands()["train"]._actions}
     # validated (what the run gets, before `auto` placements resolve for this machine)
-    runs = {"synthetic": validate(config("train")), **{a: validate(config("train", "--algo", a)) for a in ("dqn", "ppo", "sac")}}
+    runs = {"synthetic": validate(config("train")), **{a: validate(config("train", "--algo", a)) for a in builtin}}
     for flag, by_algo in defaults.items():
         for algo_name, value in by_algo.items():
             assert cli.value_of(runs[algo_name], flag) == value, f"--{flag} for {algo_name}"
