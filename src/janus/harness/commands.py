@@ -19,7 +19,7 @@ from janus.errors import invalid
 from janus.harness import run_folder
 from janus.harness.granularity import ProbeResult, probe, with_granularity
 from janus.harness.live import LiveRun
-from janus.harness.progress import ProgressLine
+from janus.harness.progress import EvaluationLines, ProgressLine
 from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
 from janus.harness.report import annotate, format_table, write_learning_curve, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
@@ -276,7 +276,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         if hooks is not None:
             hooks.start(out_dir, c)
         try:
-            run = run_configuration(c, progress, observers(live, hooks))
+            run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress)))
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
@@ -382,6 +382,19 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,
                    skip_rows=len(earlier.get("train_metrics", [])))
+
+
+def evaluation_lines(cfg: RunConfig, progress: ProgressLine) -> EvaluationLines | None:
+    """One console line per periodic evaluation of ``cfg`` (None where it does not evaluate; a
+    resumed run's earlier evaluations are not shown again)."""
+    if not cfg.runtime.eval_interval_steps:
+        return None
+    from janus.runtime.plan import plan_of
+
+    plan = plan_of(cfg)
+    if not plan.evaluates:
+        return None
+    return EvaluationLines(progress.event, skip=len(plan.resumed.get("evaluations", [])))
 
 
 def observers(*each: Observer | None) -> Observer | None:

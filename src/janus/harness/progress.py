@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 
 class ProgressLine:
@@ -60,9 +61,39 @@ class ProgressLine:
         text = f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
         return f"{text}  {self.note}" if self.note else text
 
+    def event(self, text: str) -> None:
+        """Write one line of its own (an evaluation), above the progress line on a terminal."""
+        if self.tty:
+            self.stream.write("\r" + " " * 100 + "\r")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
     def finish(self, summary: str) -> None:
         """End the progress line with a one-line summary."""
         if self.tty:
             self.stream.write("\r" + " " * 100 + "\r")
         self.stream.write(f"{self.label:<28} {summary}\n")
         self.stream.flush()
+
+
+def evaluation_line(evaluation: dict[str, Any]) -> str:
+    """``eval @ 20,000 env steps: mean return 431.2 ± 35.0 (10 episodes)``."""
+    return (f"eval @ {int(evaluation['env_steps']):,} env steps: mean return {float(evaluation['mean_return']):.1f} "
+            f"± {float(evaluation.get('std_return', 0.0)):.1f} ({int(evaluation.get('episodes', 0))} episodes)")
+
+
+class EvaluationLines:
+    """An observer of a run (``janus.runtime.run.Observer``) that writes one line per periodic
+    evaluation as its result arrives, through ``write`` (e.g. :meth:`ProgressLine.event`).
+
+    ``skip``: evaluations an earlier session of a resumed run already showed."""
+
+    def __init__(self, write: Callable[[str], None], skip: int = 0) -> None:
+        self.write = write
+        self.shown = skip
+
+    def __call__(self, status: dict[str, Any], result_so_far: object = None) -> None:
+        evaluations = status.get("evaluations") or []
+        for evaluation in evaluations[self.shown:]:
+            self.write(evaluation_line(evaluation))
+        self.shown = max(self.shown, len(evaluations))
