@@ -254,7 +254,7 @@ def test_results_csv_has_return_columns_for_rl_runs(tmp_path: Path, runs: list[d
 def test_learning_curve_names_its_moving_mean_and_axes(tmp_path: Path, runs: list[dict[str, Any]],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from janus import fileio
-    from janus.harness.report import write_learning_curve
+    from janus.harness.curves import write_learning_curve
 
     assert write_learning_curve(tmp_path / "none.png", runs) is None and not (tmp_path / "none.png").exists()
     figures: list[Any] = []

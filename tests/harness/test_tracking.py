@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from janus.cli import main
 from janus.harness.progress import EvaluationLines, evaluation_line
@@ -50,3 +53,55 @@ def test_an_evaluation_line_clears_the_progress_line_on_a_terminal() -> None:
     line.event("eval @ 1,000 env steps: mean return 1.0 ± 0.0 (1 episodes)")
     written = stream.getvalue()
     assert written.endswith("\r" + " " * 100 + "\reval @ 1,000 env steps: mean return 1.0 ± 0.0 (1 episodes)\n"), written
+
+
+# ------------------------------------------------------------------------------ the plots
+def rl_run_with_evaluations() -> dict[str, Any]:
+    """An RL run of 60 episodes, 100 env steps apart, evaluated every 2,000 env steps."""
+    from tests.harness.test_report import make_rl_run
+
+    run = make_rl_run([float(i) for i in range(60)])
+    run["evaluations"] = [{"env_steps": 2000 * k, "mean_return": 10.0 * k, "std_return": 2.0, "episodes": 5,
+                           "wall_s": 2.0 * k, "version": k} for k in (1, 2, 3)]
+    return run
+
+
+def test_learning_curve_draws_the_evaluations_with_a_band_and_keeps_the_legend_off_the_curves() -> None:
+    from matplotlib.collections import PolyCollection
+
+    from janus.harness.curves import learning_curve_figure
+
+    fig = learning_curve_figure([rl_run_with_evaluations()])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax, xs in zip(fig.axes, ([2000, 4000, 6000], [2.0, 4.0, 6.0]), strict=True):
+        (evals,) = [line for line in ax.get_lines() if "evaluation" in str(line.get_label())]
+        assert list(evals.get_xdata()) == xs and list(evals.get_ydata()) == [10.0, 20.0, 30.0]
+        assert evals.get_marker() == "o"
+        (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        ys = band.get_paths()[0].vertices[:, 1]
+        assert min(ys) == pytest.approx(8.0) and max(ys) == pytest.approx(32.0)  # mean ± std
+        legend = ax.get_legend()
+        assert any("evaluation mean ± std" in t.get_text() for t in legend.get_texts())
+        box, plot_area = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert not box.overlaps(plot_area), "the legend sits outside the plot area"
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0, "and inside the figure"
+
+
+def test_chart_of_a_single_run_has_no_speedup_and_a_long_command_wraps() -> None:
+    from tests.harness.test_report import make_rl_run
+
+    from janus.harness.report import annotate, chart_figure
+
+    command = "janus train " + " ".join(f"--flag_{i} {i * 1000}" for i in range(30))
+    fig = chart_figure(command, annotate([make_rl_run([1.0, 2.0])], baseline="train"))
+    fig.canvas.draw()
+    left = fig.axes[0]
+    texts = [t.get_text() for t in left.texts]
+    assert texts == ["1,000/s"] and "speedup" not in left.get_title(), texts
+    title = fig._suptitle
+    assert title.get_text().count("\n") >= 2 and title.get_text().replace("\n", " ") == command
+    box = title.get_window_extent(fig.canvas.get_renderer())
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, "the title is wrapped, not clipped"
+    several = chart_figure("compare", annotate([{**make_rl_run([1.0]), "name": n} for n in ("baseline", "janus")]))
+    assert [t.get_text() for t in several.axes[0].texts] == ["1.00x", "1.00x"]

@@ -17,11 +17,12 @@ from janus import fileio, stopping
 from janus.config import RunConfig, available_placements, recorded, resolve
 from janus.errors import invalid
 from janus.harness import run_folder
+from janus.harness.curves import write_learning_curve
 from janus.harness.granularity import ProbeResult, probe, with_granularity
 from janus.harness.live import LiveRun
 from janus.harness.progress import EvaluationLines, ProgressLine
 from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
-from janus.harness.report import annotate, format_table, write_learning_curve, write_results
+from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
 from janus.result import RunResult
