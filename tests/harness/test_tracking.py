@@ -38,6 +38,10 @@ def test_a_training_run_prints_its_evaluations(tmp_path: Path, capsys) -> None: 
     steps = [int(line.split(" env steps")[0].removeprefix("eval @ ").replace(",", "")) for line in evals]
     assert len(steps) == 2 and 1000 <= steps[0] < 2000 <= steps[1], err  # one per 1,000 steps crossed
     assert all(" ± " in line and line.endswith("(2 episodes)") for line in evals), evals
+    progress = [line for line in err.splitlines() if " env steps " in line and "ETA" in line]
+    assert progress and "2,016/2,016     env steps 100.0%" in progress[-1], err  # 2,000 in whole rounds of 32
+    assert " env-steps/s  ETA " in progress[-1] and "return " in progress[-1], progress
+    assert not [line for line in err.splitlines() if "updates/s" in line], err
 
 
 def test_an_evaluation_line_clears_the_progress_line_on_a_terminal() -> None:
@@ -105,3 +109,18 @@ def test_chart_of_a_single_run_has_no_speedup_and_a_long_command_wraps() -> None
     assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, "the title is wrapped, not clipped"
     several = chart_figure("compare", annotate([{**make_rl_run([1.0]), "name": n} for n in ("baseline", "janus")]))
     assert [t.get_text() for t in several.axes[0].texts] == ["1.00x", "1.00x"]
+
+
+# ------------------------------------------------------------------------------ progress in env steps
+def test_env_step_progress_shows_rate_and_time_left_and_counts_a_resumed_run_from_its_start() -> None:
+    from janus.harness.progress import EnvStepProgress, duration
+
+    line = EnvStepProgress("train", stream=io.StringIO())
+    line.start -= 4.0  # start-up before the first report
+    line(10_000, 50_000, "return 87.1")  # a resumed run: 10,000 steps in an earlier session
+    assert line.first_at is not None
+    text = line._text(12_288 + 10_000, 50_000, line.first_at + 1.0)
+    assert "22,288/50,000" in text and "env steps  44.6%" in text, text
+    assert "12,288 env-steps/s" in text and "ETA     2s" in text and text.endswith("return 87.1"), text
+    assert "ETA      ?" in line._text(10_000, 50_000, line.first_at + 1.0)  # no rate yet
+    assert [duration(s) for s in (0.4, 12, 185, 7_620)] == ["0s", "12s", "3m05s", "2h07m"]

@@ -20,7 +20,7 @@ from janus.harness import run_folder
 from janus.harness.curves import write_learning_curve
 from janus.harness.granularity import ProbeResult, probe, with_granularity
 from janus.harness.live import LiveRun
-from janus.harness.progress import EvaluationLines, ProgressLine
+from janus.harness.progress import EnvStepProgress, EvaluationLines, ProgressLine
 from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
 from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
@@ -272,7 +272,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                       f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
-        progress = ProgressLine(f"  {c.name}")
+        progress = progress_line(c)
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         if hooks is not None:
             hooks.start(out_dir, c)
@@ -383,6 +383,14 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,
                    skip_rows=len(earlier.get("train_metrics", [])))
+
+
+def progress_line(cfg: RunConfig) -> ProgressLine:
+    """The progress line of one configuration: an RL run's in env steps, the synthetic workload's in updates."""
+    from janus.algorithms.base import algorithm
+
+    label = f"  {cfg.name}"
+    return EnvStepProgress(label) if algorithm(cfg.workload.algo).has_policy else ProgressLine(label)
 
 
 def evaluation_lines(cfg: RunConfig, progress: ProgressLine) -> EvaluationLines | None:
