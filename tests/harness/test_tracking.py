@@ -124,3 +124,70 @@ def test_env_step_progress_shows_rate_and_time_left_and_counts_a_resumed_run_fro
     assert "12,288 env-steps/s" in text and "ETA     2s" in text and text.endswith("return 87.1"), text
     assert "ETA      ?" in line._text(10_000, 50_000, line.first_at + 1.0)  # no rate yet
     assert [duration(s) for s in (0.4, 12, 185, 7_620)] == ["0s", "12s", "3m05s", "2h07m"]
+
+
+# ------------------------------------------------------------------------------ Weights & Biases
+class RecordingWriter:
+    """A scalar writer that keeps what it is given (a stand-in for the W&B run)."""
+
+    def __init__(self) -> None:
+        self.scalars: list[tuple[str, float, int]] = []
+        self.flushes = 0
+        self.closed = False
+
+    def add_scalar(self, tag: str, value: float, step: int, walltime: float | None = None) -> None:
+        self.scalars.append((tag, value, step))
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_wandb_writer_gets_the_scalars_tensorboard_gets(tmp_path: Path) -> None:
+    from janus.harness.live import LiveRun
+    from janus.harness.tensorboard import read_scalars
+
+    recording = RecordingWriter()
+    live = LiveRun(None, tensorboard_dir=tmp_path / "tb", tensorboard_interval_s=0.0, wandb=lambda: recording)
+    status = {"elapsed_s": 1.0, "curve": [(0.5, 100, 3.0), (1.0, 200, 5.0)], "train_metrics": [],
+              "evaluations": [{"env_steps": 200, "mean_return": 9.0, "std_return": 1.0, "episodes": 2, "wall_s": 1.0}]}
+    live(status, lambda: {})  # type: ignore[arg-type, return-value]
+    live.finish({"wall_s": 1.0, "learning_curve": {"env_steps": [100, 200], "wall_s": [0.5, 1.0], "return": [3.0, 5.0]},
+                 "evaluations": status["evaluations"], "samples_per_s": 10.0, "actor_steps_per_s": 200.0})
+    tensorboard = {tag: [(step, value) for step, value, _ in events] for tag, events in read_scalars(tmp_path / "tb").items()}
+    wandb: dict[str, list[tuple[int, float]]] = {}
+    for tag, value, step in recording.scalars:
+        wandb.setdefault(tag, []).append((step, value))
+    assert wandb == tensorboard and {"episode/return", "eval/mean_return", "run/samples_per_s"} <= set(wandb)
+    assert recording.flushes >= 1 and recording.closed
+
+
+def test_wandb_asked_without_the_package_is_a_clear_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed: import wandb raises ImportError
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "dqn", "--total_env_steps", "500", "--wandb", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--wandb: the wandb package is not installed" in err and "pip install 'janus-rl[wandb]'" in err, err
+    assert not out.exists(), "refused before the run folder is made"
+
+
+def test_wandb_logs_a_run_offline_into_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wandb", reason="wandb is not installed (pip install 'janus-rl[wandb]')")
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "wandb-home"))  # nothing written outside tmp_path
+    monkeypatch.setenv("WANDB_MODE", "offline")  # no network, no account
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "dqn", "--env", "CartPole-v1", "--total_env_steps", "2000", "--backend", "local",
+                 "--eval_interval_steps", "1000", "--eval_episodes", "2", "--wandb", "--wandb_project", "janus-test",
+                 "--out", str(out)]) == 0
+    (run_file,) = (out / "wandb").glob("offline-run-*/run-*.wandb")
+    data = run_file.read_bytes()  # W&B's record log: protobuf records, whose strings are stored as they are
+    for tag in (b"episode/return", b"episode/return_mean20", b"eval/mean_return", b"run/samples_per_s", b"env_steps"):
+        assert tag in data, tag
+    assert b"janus-test" in data and b"total_env_steps" in data and b"CartPole-v1" in data  # project and resolved config

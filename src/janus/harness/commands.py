@@ -192,6 +192,10 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
 
         return run_tune(args, cfg)
     repeats_of(args)  # a bad --repeats is refused before anything is written
+    if getattr(args, "wandb", False):
+        from janus.harness.wandb_log import require_wandb
+
+        require_wandb()  # refused before anything is written, not once the run has started
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     if args.command == "train" and getattr(args, "resume", None) is None:
@@ -382,7 +386,18 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,
-                   skip_rows=len(earlier.get("train_metrics", [])))
+                   skip_rows=len(earlier.get("train_metrics", [])), wandb=wandb_opener(args, out_dir, cfg))
+
+
+def wandb_opener(args: argparse.Namespace, out_dir: Path, cfg: RunConfig) -> Callable[[], Any] | None:
+    """What opens the W&B run of ``--wandb`` (project ``--wandb_project``, the resolved config), under ``out_dir``."""
+    if not getattr(args, "wandb", False):
+        return None
+    from janus.harness.wandb_log import WandbWriter
+    from janus.result import reported_config
+
+    project = getattr(args, "wandb_project", None) or "janus"
+    return lambda: WandbWriter(out_dir, project, f"{out_dir.name}/{cfg.name}", reported_config(cfg))
 
 
 def progress_line(cfg: RunConfig) -> ProgressLine:
@@ -455,4 +470,6 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
                   f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
     if getattr(args, "tensorboard", False):
         paths["tensorboard"] = out_dir / "tensorboard"
+    if getattr(args, "wandb", False):
+        paths["wandb"] = out_dir / "wandb"
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
