@@ -38,6 +38,8 @@ from janus.runtime.worker import Worker
 from janus.runtime.worker_proxy import WorkerProxy
 
 Progress = Callable[[int, int, str], None]
+"""``(done, total, note)`` each poll: an RL run's env steps (note: its recent mean return), the synthetic
+workload's learner updates (:attr:`RunPlan.env_step_total` says which)."""
 Observer = Callable[[dict[str, Any], Callable[[], RunResult]], None]
 """Called on every poll of a run with the Orchestrator's status and a function that builds the
 run's :class:`RunResult` so far (costly: call it only when writing, e.g. every 30 s)."""
