@@ -52,7 +52,7 @@ def one_run(algo: str, seed: int, steps: int | None, overrides: dict[str, Any], 
     def progress(done: int, total: int, note: str) -> None:
         if log_every_s and time.perf_counter() - last[0] >= log_every_s:
             last[0] = time.perf_counter()
-            print(f"  {algo} seed {seed}: {done}/{total} updates  {note}", flush=True)
+            print(f"  {algo} seed {seed}: {done:,}/{total:,} env steps  {note}", flush=True)  # RL runs report env steps
 
     run = run_runtime(cfg, progress)
     reached_s, reached_step = time_to_target(run.get("learning_curve", {}), target, window)

@@ -327,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--name", default=None, help="Run name in the report [default train].")
     train.add_argument("--tensorboard", action="store_true",
                        help="Also write TensorBoard scalars to OUT/tensorboard as the run goes (every 2 s).")
+    train.add_argument("--wandb", action="store_true",
+                       help="Also log the TensorBoard scalars and the resolved config to Weights & Biases (pip install "
+                            "'janus-rl[wandb]'; WANDB_MODE=offline writes OUT/wandb with no network).")
+    train.add_argument("--wandb_project", default=None, metavar="PROJECT", help="W&B project of --wandb [default janus].")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                        help="Continue an interrupted dqn/ppo/sac run from its checkpoints (policy, optimiser, counters; dqn/sac: replay).")
     train.epilog = ("every command runs through the actor-model runtime (--backend local|process|ray|auto; "

@@ -17,11 +17,12 @@ from janus import fileio, stopping
 from janus.config import RunConfig, available_placements, recorded, resolve
 from janus.errors import invalid
 from janus.harness import run_folder
+from janus.harness.curves import write_learning_curve
 from janus.harness.granularity import ProbeResult, probe, with_granularity
 from janus.harness.live import LiveRun
-from janus.harness.progress import ProgressLine
+from janus.harness.progress import EnvStepProgress, EvaluationLines, ProgressLine
 from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
-from janus.harness.report import annotate, format_table, write_learning_curve, write_results
+from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
 from janus.result import RunResult
@@ -191,6 +192,10 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
 
         return run_tune(args, cfg)
     repeats_of(args)  # a bad --repeats is refused before anything is written
+    if getattr(args, "wandb", False):
+        from janus.harness.wandb_log import require_wandb
+
+        require_wandb()  # refused before anything is written, not once the run has started
     configs, skipped, baseline = plan(args, cfg)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     if args.command == "train" and getattr(args, "resume", None) is None:
@@ -271,12 +276,12 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                       f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
-        progress = ProgressLine(f"  {c.name}")
+        progress = progress_line(c)
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         if hooks is not None:
             hooks.start(out_dir, c)
         try:
-            run = run_configuration(c, progress, observers(live, hooks))
+            run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress)))
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
@@ -381,7 +386,39 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,
-                   skip_rows=len(earlier.get("train_metrics", [])))
+                   skip_rows=len(earlier.get("train_metrics", [])), wandb=wandb_opener(args, out_dir, cfg))
+
+
+def wandb_opener(args: argparse.Namespace, out_dir: Path, cfg: RunConfig) -> Callable[[], Any] | None:
+    """What opens the W&B run of ``--wandb`` (project ``--wandb_project``, the resolved config), under ``out_dir``."""
+    if not getattr(args, "wandb", False):
+        return None
+    from janus.harness.wandb_log import WandbWriter
+    from janus.result import reported_config
+
+    project = getattr(args, "wandb_project", None) or "janus"
+    return lambda: WandbWriter(out_dir, project, f"{out_dir.name}/{cfg.name}", reported_config(cfg))
+
+
+def progress_line(cfg: RunConfig) -> ProgressLine:
+    """The progress line of one configuration: an RL run's in env steps, the synthetic workload's in updates."""
+    from janus.algorithms.base import algorithm
+
+    label = f"  {cfg.name}"
+    return EnvStepProgress(label) if algorithm(cfg.workload.algo).has_policy else ProgressLine(label)
+
+
+def evaluation_lines(cfg: RunConfig, progress: ProgressLine) -> EvaluationLines | None:
+    """One console line per periodic evaluation of ``cfg`` (None where it does not evaluate; a
+    resumed run's earlier evaluations are not shown again)."""
+    if not cfg.runtime.eval_interval_steps:
+        return None
+    from janus.runtime.plan import plan_of
+
+    plan = plan_of(cfg)
+    if not plan.evaluates:
+        return None
+    return EvaluationLines(progress.event, skip=len(plan.resumed.get("evaluations", [])))
 
 
 def observers(*each: Observer | None) -> Observer | None:
@@ -433,4 +470,6 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
                   f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
     if getattr(args, "tensorboard", False):
         paths["tensorboard"] = out_dir / "tensorboard"
+    if getattr(args, "wandb", False):
+        paths["wandb"] = out_dir / "wandb"
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 
 class ProgressLine:
@@ -54,11 +55,22 @@ class ProgressLine:
 
     def _text(self, done: int, total: int, now: float) -> str:
         elapsed = now - self.start  # shown: the wall clock of this configuration, start-up included
-        running = now - (self.start if self.first_at is None else self.first_at)
-        rate = (done - (self.first_done or 0)) / running if running > 0 else 0.0
+        rate = self.rate(done, now)
         pct = 100.0 * done / total if total else 100.0
         text = f"{self.label:<28} {done:>6}/{total:<6} {self.unit} {pct:5.1f}%  {elapsed:6.1f}s  {rate:8.1f} {self.unit}/s"
         return f"{text}  {self.note}" if self.note else text
+
+    def rate(self, done: int, now: float) -> float:
+        """Units per second since the first call (0 before there is a rate)."""
+        running = now - (self.start if self.first_at is None else self.first_at)
+        return (done - (self.first_done or 0)) / running if running > 0 else 0.0
+
+    def event(self, text: str) -> None:
+        """Write one line of its own (an evaluation), above the progress line on a terminal."""
+        if self.tty:
+            self.stream.write("\r" + " " * 100 + "\r")
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def finish(self, summary: str) -> None:
         """End the progress line with a one-line summary."""
@@ -66,3 +78,52 @@ class ProgressLine:
             self.stream.write("\r" + " " * 100 + "\r")
         self.stream.write(f"{self.label:<28} {summary}\n")
         self.stream.flush()
+
+
+class EnvStepProgress(ProgressLine):
+    """The progress line of an RL run, in env steps with their rate and the time left:
+    ``train  12,288/50,000 env steps 24.6%  3,100 env-steps/s  ETA 12s  return 87.1``."""
+
+    def __init__(self, label: str, stream: TextIO | None = None, interval: float = 0.25,
+                 log_interval: float = 60.0) -> None:
+        super().__init__(label, "env steps", stream, interval, log_interval)
+
+    def _text(self, done: int, total: int, now: float) -> str:
+        rate = self.rate(done, now)
+        pct = 100.0 * done / total if total else 100.0
+        eta = duration((total - done) / rate) if rate > 0 else "?"
+        text = f"{self.label:<28} {done:>9,}/{total:<9,} env steps {pct:5.1f}%  {rate:7,.0f} env-steps/s  ETA {eta:>6}"
+        return f"{text}  {self.note}" if self.note else text
+
+
+def duration(seconds: float) -> str:
+    """``12s``, ``3m05s``, ``2h07m``: a time left, as precise as it is worth."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def evaluation_line(evaluation: dict[str, Any]) -> str:
+    """``eval @ 20,000 env steps: mean return 431.2 ± 35.0 (10 episodes)``."""
+    return (f"eval @ {int(evaluation['env_steps']):,} env steps: mean return {float(evaluation['mean_return']):.1f} "
+            f"± {float(evaluation.get('std_return', 0.0)):.1f} ({int(evaluation.get('episodes', 0))} episodes)")
+
+
+class EvaluationLines:
+    """An observer of a run (``janus.runtime.run.Observer``) that writes one line per periodic
+    evaluation as its result arrives, through ``write`` (e.g. :meth:`ProgressLine.event`).
+
+    ``skip``: evaluations an earlier session of a resumed run already showed."""
+
+    def __init__(self, write: Callable[[str], None], skip: int = 0) -> None:
+        self.write = write
+        self.shown = skip
+
+    def __call__(self, status: dict[str, Any], result_so_far: object = None) -> None:
+        evaluations = status.get("evaluations") or []
+        for evaluation in evaluations[self.shown:]:
+            self.write(evaluation_line(evaluation))
+        self.shown = max(self.shown, len(evaluations))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from janus import fileio
+from janus.harness.curves import CURVE_WINDOW, moving_mean, wrapped
 from janus.harness.repeats import spread_notes, sps_range
 from janus.result import RunResult, as_dict
 
@@ -258,7 +259,7 @@ def return_summary(run: dict[str, Any]) -> dict[str, Any]:
         "algo": workload.get("algo"), "env": workload.get("env"),
         "env_steps": _run_env_steps(run, curve) if acts_in_env else None,
         "episodes": run.get("episodes"), "final_mean_return": run.get("final_mean_return"),
-        "best_mean_return": max(_moving_mean(returns, CURVE_WINDOW)) if returns else None,
+        "best_mean_return": max(moving_mean(returns, CURVE_WINDOW)) if returns else None,
         "best_return": max(returns) if returns else None,
     }
 
@@ -285,6 +286,13 @@ def _csv_row(run: dict[str, Any]) -> dict[str, Any]:
 
 def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
     """Left: samples/s per run with the speedup on each bar; right: stage times per run."""
+    fileio.save_figure(chart_figure(command, runs), path, dpi=110)  # atomic, never through a symlink
+    return path
+
+
+def chart_figure(command: str, runs: list[dict[str, Any]]) -> Any:
+    """The matplotlib Figure of :func:`write_chart`. A single run has no speedup to show: its bar
+    carries its samples/s instead of a "1.00x" against itself."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -295,10 +303,12 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
     xs = list(range(len(runs)))
     sps = [_f(r.get("samples_per_s")) for r in runs]
     bars = left.bar(xs, sps, color="tab:blue")
+    alone = len(runs) == 1
     for bar, run in zip(bars, runs, strict=False):
-        left.annotate(_x(run["speedup_vs_baseline"]), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        text = f"{_f(run.get('samples_per_s')):,.0f}/s" if alone else _x(run["speedup_vs_baseline"])
+        left.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                       ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
-    left.set_title("learner throughput (speedup vs baseline)")
+    left.set_title("learner throughput" if alone else "learner throughput (speedup vs baseline)")
     left.set_ylabel("samples / s")
     left.set_ylim(0, max(sps + [1.0]) * 1.15)
 
@@ -321,10 +331,9 @@ def write_chart(path: Path, command: str, runs: list[dict[str, Any]]) -> Path:
         ax.grid(axis="y", alpha=0.3)
         if not runs:
             ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(command, fontsize=13)
+    fig.suptitle(wrapped(command, 130), fontsize=13)  # 13 in at 13 pt: ~130 characters a line
     fig.tight_layout()
-    fileio.save_figure(fig, path, dpi=110)  # atomic, never through a symlink
-    return path
+    return fig
 
 
 def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, Any]],
@@ -366,55 +375,3 @@ def default_out_dir(command: str, root: str | Path = "runs") -> Path:
     while path.exists():
         path, n = base.with_name(f"{base.name}-{n}"), n + 1
     return path
-
-
-CURVE_WINDOW = 20
-"""Episodes in the moving mean of the learning curve (and of ``final_mean_return``)."""
-
-
-def write_learning_curve(path: str | Path, runs: list[dict[str, Any]]) -> Path | None:
-    """Episode return vs env steps and vs wall time for runs that have a learning curve.
-
-    Each episode is a faint dot at the env step (wall time) it finished; the line is the mean of
-    the last :data:`CURVE_WINDOW` episodes. Returns ``None`` (nothing written) without curves.
-    """
-    curves = [r for r in runs if r.get("learning_curve")]
-    if not curves:
-        return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(12, 4.4))
-    FigureCanvasAgg(fig)
-    by_steps, by_time = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    for k, run in enumerate(curves):
-        c, color = run["learning_curve"], f"C{k % 10}"
-        workload = run["config"]["workload"]
-        label = f"{run['name']} ({workload['algo']} {workload.get('env', '')})"
-        smooth = _moving_mean(c["return"], CURVE_WINDOW)
-        for ax, x in ((by_steps, c["env_steps"]), (by_time, c["wall_s"])):
-            ax.scatter(x, c["return"], s=6, alpha=0.25, color=color, linewidths=0,
-                       label="each episode" if k == 0 else None)
-            ax.plot(x, smooth, color=color, label=f"{label}: mean of last {CURVE_WINDOW}")
-    by_steps.set(xlabel="environment steps", ylabel="episode return",
-                 title=f"return vs env steps (line: {CURVE_WINDOW}-episode moving mean)")
-    by_time.set(xlabel="wall time (s)", ylabel="episode return",
-                title=f"return vs wall time (line: {CURVE_WINDOW}-episode moving mean)")
-    for ax in (by_steps, by_time):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path = Path(path)
-    fileio.save_figure(fig, path, dpi=110)  # atomic, never through a symlink
-    return path
-
-
-def _moving_mean(values: list[float], window: int) -> list[float]:
-    """The mean of the last ``window`` values at each index (fewer at the start)."""
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= window:
-            total -= values[i - window]
-        out.append(total / min(i + 1, window))
-    return out

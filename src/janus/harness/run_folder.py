@@ -341,7 +341,7 @@ def check_changes(folder: Path, stored: RunConfig, requested: RunConfig) -> None
     fixed = [p for p in changed if p not in MAY_CHANGE_ON_RESUME]
     if fixed:
         what = "; ".join(f"{flag_of(p)}: {old.get(p)!r:.60} in the run, {new.get(p)!r:.60} asked" for p in fixed)
-        allowed = ", ".join(sorted(set(MAY_CHANGE_ON_RESUME.values())) + ["--tensorboard"])
+        allowed = ", ".join(sorted(set(MAY_CHANGE_ON_RESUME.values())) + ["--tensorboard", "--wandb"])
         raise RunFolderError(
             f"--resume {str(folder)!r} cannot change {', '.join(flag_of(p) for p in fixed)} ({what}): the run's "
             f"checkpoint fixes it. A resumed run may change only {allowed}; start a new run with --out to train "

@@ -27,7 +27,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 WINDOW = 20
 """Episodes in the moving mean of ``episode/return_mean20``."""
@@ -84,6 +84,17 @@ def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
 def _record(data: bytes) -> bytes:
     length = struct.pack("<Q", len(data))
     return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+class ScalarWriter(Protocol):
+    """Where the run's scalars go: an :class:`EventWriter`, or another tracker written the same way
+    (:class:`janus.harness.wandb_log.WandbWriter`)."""
+
+    def add_scalar(self, tag: str, value: float, step: int, walltime: float | None = None) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class EventWriter:
@@ -206,7 +217,7 @@ def read_scalars(logdir: str | Path) -> dict[str, list[tuple[int, float, float]]
 
 
 # ---- what a run dict holds, as scalars ---------------------------------------------------------------
-def write_episodes(writer: EventWriter, curve: dict[str, list[float]], start: int, run_start: float) -> int:
+def write_episodes(writer: ScalarWriter, curve: dict[str, list[float]], start: int, run_start: float) -> int:
     """Episode scalars of ``curve`` (a run's ``learning_curve``) from index ``start`` on; event wall
     times are ``run_start + the episode's wall_s``. Returns the number of episodes written in all."""
     steps, returns, walls = curve.get("env_steps", []), curve.get("return", []), curve.get("wall_s", [])
@@ -222,7 +233,7 @@ def write_episodes(writer: EventWriter, curve: dict[str, list[float]], start: in
     return max(n, start)
 
 
-def write_train_metrics(writer: EventWriter, series: dict[str, list[float]], start: int, run_start: float) -> int:
+def write_train_metrics(writer: ScalarWriter, series: dict[str, list[float]], start: int, run_start: float) -> int:
     """``train/<name>`` scalars of a run's ``train_metrics`` columns from row ``start`` on (at each
     row's ``env_steps``). Returns the number of rows written in all."""
     steps, walls = series.get("env_steps", []), series.get("wall_s", [])
@@ -235,7 +246,7 @@ def write_train_metrics(writer: EventWriter, series: dict[str, list[float]], sta
     return max(n, start)
 
 
-def write_evaluations(writer: EventWriter, evaluations: list[dict[str, Any]], start: int, run_start: float) -> int:
+def write_evaluations(writer: ScalarWriter, evaluations: list[dict[str, Any]], start: int, run_start: float) -> int:
     """``eval/mean_return`` and ``eval/std_return`` of a run's periodic evaluations from index
     ``start`` on (at each one's ``env_steps``). Returns the number written in all."""
     for e in evaluations[start:]:
@@ -246,7 +257,7 @@ def write_evaluations(writer: EventWriter, evaluations: list[dict[str, Any]], st
     return max(len(evaluations), start)
 
 
-def write_run_totals(writer: EventWriter, run: dict[str, Any], when: float) -> None:
+def write_run_totals(writer: ScalarWriter, run: dict[str, Any], when: float) -> None:
     """The run's overall rates, wall time and stage seconds, once, at its last env step."""
     curve = run.get("learning_curve") or {}
     last_step = int(curve["env_steps"][-1]) if curve.get("env_steps") else 0

@@ -120,6 +120,15 @@ class RunPlan:
         return Rates(p.min_size_to_sample, p.samples_per_insert, p.error_buffer)
 
     @property
+    def env_step_total(self) -> int:
+        """Env steps an RL run takes in all, for its progress line: ``total_env_steps`` in whole
+        rounds of every worker's rollouts (0 for the synthetic workload, which counts updates)."""
+        if not self.algo.has_policy:
+            return 0
+        rounds = math.ceil(self.cfg.workload.total_env_steps / self.cfg.rollout_transitions)
+        return self.budget.env_steps or max(1, rounds) * self.cfg.rollout_transitions
+
+    @property
     def restored_env_steps(self) -> int:
         """Env steps of the run being resumed (0 for a fresh run)."""
         return int(self.resumed.get("env_steps", 0))

@@ -38,6 +38,8 @@ from janus.runtime.worker import Worker
 from janus.runtime.worker_proxy import WorkerProxy
 
 Progress = Callable[[int, int, str], None]
+"""``(done, total, note)`` each poll: an RL run's env steps (note: its recent mean return), the synthetic
+workload's learner updates (:attr:`RunPlan.env_step_total` says which)."""
 Observer = Callable[[dict[str, Any], Callable[[], RunResult]], None]
 """Called on every poll of a run with the Orchestrator's status and a function that builds the
 run's :class:`RunResult` so far (costly: call it only when writing, e.g. every 30 s)."""
@@ -300,15 +302,15 @@ def _poll_until_finished(plan: RunPlan, backend: Backend, start: float, progress
                          observer: Observer | None, last: list[dict[str, Any]]) -> None:
     """Poll the Orchestrator until the run finishes (``last[0]``: the last poll's status);
     :class:`RunFailed` when a component fails, the Orchestrator gives up or ``timeout_s`` passes."""
-    base_steps = plan.restored_env_steps  # a resumed run's rates count from here
-    total = plan.total_updates
+    total, env_total = plan.total_updates, plan.env_step_total
     errors_shown = 0
     while True:
         status = last[0] = backend.orchestrator_status()
         errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
-        if progress is not None:
-            note = rl_note(status["curve"], time.perf_counter() - start, int(status["env_steps"]), base_steps=base_steps)
-            progress(min(status["trained"], total), total, note)
+        if progress is not None and env_total:  # an RL run: in env steps (its rate and ETA: the progress line's)
+            progress(min(int(status["env_steps"]), env_total), env_total, rl_note(status["curve"]))
+        elif progress is not None:
+            progress(min(status["trained"], total), total, "")
         if observer is not None:
             with stopping.saving():  # its periodic results files are written whole; a stop is raised after
                 observer(status, partial(result_so_far, plan, backend, status, start))
@@ -508,18 +510,12 @@ def metric_columns(rows: list[dict[str, float]]) -> dict[str, list[float | None]
     return {name: [row.get(name) for row in rows] for name in names}
 
 
-def rl_note(curve: list[tuple[float, int, float]], elapsed: float, env_steps: int, window: int = 20,
-            base_steps: int = 0) -> str:
-    """Progress text for RL runs: mean return of the last episodes and env steps per second of this
-    invocation (``env_steps``: the run's total now; ``base_steps``: where a resumed run started).
-
-    The rate counts the steps workers report, not the last finished episode's: right after a
-    resume the curve still ends in the earlier session, before ``base_steps``."""
+def rl_note(curve: list[tuple[float, int, float]], window: int = 20) -> str:
+    """Progress text for RL runs: the mean return of the last ``window`` episodes."""
     if not curve:
         return ""
     last = [r for _, _, r in curve[-window:]]
-    rate = max(env_steps - base_steps, 0) / max(elapsed, 1e-9)
-    return f"return {sum(last) / len(last):7.1f}  {rate:7.0f} env-steps/s"
+    return f"return {sum(last) / len(last):.1f}"
 
 
 def learning_curve(curve: list[tuple[float, int, float]], window: int = 20) -> dict[str, Any]:
