@@ -139,7 +139,8 @@ def check_async_run(run: dict[str, Any], cfg: RunConfig) -> None:
     assert "policy_lag_mean" in run["train_metrics"]
 
 
-@pytest.mark.parametrize("backend", ["local", "process"])
+# local: slow-only (the lag-bound test below runs the local backend; process is APPO's default)
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.slow), "process"])
 def test_appo_learns_cartpole(backend: str) -> None:
     cfg = cfg_of("appo", 40_000, runtime={"backend": backend})
     run = run_runtime(cfg, timeout_s=300)
