@@ -3,7 +3,6 @@ the runtime (real workers, a real learner, CartPole) on the local and process ba
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,8 @@ from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
 
 RANDOM_RETURN = 22  # mean CartPole-v1 return of a uniformly random policy
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _runtime_conftest() -> Any:
-    """tests/runtime/conftest.py, loaded by path (tests/ is not a package): its one Ray per session."""
-    spec = importlib.util.spec_from_file_location("janus_tests_runtime_conftest", ROOT / "tests" / "runtime" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-ray_session = _runtime_conftest().ray_session
 
 
 def cfg_of(algo: str, steps: int, seed: int = 0, **overrides: Any) -> RunConfig:

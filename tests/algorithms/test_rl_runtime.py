@@ -7,7 +7,6 @@ ask for > 100. The ray tests share the session's local Ray (``ray_session`` of t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -25,16 +24,6 @@ RANDOM_RETURN = 22  # mean CartPole-v1 return of a uniformly random policy
 LEARNED = 100
 
 
-def _runtime_conftest() -> Any:
-    """tests/runtime/conftest.py, loaded by path (tests/ is not a package): its fixtures, shared."""
-    spec = importlib.util.spec_from_file_location("janus_tests_runtime_conftest", ROOT / "tests" / "runtime" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-# One local Ray per session: reused if tests/runtime started it already (then it is left alone).
-ray_session = _runtime_conftest().ray_session
 
 
 def rl_cfg(algo: str, steps: int, seed: int = 0, **overrides: Any) -> RunConfig:

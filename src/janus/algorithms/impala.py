@@ -35,10 +35,10 @@ import torch
 
 from janus.algorithms.base import Budget, BufferSpec, Pacing, default_error_buffer, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
-from janus.algorithms.optim import adam, clip_grad_norm
-from janus.algorithms.ppo import PPOActor, PPOAgent, PPOConfig
+from janus.algorithms.optim import clip_grad_norm
+from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
-from janus.algorithms.shared import UpdateResult, load_snapshot, snapshot
+from janus.algorithms.shared import UpdateResult
 from janus.envs.vector import Episodes, next_obs_of
 from janus.errors import invalid
 from janus.vtrace import vtrace
@@ -80,8 +80,8 @@ class ImpalaConfig:
 
 
 def agent_config(cfg: ImpalaConfig) -> PPOConfig:
-    """The PPO config that builds the same networks (and discounts the same way) as ``cfg``."""
-    return PPOConfig(hidden=cfg.hidden, init_log_std=cfg.init_log_std, gamma=cfg.gamma)
+    """The PPO config that builds the same networks, discounts and learning-rate schedule as ``cfg``."""
+    return PPOConfig(hidden=cfg.hidden, init_log_std=cfg.init_log_std, gamma=cfg.gamma, lr=cfg.lr, anneal_lr=cfg.anneal_lr)
 
 
 class ImpalaActor(PPOActor):
@@ -131,28 +131,18 @@ class ImpalaActor(PPOActor):
         return piece, self.episodes.pop()
 
 
-class ImpalaLearner:
-    """Learner side: one V-trace actor-critic step per batch of trajectories."""
+class ImpalaLearner(PPOLearner):
+    """Learner side: one V-trace actor-critic step per batch of trajectories (PPO's networks,
+    optimiser, learning-rate schedule, acting and checkpoints; its own update)."""
 
     def __init__(self, cfg: ImpalaConfig, obs_space: gym.spaces.Box, action_space: gym.Space, seed: int) -> None:
-        self.cfg = cfg
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.agent = PPOAgent(agent_config(cfg), obs_space, action_space)
-        self._params = list(self.agent.parameters())
-        self.opt = adam(self._params, lr=cfg.lr, eps=1e-5)
-        self.updates = 0
-
-    def set_progress(self, fraction: float) -> None:
-        """Training progress in [0, 1]; with ``anneal_lr`` the rate becomes ``lr * (1 - fraction)``."""
-        if self.cfg.anneal_lr:
-            for group in self.opt.param_groups:
-                group["lr"] = self.cfg.lr * (1.0 - min(max(fraction, 0.0), 1.0))
+        super().__init__(agent_config(cfg), obs_space, action_space, seed)
+        self.settings = cfg
 
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One step on ``B`` trajectories of ``T`` steps: rows ``obs [B, T, ...]``, ``action``,
         ``logprob`` (behaviour), ``reward``, ``done`` ``[B, T]``, ``bootstrap_obs [B, ...]``."""
-        cfg, agent = self.cfg, self.agent
+        cfg, agent = self.settings, self.agent
         obs = batch["obs"].transpose(0, 1)  # [T, B, ...]
         steps, width = obs.shape[0], obs.shape[1]
         action = batch["action"].transpose(0, 1).flatten(0, 1)
@@ -187,32 +177,6 @@ class ImpalaLearner:
             "rho_mean": targets.rho.mean().item(), "lr": self.opt.param_groups[0]["lr"],
         }
         return UpdateResult(None, metrics)
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> np.ndarray:
-        """Actions for a batch of observations: the policy's mode (``deterministic``) or a draw."""
-        dist = self.agent.dist(obs)
-        if not deterministic:
-            return dist.sample().numpy()
-        probs = getattr(dist, "probs", None)
-        return (probs.argmax(-1) if probs is not None else dist.mean).numpy()
-
-    def policy_network(self) -> torch.nn.Module:
-        return self.agent
-
-    def params(self) -> dict[str, np.ndarray]:
-        return snapshot(self.agent)
-
-    def load_params(self, params: dict[str, Any]) -> None:
-        load_snapshot(self.agent, params)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent.state_dict(), "opt": self.opt.state_dict(), "updates": self.updates}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.opt.load_state_dict(state["opt"])
-        self.updates = int(state["updates"])
 
 
 # ---- the runtime's view (see janus.algorithms.base) ------------------------------------------------
