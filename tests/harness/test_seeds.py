@@ -4,6 +4,11 @@ real two-seed CartPole run in subprocesses."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +174,26 @@ def test_two_seeds_of_cartpole_write_both_runs_and_the_aggregate(tmp_path: Path,
     assert (out / "aggregate.png").is_file()
     printed = capsys.readouterr().out
     assert "iqm" in printed and ("in parallel" in printed or "one after another" in printed)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_seed_and_the_aggregate_covers_what_ran(tmp_path: Path) -> None:
+    out = tmp_path / "seeds"
+    env = {**os.environ, "PYTHONPATH": str(Path(janus.__file__).parents[1])}  # this checkout's code
+    proc = subprocess.Popen([sys.executable, "-m", "janus", "train", *CARTPOLE, "--total_env_steps", "1000000",
+                             "--results_interval_s", "0.5", "--seeds", "0", "1", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not all((out / f"seed-{s}" / "results.json").is_file() for s in (0, 1)):  # both are training
+            assert proc.poll() is None and time.monotonic() < deadline, "the runs did not start"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        printed, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, printed
+    data = json.loads((out / "aggregate.json").read_text())
+    assert [r["status"] for r in data["per_seed"]] == ["interrupted", "interrupted"], printed
+    assert data["bootstrap"]["samples"] == 2  # each wrote its final return so far

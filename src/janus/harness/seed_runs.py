@@ -161,15 +161,20 @@ def run_seeds(args: argparse.Namespace) -> int:
         runs = [SeedRun(s, out_dir / f"seed-{s}") for s in seeds]
         try:
             _run_all(args, runs, plan.at_once, log_dir)
-        except KeyboardInterrupt as exc:
-            sig = signal.SIGINT if type(exc) is KeyboardInterrupt else signal.SIGTERM
-            print(f"janus train --seeds: stopping the runs still going ({signal.Signals(sig).name}); "
-                  "each writes what it ran", file=sys.stderr, flush=True)
+        except KeyboardInterrupt as exc:  # the signal janus got (SIGINT, SIGTERM, SIGHUP) goes to each run once
+            sig = signal.Signals[exc.args[0] if isinstance(exc, stopping.Terminated) and exc.args else "SIGINT"]
+            print(f"janus train --seeds: stopping the runs still going ({sig.name}); each writes what it ran",
+                  file=sys.stderr, flush=True)
             with stopping.saving():
-                for run in runs:
-                    run.stop(sig)
-                for run in runs:
-                    run.wait()
+                try:
+                    for run in runs:
+                        run.stop(sig)
+                    for run in runs:
+                        run.wait()
+                except stopping.Aborted:  # signalled twice more: abort without saving, the runs too
+                    for run in runs:
+                        run.stop(signal.SIGKILL)
+                    raise
                 _aggregate(args, out_dir, runs, plan)
             raise
         with stopping.saving():
