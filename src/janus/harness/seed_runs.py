@@ -188,15 +188,15 @@ def _run_all(args: argparse.Namespace, runs: list[SeedRun], at_once: int, log_di
     while waiting or going:
         while waiting and len(going) < at_once:
             run = waiting.pop(0)
-            if log_dir is not None:
-                print(f"  seed {run.seed}: started", flush=True)
+            gap = "" if log_dir else "\n"  # one after another: the run's own output follows this line
+            print(f"{gap}seed {run.seed} ({runs.index(run) + 1} of {len(runs)}): started", flush=True)
             run.start(args, log_dir)
             going.append(run)
         time.sleep(POLL_S)
         for run in [r for r in going if r.poll()]:
             going.remove(run)
             if log_dir is not None or run.code:
-                print(f"  seed {run.seed}: {'finished' if run.code == 0 else f'failed (exit code {run.code})'}", flush=True)
+                print(f"seed {run.seed}: {'finished' if run.code == 0 else f'failed (exit code {run.code})'}", flush=True)
 
 
 def _aggregate(args: argparse.Namespace, out_dir: Path, runs: list[SeedRun], plan: Schedule) -> bool:
