@@ -87,7 +87,8 @@ def test_a_run_uses_a_cpu_per_worker_process_and_one_for_the_learner() -> None:
 
 def test_each_seeds_run_gets_every_flag_given_and_its_own_seed_and_out(tmp_path: Path) -> None:
     given = ["train", *CARTPOLE, "--total_env_steps", "1500", "--quick", "--env_kwargs", '{"max_episode_steps": 50}',
-             "--lr", "0.001", "--tensorboard", "--force", "--seeds", "0", "1", "--out", str(tmp_path)]
+             "--lr", "0.001", "--tensorboard", "--wandb_project", "seeds", "--force", "--seeds", "0", "1",
+             "--out", str(tmp_path)]
     args = parse_args(given)
     argv = run_argv(args, 7, tmp_path / "seed-7")
     assert argv[-4:] == ["--seed", "7", "--out", str(tmp_path / "seed-7")]
