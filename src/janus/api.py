@@ -77,6 +77,9 @@ def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *,
     from janus.cli import configured, named_by_flag
     from janus.harness.commands import run_command
 
+    if "seeds" in flags:  # one run, one TrainedRun; the command runs several and aggregates them
+        raise ConfigError("janus.train: seeds= is not accepted: janus.train runs one seed (seed=); for several seeds "
+                          "with an aggregate, run janus train --seeds 0 1 2 ... (janus.harness.seed_runs)")
     hooks = CallbackHooks(list(callbacks))
     flags = merged_settings(hooks.callbacks, flags)
     invocation = _invocation(algo, env, flags)

@@ -333,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--wandb_project", default=None, metavar="PROJECT", help="W&B project of --wandb [default janus].")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                        help="Continue an interrupted dqn/ppo/sac run from its checkpoints (policy, optimiser, counters; dqn/sac: replay).")
+    train.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
+                       help="Run each seed into OUT/seed-<s> (in parallel where the CPUs allow) and write "
+                            "OUT/aggregate.json and .png: mean, median and IQM of the final return with bootstrap 95%% CIs.")
     train.epilog = ("every command runs through the actor-model runtime (--backend local|process|ray|auto; "
                     "--algo dqn's default is auto: process where a spare CPU lets acting overlap the update, "
                     "local for the serial --seed recipe; the others' default is local).")
@@ -655,6 +658,10 @@ def _run(args: argparse.Namespace) -> int:
 
         if args.command == "rollout":
             return run_rollout(args)
+        if getattr(args, "seeds", None) is not None:  # janus train --seeds: a run per seed, then their aggregate
+            from janus.harness.seed_runs import run_seeds
+
+            return run_seeds(args)
 
         return run_command(args, configured(args))
     except JanusError as exc:
