@@ -384,6 +384,9 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None,
         if not found:
             raise ConfigError(f"invalid --resume: {str(resume)!r} is not a janus train run folder (no config.yaml)")
         raw = read_yaml(Path(resume) / "config.yaml")
+        workload = raw.get("workload")
+        if isinstance(workload, dict) and "preset" not in workload:  # a run from before family presets had none
+            raw = {**raw, "workload": {**workload, "preset": "none"}}
     elif path is not None:
         raw = read_yaml(path)
     elif algo is None or not algorithm(algo).preset:

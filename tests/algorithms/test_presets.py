@@ -120,3 +120,19 @@ def test_help_lists_the_presets(capsys: pytest.CaptureFixture[str]) -> None:
 def test_preset_does_not_apply_to_the_synthetic_workload() -> None:
     with pytest.raises(ConfigError, match="--preset does not apply to --algo synthetic"):
         config_from_args(parse_args(["train", "--preset", "atari"]))
+
+
+def test_a_run_from_before_presets_resumes_without_one(tmp_path: Path) -> None:
+    """Its config.yaml has no workload.preset (and, before issue 35, no algorithm section): the
+    resumed run keeps the values it had, not the Atari preset's."""
+    from janus.harness.run_folder import check_changes, stored_config
+
+    cfg = configured(parse_args(["train", "--algo", "dqn", "--env", "ALE/Pong-v5", "--preset", "none"]))
+    old = cfg.to_dict()
+    del old["workload"]["preset"]
+    old.pop("algorithm", None)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    resumed = config_from_args(parse_args(["train", "--resume", str(tmp_path)]))
+    assert resumed.workload.preset == "none" and resumed.algorithm.get("lr", 5e-4) == 5e-4
+    assert resumed.janus.buffer_capacity == 50_000
+    check_changes(tmp_path, stored_config(tmp_path), resumed)  # no change refused
