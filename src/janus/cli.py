@@ -5,7 +5,8 @@ from any folder), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
 hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
-its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
+its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < its environment
+family preset (``--preset``, :mod:`janus.algorithms.presets`) < YAML < ``--quick`` < flags.
 
 A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
 flag the run's algorithm or backend does not read is an error naming it. Help text and the defaults

@@ -36,11 +36,19 @@ def test_ids_outside_the_registry_go_by_their_name_and_others_have_no_family(env
     assert family_of(env_id) == family
 
 
-def test_every_family_preset_loads_as_a_config_for_its_algorithm() -> None:
-    for algo in ("dqn", "ppo", "sac"):
-        for family in FAMILIES:
+def test_each_algorithm_has_the_families_its_action_spaces_allow_and_each_loads_as_a_config() -> None:
+    from janus.algorithms.base import algorithm
+    from janus.config import from_dict
+
+    expected = {"dqn": {"atari", "classic_control", "box2d"}, "ppo": set(FAMILIES),
+                "sac": {"classic_control", "box2d", "mujoco"}}
+    for algo, families in expected.items():
+        got = {f for f in FAMILIES if preset_for(algo, "CartPole-v1", f).family == f}
+        assert got == families, algo
+        for family in families:
             choice = preset_for(algo, "CartPole-v1", family)
-            assert choice.family in (family, "none")
+            cfg = from_dict(choice.preset.values, base=from_dict(algorithm(algo).preset))  # known keys only
+            assert cfg.workload.algo == algo and choice.describe().startswith(f"preset: {algo}/{family} (")
     assert preset_for("dqn", "HalfCheetah-v5", "auto").family == "none"  # dqn has no continuous-action preset
     assert preset_for("sac", "ALE/Pong-v5", "auto").family == "none"
     assert preset_for("impala", "ALE/Pong-v5", "auto").family == "none"
