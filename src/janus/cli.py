@@ -5,7 +5,8 @@ from any folder), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
 hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
-its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < YAML < ``--quick`` < flags.
+its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < its environment
+family preset (``--preset``, :mod:`janus.algorithms.presets`) < YAML < ``--quick`` < flags.
 
 A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
 flag the run's algorithm or backend does not read is an error naming it. Help text and the defaults
@@ -56,7 +57,7 @@ SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "nu
                   "updates_per_iteration", "is_on_policy", "samples_per_param_load"}
 """Flags only the synthetic workload reads (a Gymnasium run takes them from the env and its budget;
 it publishes parameters once per round of pieces, or per rollout on-policy)."""
-GYM_ONLY = {"env", "env_kwargs", "vector_env", "total_env_steps", "eval_interval_steps", "eval_episodes"}
+GYM_ONLY = {"env", "env_kwargs", "vector_env", "preset", "total_env_steps", "eval_interval_steps", "eval_episodes"}
 """Flags only the algorithms acting in Gymnasium environments read (``Algorithm.acts_in_gymnasium``)."""
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the algorithms acting in Gymnasium environments
 OFF_POLICY_ONLY = {"batch_size"}
@@ -242,6 +243,10 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
             extra = {"type": _mapping, "metavar": "JSON"}
         elif name == "vector_env":
             extra = {"type": str, "choices": VECTOR_ENVS}
+        elif name == "preset":
+            from janus.algorithms.presets import CHOICES as PRESETS
+
+            extra = {"type": str, "choices": PRESETS}
         elif name == "algo":
             extra = {"type": str}
             docs["algo"] = (f"Workload: {', '.join(names())}, or package.module:Name of a custom algorithm "
@@ -365,8 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---- from flags to a configuration ---------------------------------------------------------------
-def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> RunConfig:
-    """Algorithm preset < YAML (``--resume`` RUN_DIR's config.yaml, ``--config``, else the default YAML)."""
+def _base_config(algo: str | None, path: Path | None, resume: Path | None,
+                 family: dict[str, Any] | None = None) -> RunConfig:
+    """Algorithm preset < its ``family`` preset (:mod:`janus.algorithms.presets`) < YAML (``--resume``
+    RUN_DIR's config.yaml, ``--config``, else the default YAML)."""
     from janus.algorithms.base import algorithm
 
     raw: dict[str, Any] = {}
@@ -378,6 +385,9 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> Ru
         if not found:
             raise ConfigError(f"invalid --resume: {str(resume)!r} is not a janus train run folder (no config.yaml)")
         raw = read_yaml(Path(resume) / "config.yaml")
+        workload = raw.get("workload")
+        if isinstance(workload, dict) and "preset" not in workload:  # a run from before family presets had none
+            raw = {**raw, "workload": {**workload, "preset": "none"}}
     elif path is not None:
         raw = read_yaml(path)
     elif algo is None or not algorithm(algo).preset:
@@ -387,6 +397,8 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None) -> Ru
     name = algo or (section.get("algo", default) if isinstance(section, dict) else default)
     preset = algorithm(name).preset if isinstance(name, str) else {}
     base = from_dict(preset) if preset else RunConfig()
+    if family:
+        base = from_dict(family, base=base)
     cfg = from_dict(raw, base=base) if raw else base
     return from_dict({"workload": {"algo": algo}}, base=cfg) if algo else cfg
 
@@ -468,23 +480,42 @@ def _check_hyperparameters(typed: dict[str, Any], algo_name: str) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """Algorithm preset < YAML config < ``--quick`` < command-line flags; not yet resolved.
+    """Algorithm preset < environment family preset < YAML config < ``--quick`` < command-line flags;
+    not yet resolved.
 
     Without ``--config``, the packaged default (:data:`DEFAULT_CONFIG`) is the base of the synthetic
     workload; ``--algo dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks
-    dqn or ppo by the environment's action space. A flag the run does not read is a :class:`ConfigError` naming it.
+    dqn or ppo by the environment's action space. The family preset is chosen by the run's env id
+    (``--preset``: auto, none or a family; :func:`janus.algorithms.presets.preset_for`), printed by
+    ``janus train`` and recorded as ``workload.preset``. A flag the run does not read is a
+    :class:`ConfigError` naming it.
     """
+    from janus.algorithms.presets import preset_for
     from janus.harness.sweeps import check_flags_not_overridden, compare_granularity
 
     typed = _typed(args)
     check_flags_not_overridden(args.command, getattr(args, "sweep", None), set(typed))
     typed = compare_granularity(args.command, typed)
+    cfg, algo = _layered(args, typed, args.algo, None)
+    if not _acts_in_gymnasium(cfg.workload.algo):
+        return cfg
+    choice = preset_for(cfg.workload.algo, cfg.workload.env, cfg.workload.preset)
+    if choice.preset.values:  # the env and --preset are known only now: layer again, the family under the YAML
+        cfg, _ = _layered(args, typed, algo, choice.preset.values)
+    if args.command == "train":
+        print(f"janus: {choice.describe()}", flush=True)
+    return from_dict({"workload": {"preset": choice.family}}, base=cfg)  # what config.yaml records
+
+
+def _layered(args: argparse.Namespace, typed: dict[str, Any], algo: str | None,
+             family: dict[str, Any] | None) -> tuple[RunConfig, str | None]:
+    """The layers of :func:`config_from_args` with ``family`` over the algorithm preset, and the
+    algorithm (``--env`` alone picks it)."""
     resume, path = getattr(args, "resume", None), args.config
-    algo = args.algo
-    cfg = _base_config(algo, path, resume)
+    cfg = _base_config(algo, path, resume, family)
     if algo is None and resume is None and path is None and "env" in typed and not _acts_in_gymnasium(cfg.workload.algo):
         algo = _algo_for_env(typed["env"], typed.get("env_kwargs"))
-        cfg = _base_config(algo, None, None)
+        cfg = _base_config(algo, None, None, family)
     runtime = {k: v for k, v in typed.items() if k in RUNTIME_FLAGS}
     if runtime:
         cfg = from_dict({"runtime": runtime}, base=cfg)
@@ -506,7 +537,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         hyper["hidden"] = hidden
     if hyper:
         overrides["algorithm"] = hyper
-    return from_dict(overrides, base=cfg) if overrides else cfg
+    return (from_dict(overrides, base=cfg) if overrides else cfg), algo
 
 
 def configured(args: argparse.Namespace) -> RunConfig:

@@ -74,7 +74,7 @@ SYNTHETIC_ONLY = ("workload.obs_shape", "workload.obs_dtype", "workload.env_step
                   "workload.updates_per_iteration", "runtime.samples_per_param_load")
 """Fields only the synthetic workload reads (a Gymnasium run takes them from its env, its budget and its
 ``algorithm:`` section, and publishes parameters per round of pieces)."""
-GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.total_env_steps",
+GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.preset", "workload.total_env_steps",
             "runtime.eval_interval_steps", "runtime.eval_episodes")
 """Fields only the Gymnasium algorithms (dqn, ppo, sac) read."""
 ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
@@ -293,6 +293,10 @@ def validate(cfg: RunConfig) -> RunConfig:
     check_env_kwargs(w.env_kwargs)
     if w.vector_env not in VECTOR_ENVS:
         raise invalid("workload.vector_env", w.vector_env, one_of(VECTOR_ENVS))
+    from janus.algorithms.presets import CHOICES as PRESETS
+
+    if w.preset not in PRESETS:
+        raise invalid("workload.preset", w.preset, one_of(PRESETS))
     for key in ("env_step_ms", "env_compute_ms"):
         value = getattr(w, key)
         if not _is_number(value) or not 0 <= value <= 60_000:

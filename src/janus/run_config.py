@@ -39,6 +39,10 @@ class WorkloadConfig:
     """Where a worker steps its environments (``dqn``/``ppo``/``sac``): ``sync`` (in its own thread), ``async``
     (one subprocess each: Gymnasium's AsyncVectorEnv over shared memory) or ``auto`` (async for Atari
     ``ALE/`` games with 2+ envs per worker on a machine with more than 2 CPUs, else sync)."""
+    preset: str = "auto"
+    """Hyperparameters by environment family (``dqn``/``ppo``/``sac``), layered over the algorithm's preset and
+    under the config file and flags: ``auto`` (the env id's family: atari, classic_control, box2d, mujoco; the
+    RL Zoo's tuned values, :mod:`janus.algorithms.presets`), ``none`` (the algorithm's own) or a family name."""
     total_env_steps: int = 100_000
     """``dqn``/``ppo``/``sac``: environment steps to train for (over all workers)."""
     num_actors: int = 2

@@ -53,7 +53,8 @@ MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "runtime.eval_interval_steps": "--eval_interval_steps",
     "runtime.eval_episodes": "--eval_episodes",
 }
-NOT_COMPARED = {"runtime.checkpoint_dir", "runtime.resume", "runtime.best_dir"}  # set per invocation by `janus train`
+NOT_COMPARED = {"runtime.checkpoint_dir", "runtime.resume", "runtime.best_dir",  # set per invocation by `janus train`
+                "workload.preset"}  # the choice of values compared one by one (a run before presets has none)
 
 
 class RunFolderError(JanusError, ValueError):
