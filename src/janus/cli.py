@@ -692,7 +692,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, "seeds", None) is not None:  # janus train --seeds: a run per seed, then their aggregate
             from janus.harness.seed_runs import run_seeds
 
-            return run_seeds(args)
+            return run_seeds(args, configured, build_parser())
 
         return run_command(args, configured(args))
     except JanusError as exc:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import janus
-from janus.cli import configured, main, parse_args
+from janus.cli import build_parser, configured, main, parse_args
 from janus.errors import ConfigError
 from janus.harness import seeds as stats
 from janus.harness.seed_aggregate import write_aggregate
@@ -90,7 +90,7 @@ def test_each_seeds_run_gets_every_flag_given_and_its_own_seed_and_out(tmp_path:
              "--lr", "0.001", "--tensorboard", "--wandb_project", "seeds", "--force", "--seeds", "0", "1",
              "--out", str(tmp_path)]
     args = parse_args(given)
-    argv = run_argv(args, 7, tmp_path / "seed-7")
+    argv = run_argv(args, 7, tmp_path / "seed-7", build_parser())
     assert argv[-4:] == ["--seed", "7", "--out", str(tmp_path / "seed-7")]
     assert "--seeds" not in argv and "--force" not in argv
     again = vars(parse_args(argv))

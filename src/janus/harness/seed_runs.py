@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -82,12 +83,9 @@ def schedule(per_run: int, seeds: int, cpus: int | None = None) -> Schedule:
     return Schedule(at_once, per_run, cpus)
 
 
-def run_argv(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
+def run_argv(args: argparse.Namespace, seed: int, out: Path, parser: argparse.ArgumentParser) -> list[str]:
     """The ``janus train`` arguments of one seed's run: every flag given (as typed, rebuilt from
-    ``args``), then ``--seed`` and ``--out``."""
-    from janus.cli import build_parser
-
-    parser = build_parser()
+    ``args`` with the command's ``parser``), then ``--seed`` and ``--out``."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     argv = ["train"]
     for action in sub.choices["train"]._actions:
@@ -112,15 +110,17 @@ class SeedRun:
 
     seed: int
     out: Path
+    argv: list[str]
+    """Its ``janus train`` arguments (:func:`run_argv`)."""
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     code: int | None = None
 
-    def start(self, args: argparse.Namespace, log_dir: Path | None) -> None:
+    def start(self, log_dir: Path | None) -> None:
         if log_dir is not None:
             self.log = (log_dir / f"seed-{self.seed}.log").open("wb")
         # its own session: a Ctrl-C at the terminal reaches janus alone, which passes one signal on to each run
-        self.process = subprocess.Popen([sys.executable, "-m", "janus", *run_argv(args, self.seed, self.out)],
+        self.process = subprocess.Popen([sys.executable, "-m", "janus", *self.argv],
                                         stdout=self.log, stderr=subprocess.STDOUT if self.log else None,
                                         start_new_session=True)
 
@@ -143,11 +143,11 @@ class SeedRun:
             self.poll()
 
 
-def run_seeds(args: argparse.Namespace) -> int:
+def run_seeds(args: argparse.Namespace, configured: Callable[[argparse.Namespace], RunConfig],
+              parser: argparse.ArgumentParser) -> int:
     """``janus train --seeds``: every seed's run into OUT/seed-<s>, then OUT/aggregate.json and .png
-    and a table. Exit code 0 when every seed's run finished, else 1 (the aggregate covers those that ran)."""
-    from janus.cli import configured
-
+    and a table. Exit code 0 when every seed's run finished, else 1 (the aggregate covers those that ran).
+    ``configured`` and ``parser`` are the command line's (passed in: the CLI imports this module)."""
     seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
     plan = schedule(cpus_per_run(configured(args)), len(seeds))
     out_dir, lock = run_folder.open_out_dir(args, "train")
@@ -158,9 +158,9 @@ def run_seeds(args: argparse.Namespace) -> int:
             log_dir.mkdir(exist_ok=True)
         print(f"janus train --seeds {' '.join(map(str, seeds))}: {len(seeds)} runs into {out_dir}/seed-<s>, "
               f"{plan.describe()}" + (f"; each run's output in {log_dir}" if log_dir else ""), flush=True)
-        runs = [SeedRun(s, out_dir / f"seed-{s}") for s in seeds]
+        runs = [SeedRun(s, out_dir / f"seed-{s}", run_argv(args, s, out_dir / f"seed-{s}", parser)) for s in seeds]
         try:
-            _run_all(args, runs, plan.at_once, log_dir)
+            _run_all(runs, plan.at_once, log_dir)
         except KeyboardInterrupt as exc:  # the signal janus got (SIGINT, SIGTERM, SIGHUP) goes to each run once
             sig = signal.Signals[exc.args[0] if isinstance(exc, stopping.Terminated) and exc.args else "SIGINT"]
             print(f"janus train --seeds: stopping the runs still going ({sig.name}); each writes what it ran",
@@ -182,7 +182,7 @@ def run_seeds(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _run_all(args: argparse.Namespace, runs: list[SeedRun], at_once: int, log_dir: Path | None) -> None:
+def _run_all(runs: list[SeedRun], at_once: int, log_dir: Path | None) -> None:
     """Start the runs in order, never more than ``at_once`` going; return once all have ended."""
     waiting, going = list(runs), list[SeedRun]()
     while waiting or going:
@@ -190,7 +190,7 @@ def _run_all(args: argparse.Namespace, runs: list[SeedRun], at_once: int, log_di
             run = waiting.pop(0)
             gap = "" if log_dir else "\n"  # one after another: the run's own output follows this line
             print(f"{gap}seed {run.seed} ({runs.index(run) + 1} of {len(runs)}): started", flush=True)
-            run.start(args, log_dir)
+            run.start(log_dir)
             going.append(run)
         time.sleep(POLL_S)
         for run in [r for r in going if r.poll()]:
