@@ -148,6 +148,8 @@ def test_policy_lag_bound_is_honoured_under_a_deep_queue(tmp_path: Path) -> None
     assert run["runtime"]["policy_lag"]["max"] <= 1
 
 
+@pytest.mark.slow  # the async queue is the replay's (same on every backend: test_async_queue.py); the remote
+# replay client's sample/version calls run in tests/runtime/test_ray_backend.py's default cases
 def test_appo_on_ray_with_two_workers(ray_session: Any) -> None:
     """Ray: the Trainer samples through the remote replay client, and tells it each version."""
     cfg = cfg_of("appo", 8192, workload={"num_actors": 2, "envs_per_actor": 4}, num_minibatches=2,
