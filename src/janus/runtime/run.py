@@ -397,6 +397,7 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
     transitions = produced(workers, status, "transitions") * rows
     trained = int(trainer.get("batches_trained", status.get("trained", 0)))
     update_s = trainer.get("update_s", 0.0)
+    rollout_s = sum(c.get("rollout_s", 0.0) for c in workers.values()) / max(len(workers), 1)  # per worker
     limiter = plan.limiter
     inserted = int(tm.get("transitions_inserted", 0)) * rows
     curve = learning_curve(status.get("curve", []))
@@ -411,7 +412,7 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
         actor_steps_per_s=transitions / wall,
         wall_s=wall,
         stage_s={
-            "rollout": sum(c.get("rollout_s", 0.0) for c in workers.values()) / max(len(workers), 1),
+            "rollout": rollout_s,
             "collect": tm.get("buffer.collect_s", 0.0),
             "select": tm.get("buffer.select_s", 0.0),
             "update": update_s,
@@ -436,8 +437,7 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
             "learner_utilization": update_s / wall if wall > 0 else 0.0,
             "learner_wait_s": trainer.get("wait_s", 0.0),
             # the workers' share of the wall spent acting (the rest: waiting for room, parameters, messages)
-            "actor_utilization": (sum(c.get("rollout_s", 0.0) for c in workers.values()) / len(workers) / wall
-                                  if workers and wall > 0 else 0.0),
+            "actor_utilization": rollout_s / wall if wall > 0 else 0.0,
             **policy_lag(trainer, tm),
             "pacing": {  # the replay's rate limiter: its settings and how long each side waited on it
                 "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,

@@ -158,17 +158,22 @@ class Trainer(Component):
                 raise self.replay.failure  # noqa: B904  the failure itself, as it was raised; selection failed: the run stops with its cause
             self.replay_closed = True  # closed at shutdown: nothing more to train on
             return False
-        if self.max_policy_lag is not None and "version" in batch and self._too_stale(batch["version"]):
+        lag = self._policy_lag(batch)
+        if lag is not None and self.max_policy_lag is not None and lag[1] > self.max_policy_lag:
             self.count("batches_dropped_stale")
             return True
-        self._train(batch)
+        self._train(batch, lag)
         return True
 
-    def _too_stale(self, versions: torch.Tensor) -> bool:
-        assert self.max_policy_lag is not None
-        return self.version - int(versions.min().item()) > self.max_policy_lag
+    def _policy_lag(self, batch: dict[str, Any]) -> tuple[float, float] | None:
+        """``(mean, max)`` versions between the parameters that acted the batch's rows and those
+        that train it; None for rows that carry no ``version`` (only IMPALA/APPO's do)."""
+        if "version" not in batch:
+            return None
+        lag = (self.version - batch["version"]).float()
+        return lag.mean().item(), lag.max().item()
 
-    def _train(self, batch: dict[str, Any]) -> None:
+    def _train(self, batch: dict[str, Any], lag: tuple[float, float] | None = None) -> None:
         assert self.learner is not None
         t0 = time.perf_counter()
         self.count("wait_s", t0 - self.idle_since)  # waiting for this batch (and handling other messages)
@@ -178,8 +183,8 @@ class Trainer(Component):
         self.trained += 1
         self.count("batches_trained")  # by this invocation (``trained`` continues a resumed run's)
         self.metrics = dict(getattr(result, "metrics", {}) or {})
-        if "version" in batch:  # rows that say which parameter version acted them (IMPALA/APPO)
-            self._count_policy_lag(batch["version"])
+        if lag is not None:
+            self._count_policy_lag(*lag)
         check_finite_losses(self.metrics, self.trained)  # before NaN parameters reach the actors
         if self.metrics:
             self.metric_updates += 1
@@ -195,11 +200,9 @@ class Trainer(Component):
         if self.trained - self.reported >= self.report_every:
             self._report()  # batches still queued: the Orchestrator refills before this mailbox runs dry
 
-    def _count_policy_lag(self, versions: torch.Tensor) -> None:
-        """Policy lag of a batch: versions between the parameters that acted each row and those it
-        trains (mean and max, in the update's metrics; run totals in the counters)."""
-        lag = (self.version - versions).float()
-        mean, worst = lag.mean().item(), lag.max().item()
+    def _count_policy_lag(self, mean: float, worst: float) -> None:
+        """A trained batch's policy lag (:meth:`_policy_lag`): in the update's metrics, and the
+        run's totals in the counters."""
         self.metrics["policy_lag_mean"], self.metrics["policy_lag_max"] = mean, worst
         self.count("policy_lag_sum", mean)
         self.count("policy_lag_batches")
