@@ -13,7 +13,7 @@ import functools
 import json
 import math
 from dataclasses import asdict, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
 from janus.errors import ConfigError, invalid
@@ -42,12 +42,15 @@ class GymAlgorithm(Algorithm):
     """Appended to the error for an unsupported action space (what to use instead)."""
     image_observations = True
     """Whether it has a CNN for image observations (see :mod:`janus.algorithms.networks`)."""
+    variant_defaults: ClassVar[dict[str, Any]] = {}
+    """Defaults of this algorithm over its config dataclass's, for a variant sharing the dataclass
+    (``appo`` sets IMPALA's ``clip_coef``): what its runs, flags and ``--help`` start from."""
     has_policy = True
     acts_in_gymnasium = True
 
     def config(self, cfg: Any) -> Any:
         """The algorithm's config dataclass of a run: its defaults with the ``algorithm:`` overrides."""
-        overrides = dict(cfg.algorithm)
+        overrides = {**self.variant_defaults, **dict(cfg.algorithm)}
         if "hidden" in overrides and isinstance(overrides["hidden"], list):
             overrides["hidden"] = tuple(overrides["hidden"])
         return self.config_class(**overrides)
@@ -57,7 +60,7 @@ class GymAlgorithm(Algorithm):
 
     def flags(self) -> dict[str, Hyperparameter]:
         """Every field of its config dataclass except ``hidden`` (``--hidden_size``/``--num_layers``)."""
-        defaults, docs = self.config_class(), field_docs(self.config_class)
+        defaults, docs = self.config_class(**self.variant_defaults), field_docs(self.config_class)
         return {f.name: Hyperparameter(getattr(defaults, f.name), docs.get(f.name, ""))
                 for f in fields(self.config_class) if f.name not in NOT_FLAGS}
 
@@ -71,7 +74,7 @@ class GymAlgorithm(Algorithm):
         return tuple(self.config(cfg).hidden)
 
     def defaults(self) -> dict[str, Any]:
-        values = asdict(self.config_class())
+        values = asdict(self.config_class(**self.variant_defaults))
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def policy(self, cfg: Any, learner: Any) -> LearnerPolicy:

@@ -198,25 +198,6 @@ class Impala(GymAlgorithm):
         "workload": {"algo": "impala", "hidden_size": 64, "num_layers": 2, "num_actors": 1, "envs_per_actor": 16,
                      "rollout_length": 32, "num_epochs": 2, "total_env_steps": 200_000},
     }
-    overrides: ClassVar[dict[str, Any]] = {}
-    """``algorithm:`` defaults of this variant over :class:`ImpalaConfig`'s (``appo`` sets ``clip_coef``)."""
-
-    def config(self, cfg: Any) -> ImpalaConfig:
-        merged = {**self.overrides, **dict(cfg.algorithm)}
-        if "hidden" in merged and isinstance(merged["hidden"], list):
-            merged["hidden"] = tuple(merged["hidden"])
-        return ImpalaConfig(**merged)
-
-    def defaults(self) -> dict[str, Any]:
-        out = super().defaults()
-        out.update(self.overrides)
-        return out
-
-    def flags(self) -> dict[str, Any]:
-        from dataclasses import replace as dc_replace
-
-        return {k: dc_replace(h, default=self.overrides.get(k, h.default)) for k, h in super().flags().items()}
-
     def validate(self, cfg: Any) -> None:
         super().validate(cfg)
         a, w = self.config(cfg), cfg.workload
@@ -273,7 +254,7 @@ class APPO(Impala):
 
     name = "appo"
     preset: ClassVar[dict[str, Any]] = {**Impala.preset, "workload": {**Impala.preset["workload"], "algo": "appo", "num_epochs": 4}}
-    overrides: ClassVar[dict[str, Any]] = {"clip_coef": 0.2, "norm_adv": True}
+    variant_defaults: ClassVar[dict[str, Any]] = {"clip_coef": 0.2, "norm_adv": True}
 
 
 register(Impala())
