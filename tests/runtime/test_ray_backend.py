@@ -309,6 +309,7 @@ def test_a_local_ray_that_fails_to_start_is_a_clear_error_and_leaves_no_process(
 
     earlier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",  # a session of this process
                                 f"--session-dir=/tmp/ray/session_2025-01-01_00-00-00_000001_{os.getpid()}"])
+    _wait_for_command_line(earlier.pid, "session_2025")
 
     started: list[subprocess.Popen] = []
 
@@ -316,6 +317,7 @@ def test_a_local_ray_that_fails_to_start_is_a_clear_error_and_leaves_no_process(
         session = f"/tmp/ray/session_2026-01-01_00-00-00_000001_{os.getpid()}"
         started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", f"--session-dir={session}"],
                                         start_new_session=True))  # an agent handed to init, in its own session
+        _wait_for_command_line(started[-1].pid, "session_2026")  # up, as an agent handed to init would be
         raise Exception("The current node timed out during startup. This could happen because ...")
 
     monkeypatch.setattr(raymod, "start_local_ray", failing_start)
@@ -332,6 +334,20 @@ def test_a_local_ray_that_fails_to_start_is_a_clear_error_and_leaves_no_process(
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def _wait_for_command_line(pid: int, part: str, within_s: float = 10.0) -> None:
+    """Wait until ``pid``'s /proc command line shows ``part``: Popen returns once exec has begun,
+    and until the kernel has laid out the new arguments the command line reads empty."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if part in " ".join(psutil.Process(pid).cmdline()):
+                return
+        except psutil.Error:
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never showed {part!r} in its command line")
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
