@@ -59,7 +59,11 @@ class Policy:
         self.info = dict(info or {})
         """What the file says about itself (``best/``: ``env_steps`` and ``eval_return``)."""
         self.acting = algorithm(cfg.workload.algo).policy(cfg, learner)
-        self.observation_space, self.action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
+        network_space, self.action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
+        self.encoder = getattr(network_space, "encoder", None)
+        """Discrete, Dict, Tuple, ... observations: what turns them into the network's vector."""
+        self.observation_space = network_space if self.encoder is None else self.encoder.space
+        """The environment's observation space: what :meth:`predict` takes."""
 
     @property
     def algo(self) -> str:
@@ -76,14 +80,21 @@ class Policy:
         ``deterministic``: the most likely action (DQN: argmax Q; PPO: the mode of its distribution;
         SAC: the squashed mean); ``False`` samples from PPO's or SAC's distribution (DQN stays greedy). Actions are numpy, in the
         environment's action space (Box actions clipped to its bounds). Observations go in as the env
-        emits them: images of a ``uint8`` space as pixel values 0-255 (any dtype; the network scales them).
+        emits them: images of a ``uint8`` space as pixel values 0-255 (any dtype; the network scales them);
+        Discrete observations as integers, Dict and Tuple ones as dicts and tuples (a batch: each leaf
+        stacked on a leading axis), encoded here as in training (:mod:`janus.envs.observations`).
+        With ``normalize_obs`` the network normalises them by the statistics saved with it.
         """
-        shape = tuple(self.observation_space.shape or ())
-        x = np.asarray(obs, dtype=np.float32)
-        single = x.shape == shape
-        if not single and x.shape[1:] != shape:
-            raise ConfigError(f"predict: observation of shape {x.shape}; expected {shape} or (batch, *{shape})")
-        action = np.asarray(self.acting.act(x[None] if single else x, deterministic))
+        if self.encoder is not None:
+            x, single = self.encoder.encode_any(obs)
+        else:
+            shape = tuple(self.observation_space.shape or ())
+            x = np.asarray(obs, dtype=np.float32)
+            single = x.shape == shape
+            if not single and x.shape[1:] != shape:
+                raise ConfigError(f"predict: observation of shape {x.shape}; expected {shape} or (batch, *{shape})")
+            x = x[None] if single else x
+        action = np.asarray(self.acting.act(x, deterministic))
         space: Any = self.action_space  # a Box (low, high) or a Discrete (start), told apart by attribute
         if hasattr(space, "low"):
             action = np.clip(action, space.low, space.high).astype(space.dtype)
@@ -127,7 +138,8 @@ def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic:
     from janus.envs.vector import make_vector_env
 
     kwargs = dict(policy.cfg.workload.env_kwargs or {}) if env_kwargs is None else dict(env_kwargs)
-    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False)  # whole games, real rewards
+    # whole games, real rewards; observations as the env emits them (predict encodes them)
+    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False, encode_observations=False)
     returns: list[float] = []
     try:
         if wrap is not None:

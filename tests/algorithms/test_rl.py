@@ -44,11 +44,24 @@ def test_unknown_env_id_names_flag_and_lists_registered_ids():
     assert "NoSuchEnv-v0" in str(err.value) and "CartPole-v1" in str(err.value)
 
 
-@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Blackjack-v1"])
-def test_non_box_observations_are_rejected(env_id):
-    with pytest.raises(ConfigError, match="--env.*Box") as err:
-        make_vector_env(env_id, 1)
-    assert env_id in str(err.value)
+@pytest.mark.parametrize(("env_id", "features"), [("FrozenLake-v1", 16), ("Blackjack-v1", 32 + 11 + 2)])
+def test_non_box_observations_are_encoded_as_one_vector(env_id, features):
+    envs = make_vector_env(env_id, 2)
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, features) and obs.dtype == np.float32
+        assert envs.single_observation_space.shape == (features,)
+        assert np.all(obs.sum(1) == (1 if env_id == "FrozenLake-v1" else 3)), "one-hot per Discrete leaf"
+    finally:
+        envs.close()
+
+
+def test_an_observation_space_janus_cannot_encode_is_a_clear_error():
+    from obs_envs import TEXT_ENV
+
+    with pytest.raises(ConfigError, match="--env.*Text.*not supported.*Box, Discrete, MultiDiscrete") as err:
+        make_vector_env(TEXT_ENV, 1)
+    assert TEXT_ENV in str(err.value)
 
 
 def test_action_space_checks():

@@ -31,7 +31,8 @@ from torch import nn
 from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.linear_chain import LinearChain, linear_chain
-from janus.algorithms.networks import MLP, CNNTorso, flat_size, image_layout, mlp, obs_dtype
+from janus.algorithms.networks import MLP, flat_size, make_torso, mlp, obs_dtype
+from janus.algorithms.normalization import NormalizedInput, obs_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
@@ -84,6 +85,12 @@ class DQNConfig:
     """When observations are stacks of uint8 frames ``(k, H, W)``, ``k > 1`` (Atari), the replay stores
     each frame once (``FrameStackReplay``: ~1 frame per transition instead of ``2k``); false stores
     every stack whole. Other observation spaces ignore it."""
+    normalize_obs: bool = False
+    """Normalise observations by running mean and std inside the network (saved with the policy;
+    see :mod:`janus.algorithms.normalization`). Not for image observations."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted returns, in the actors' environments
+    (SB3's ``VecNormalize``; see :mod:`janus.envs.reward_scaling`); reported returns stay raw."""
 
     def importance_beta(self, progress: float) -> float:
         """Prioritized replay's importance exponent at ``progress`` (updates done / the run's
@@ -107,13 +114,23 @@ class FlatMLP(MLP):
 def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Discrete) -> nn.Module:
     """The Q-network: observation (as the env emits it) -> one value per action.
 
-    Image observations (:func:`janus.algorithms.networks.image_layout`): the CNN torso, then a
-    linear head. Anything else: flattened into an MLP of widths ``cfg.hidden``.
+    Image observations (:func:`janus.algorithms.networks.make_torso`: a CNN, or the multi-input
+    torso of a Dict/Tuple with images): the torso, then a linear head. Anything else: flattened
+    into an MLP of widths ``cfg.hidden``. ``cfg.normalize_obs``: a
+    :class:`~janus.algorithms.normalization.NormalizedInput` around it (``norm``, then ``body``).
     """
-    if image_layout(obs_space) is not None:
-        torso = CNNTorso(obs_space)
-        return nn.Sequential(torso, nn.Linear(torso.features, int(action_space.n)))
-    return FlatMLP(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
+    torso = make_torso(obs_space)
+    if torso is not None:
+        body: nn.Module = nn.Sequential(torso, nn.Linear(torso.features, int(action_space.n)))
+    else:
+        body = FlatMLP(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
+    norm = obs_norm(cfg.normalize_obs, tuple(obs_space.shape))
+    return body if norm is None else NormalizedInput(norm, body)
+
+
+def q_body(net: nn.Module) -> nn.Module:
+    """The Q-network behind its observation normaliser, if it has one."""
+    return net.body if isinstance(net, NormalizedInput) else net
 
 
 class DQNActor:
@@ -129,8 +146,8 @@ class DQNActor:
         seeds = as_stream_seeds(seed, num_envs)
         if isinstance(cfg.n_step, bool) or not isinstance(cfg.n_step, int) or cfg.n_step < 1:
             raise invalid("n_step", cfg.n_step, "an int >= 1")
-        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
-                                    training=True, vector_env=vector_env)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs, training=True, vector_env=vector_env,
+                                    reward_gamma=cfg.gamma if cfg.normalize_reward else None)
         action_space, obs_space = self.envs.single_action_space, observation_box(self.envs)
         check_action_space("dqn", action_space)
         assert isinstance(action_space, gym.spaces.Discrete)  # what check_action_space accepts for dqn
@@ -234,19 +251,25 @@ class DQNLearner:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.q = q_network(cfg, obs_space, action_space)
-        self.target = q_network(cfg, obs_space, action_space)
-        self.target.load_state_dict(self.q.state_dict())
+        # normalize_obs: the online network's normaliser feeds both networks (the target gets the
+        # current statistics, as SB3 normalises sampled observations); the target is a body only
+        self.obs_norm = self.q.norm if isinstance(self.q, NormalizedInput) else None
+        self.body = q_body(self.q)
+        self.target = q_body(q_network(cfg, obs_space, action_space))
+        self.target.load_state_dict(self.body.state_dict())
         self.target.requires_grad_(False)
-        self._params: list[torch.Tensor] = list(self.q.parameters())
+        self._params: list[torch.Tensor] = list(self.body.parameters())
         self.opt = adam(self._params, lr=cfg.lr)
         self.updates = 0
         self.progress = 0.0  # updates done / the run's updates (set_progress): the PER beta reported
         # an MLP Q-network is differentiated by hand (the same gradients, half the ops: see
         # janus.algorithms.linear_chain); a CNN, or a network with hooks, keeps autograd
-        self._chains = (linear_chain(self.q), linear_chain(self.target))
+        self._chains = (linear_chain(self.body), linear_chain(self.target))
 
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One gradient step on a replay batch (uses ``batch["weight"]`` when present)."""
+        if self.obs_norm is not None:
+            batch = {**batch, "obs": self.obs_norm(batch["obs"]), "next_obs": self.obs_norm(batch["next_obs"])}
         online, target_net = self._chains
         if online is not None and target_net is not None and online.usable() and target_net.usable(backward=False):
             loss, q, td, grad_norm = self._loss_and_grads_by_hand(batch, online, target_net)
@@ -287,9 +310,9 @@ class DQNLearner:
     def _loss_and_grads(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Autograd: the loss, Q(s, a), the TD errors and the clipped gradients' norm."""
         obs, next_obs = batch["obs"], batch["next_obs"]  # as stored (uint8 images): the network casts
-        q = self.q(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
+        q = self.body(obs).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            target = self._td_target(batch, self.q(next_obs) if self.cfg.double_q else None, self.target(next_obs))
+            target = self._td_target(batch, self.body(next_obs) if self.cfg.double_q else None, self.target(next_obs))
         loss = self._loss(q, target, batch)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -118,19 +118,24 @@ class GymAlgorithm(Algorithm):
         check_action_space(self.name, action_space, self.action_spaces)
 
     def check_observations(self, cfg: Any, obs_space: Any) -> None:
-        """Image observations: only for an algorithm with a CNN, and with no ``algorithm.hidden``
-        (the CNN torso is fixed; ``hidden`` sizes the MLP of vector observations)."""
-        from janus.algorithms.networks import image_layout, torso_kind
+        """Image observations: only for an algorithm with a CNN, with no ``algorithm.hidden`` (the
+        CNN torso is fixed; ``hidden`` sizes the MLP of vector observations) and no ``normalize_obs``."""
+        from janus.algorithms.networks import has_images, image_layout, torso_kind
 
-        layout = image_layout(obs_space)
-        if layout is None:
+        if not has_images(obs_space):
             return
-        what = f"--env {cfg.workload.env!r} has image observations {tuple(obs_space.shape)} ({layout}, {obs_space.dtype})"
+        layout = image_layout(obs_space)
+        what = (f"--env {cfg.workload.env!r} has image observations {tuple(obs_space.shape)} ({layout}, {obs_space.dtype})"
+                if layout is not None else f"--env {cfg.workload.env!r} has observations with images ({obs_space})")
+        if getattr(self.config(cfg), "normalize_obs", False):
+            raise ConfigError(f"{what}: algorithm.normalize_obs (--normalize_obs) is for vector observations; images "
+                              "are scaled to [0, 1] by the network already: leave it false")
         if not self.image_observations:
             raise ConfigError(f"{what}; --algo {self.name} takes vector observations only (it has no CNN torso; "
                               f"--algo ppo and dqn have one)")
         if "hidden" in cfg.algorithm:
-            raise ConfigError(f"{what}, which get the fixed {torso_kind(obs_space)} CNN torso: algorithm.hidden "
+            kind = torso_kind(obs_space) if layout is not None else "multi-input"
+            raise ConfigError(f"{what}, which get the fixed {kind} CNN torso: algorithm.hidden "
                               f"(--hidden_size/--num_layers) sizes the MLP of vector observations only; leave it unset")
 
     def learner(self, cfg: Any) -> GymLearnerSide:
@@ -191,10 +196,10 @@ def image_observations(env: str, env_kwargs: dict[str, Any]) -> bool:
 
 @functools.lru_cache(maxsize=32)
 def _image_observations(env: str, env_kwargs_json: str) -> bool:
-    from janus.algorithms.networks import image_layout
+    from janus.algorithms.networks import has_images
     from janus.envs.vector import env_spaces
 
-    return image_layout(env_spaces(env, json.loads(env_kwargs_json))[0]) is not None
+    return has_images(env_spaces(env, json.loads(env_kwargs_json))[0])
 
 
 def check_value(key: str, value: Any, default: Any) -> None:
@@ -279,10 +284,18 @@ class GymLearnerSide:
     def update(self, batch: dict) -> Any:
         if hasattr(self.learner, "set_progress"):
             self.learner.set_progress(self.updates / self.total)
+        norm = getattr(self.learner, "obs_norm", None)  # normalize_obs: the raw observations trained on
+        if norm is not None:
+            norm.observe(batch["obs"])
         self.updates += 1
         return self.learner.update(batch)
 
     def params(self) -> dict:
+        """The learner's parameters for a new version; with ``normalize_obs``, the observation
+        statistics of the batches trained on since the last version join its normaliser first."""
+        norm = getattr(self.learner, "obs_norm", None)
+        if norm is not None:
+            norm.commit()
         return self.learner.params()
 
     def state_dict(self) -> dict:

@@ -72,6 +72,12 @@ class ImpalaConfig:
     """Gradient-norm clip."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions only)."""
+    normalize_obs: bool = False
+    """Normalise observations by running mean and std inside the network (saved with the policy;
+    see :mod:`janus.algorithms.normalization`). Not for image observations."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted returns, in the actors' environments
+    (SB3's ``VecNormalize``; see :mod:`janus.envs.reward_scaling`); reported returns stay raw."""
     max_policy_lag: int = 20
     """Parameter versions a trajectory may lag the learner's before it is dropped unserved (and counted)."""
     queue_depth: int = 2
@@ -81,7 +87,8 @@ class ImpalaConfig:
 
 def agent_config(cfg: ImpalaConfig) -> PPOConfig:
     """The PPO config that builds the same networks, discounts and learning-rate schedule as ``cfg``."""
-    return PPOConfig(hidden=cfg.hidden, init_log_std=cfg.init_log_std, gamma=cfg.gamma, lr=cfg.lr, anneal_lr=cfg.anneal_lr)
+    return PPOConfig(hidden=cfg.hidden, init_log_std=cfg.init_log_std, gamma=cfg.gamma, lr=cfg.lr, anneal_lr=cfg.anneal_lr,
+                     normalize_obs=cfg.normalize_obs, normalize_reward=cfg.normalize_reward)
 
 
 class ImpalaActor(PPOActor):

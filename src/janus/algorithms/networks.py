@@ -117,6 +117,55 @@ class CNNTorso(nn.Module):
         return torch.relu(self.linear(self.convs(x.contiguous(memory_format=torch.channels_last))))
 
 
+VECTOR_FEATURES = 64
+"""Width of the ReLU layer a :class:`MultiInputTorso` gives the non-image leaves of an observation."""
+
+
+class MultiInputTorso(nn.Module):
+    """Dict/Tuple observations with images (an :class:`~janus.envs.observations.EncodedBox`) ->
+    ReLU features: each image leaf through its own :class:`CNNTorso`, the other leaves together
+    through one linear layer of :data:`VECTOR_FEATURES` (as SB3's ``CombinedExtractor``, which
+    flattens them), all concatenated."""
+
+    rest: torch.Tensor
+
+    def __init__(self, space: spaces.Box) -> None:
+        super().__init__()
+        leaves = space.encoder.leaves  # type: ignore[attr-defined]  # an EncodedBox (has_images)
+        self.images = [(leaf.offset, leaf.size, leaf.shape) for leaf in leaves if image_layout(leaf.space) is not None]
+        cnns = [CNNTorso(leaf.space) for leaf in leaves if image_layout(leaf.space) is not None]
+        self.cnns = nn.ModuleList(cnns)
+        rest = [torch.arange(leaf.offset, leaf.offset + leaf.size) for leaf in leaves if image_layout(leaf.space) is None]
+        self.register_buffer("rest", torch.cat(rest) if rest else torch.zeros(0, dtype=torch.long), persistent=False)
+        self.vector = nn.Sequential(nn.Linear(len(self.rest), VECTOR_FEATURES), nn.ReLU()) if rest else None
+        self.features = sum(c.features for c in cnns) + (VECTOR_FEATURES if rest else 0)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float()
+        parts = [cnn(x[:, off:off + size].reshape(-1, *shape)) for (off, size, shape), cnn in zip(self.images, self.cnns, strict=True)]
+        if self.vector is not None:
+            parts.append(self.vector(x.index_select(1, self.rest)))
+        return torch.cat(parts, 1)
+
+
+def has_images(space: spaces.Space) -> bool:
+    """Whether ``space`` is an image, or encodes a Dict/Tuple with an image leaf."""
+    encoder = getattr(space, "encoder", None)
+    if encoder is not None:
+        return any(image_layout(leaf.space) is not None for leaf in encoder.leaves)
+    return image_layout(space) is not None
+
+
+def make_torso(space: spaces.Space) -> CNNTorso | MultiInputTorso | None:
+    """The torso of ``space``'s observations: a CNN for images, a multi-input torso for a
+    Dict/Tuple with images, None for vectors (which go into the algorithm's MLP)."""
+    if image_layout(space) is not None:
+        return CNNTorso(space)  # type: ignore[arg-type]  # an image layout: a Box
+    if has_images(space):
+        return MultiInputTorso(space)  # type: ignore[arg-type]  # an EncodedBox
+    return None
+
+
 _ACTIVATIONS = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh}
 
 

@@ -34,7 +34,8 @@ from torch.distributions import Categorical, Distribution, Normal
 
 from janus.algorithms.base import Budget, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
-from janus.algorithms.networks import CNNTorso, flat_size, image_layout, mlp, obs_dtype
+from janus.algorithms.networks import flat_size, make_torso, mlp, obs_dtype
+from janus.algorithms.normalization import obs_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
@@ -70,6 +71,12 @@ class PPOConfig:
     """Gradient-norm clip."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (Box actions only)."""
+    normalize_obs: bool = False
+    """Normalise observations by running mean and std inside the network (saved with the policy;
+    see :mod:`janus.algorithms.normalization`). Not for image observations."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted returns, in the actors' environments
+    (SB3's ``VecNormalize``; see :mod:`janus.envs.reward_scaling`); reported returns stay raw."""
 
 
 def _layer_init(layer: nn.Module, gain: float) -> None:
@@ -85,7 +92,9 @@ class PPOAgent(nn.Module):
 
     Vector observations: separate policy and value MLPs (``actor``, ``critic``) of widths
     ``cfg.hidden`` (tanh). Image observations: a shared :class:`~janus.algorithms.networks.CNNTorso`
-    (``torso``) under a linear ``actor`` head and a linear ``critic`` head.
+    (``torso``; a :class:`~janus.algorithms.networks.MultiInputTorso` for a Dict/Tuple with images)
+    under a linear ``actor`` head and a linear ``critic`` head. ``cfg.normalize_obs``: a
+    :class:`~janus.algorithms.normalization.RunningNorm` (``obs_norm``) before either.
     """
 
     def __init__(self, cfg: PPOConfig, obs_space: gym.spaces.Box, action_space: gym.Space) -> None:
@@ -97,9 +106,9 @@ class PPOAgent(nn.Module):
         else:
             assert isinstance(action_space, gym.spaces.Discrete)  # check_action_space: Discrete or Box
             n_out = int(action_space.n)
-        self.torso: CNNTorso | None = None
-        if image_layout(obs_space) is not None:
-            self.torso = CNNTorso(obs_space)
+        self.obs_norm = obs_norm(cfg.normalize_obs, tuple(obs_space.shape))
+        self.torso = make_torso(obs_space)
+        if self.torso is not None:
             for layer in self.torso.modules():
                 _layer_init(layer, np.sqrt(2))
             self.critic = nn.Sequential(nn.Linear(self.torso.features, 1))
@@ -116,7 +125,10 @@ class PPOAgent(nn.Module):
             self.log_std = nn.Parameter(torch.full((n_out,), float(cfg.init_log_std)))
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """What the heads read: the torso's features, or the flattened observation (float32)."""
+        """What the heads read: the torso's features, or the flattened observation (float32),
+        normalised first with ``normalize_obs``."""
+        if self.obs_norm is not None:
+            obs = self.obs_norm(obs)
         return obs.flatten(1).float() if self.torso is None else self.torso(obs)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -175,10 +187,11 @@ class FusedPolicyValue:
         self.n_out = actor[-1].out_features
         self.continuous = agent.continuous
         self.log_std = agent.log_std.detach().clone() if agent.continuous else None
+        self.obs_norm = agent.obs_norm
 
     def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(action, log-probability, value)`` for a batch of observations (no autograd)."""
-        x = obs.flatten(1)
+        x = (obs if self.obs_norm is None else self.obs_norm(obs)).flatten(1)
         last = len(self.layers) - 1
         for i, (weight, bias) in enumerate(self.layers):
             x = torch.addmm(bias, x, weight)
@@ -230,8 +243,8 @@ class PPOActor:
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
         seeds = as_stream_seeds(seed, num_envs)
-        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
-                                    training=True, vector_env=vector_env)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs, training=True, vector_env=vector_env,
+                                    reward_gamma=cfg.gamma if cfg.normalize_reward else None)
         self.num_envs = self.envs.num_envs
         space = self.envs.single_action_space
         with torch.random.fork_rng(devices=[]):
@@ -302,6 +315,7 @@ class PPOLearner:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.agent = PPOAgent(cfg, obs_space, action_space)
+        self.obs_norm = self.agent.obs_norm  # GymLearnerSide feeds it the batches' observations
         self._params = list(self.agent.parameters())
         self.opt = adam(self._params, lr=cfg.lr, eps=1e-5)
         self.updates = 0

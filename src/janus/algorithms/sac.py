@@ -28,6 +28,7 @@ from torch import nn
 from janus.algorithms.base import register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.networks import flat_size, mlp
+from janus.algorithms.normalization import RunningNorm, obs_norm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
@@ -59,6 +60,12 @@ class SACConfig:
     """Tune ``alpha`` so the policy's entropy tracks ``target_entropy``; else keep ``init_alpha``."""
     target_entropy_scale: float = 1.0
     """``target_entropy = -target_entropy_scale * action_dim``."""
+    normalize_obs: bool = False
+    """Normalise observations by running mean and std inside the network (saved with the policy;
+    see :mod:`janus.algorithms.normalization`). Not for image observations."""
+    normalize_reward: bool = False
+    """Divide rewards by the running std of the discounted returns, in the actors' environments
+    (SB3's ``VecNormalize``; see :mod:`janus.envs.reward_scaling`); reported returns stay raw."""
 
 
 def _check_box(space: gym.Space) -> gym.spaces.Box:
@@ -72,13 +79,16 @@ def _check_box(space: gym.Space) -> gym.spaces.Box:
 class SquashedGaussianPolicy(nn.Module):
     """Observation -> tanh-squashed Gaussian over ``[-1, 1]^action_dim``."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: RunningNorm | None = None) -> None:
         super().__init__()
+        self.obs_norm = norm  # normalize_obs: the critics read the observations through it too
         self.torso = mlp(obs_dim, hidden[:-1], hidden[-1])
         self.mean = nn.Linear(hidden[-1], action_dim)
         self.log_std = nn.Linear(hidden[-1], action_dim)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.obs_norm is not None:
+            obs = self.obs_norm(obs)
         h = F.relu(self.torso(obs.flatten(1)))
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         return self.mean(h), log_std
@@ -116,7 +126,8 @@ class TwinQ(nn.Module):
 
 
 def policy_network(cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Box) -> SquashedGaussianPolicy:
-    return SquashedGaussianPolicy(flat_size(obs_space), int(action_space.shape[0]), cfg.hidden)
+    return SquashedGaussianPolicy(flat_size(obs_space), int(action_space.shape[0]), cfg.hidden,
+                                  obs_norm(cfg.normalize_obs, tuple(obs_space.shape)))
 
 
 class ActionScale:
@@ -137,8 +148,8 @@ class SACActor:
                  env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
         self.cfg = cfg
         seeds = as_stream_seeds(seed, num_envs)
-        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs,
-                                    training=True, vector_env=vector_env)
+        self.envs = make_vector_env(env_id, num_envs, seeds.spaces, env_kwargs, training=True, vector_env=vector_env,
+                                    reward_gamma=cfg.gamma if cfg.normalize_reward else None)
         space = _check_box(self.envs.single_action_space)
         self.num_envs = self.envs.num_envs
         self.action_dim = int(space.shape[0])
@@ -203,8 +214,9 @@ class SACLearner:
         self.scale = ActionScale(space)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.policy = SquashedGaussianPolicy(obs_dim, action_dim, cfg.hidden)
+            self.policy = policy_network(cfg, obs_space, space)
             self.critic = TwinQ(obs_dim, action_dim, cfg.hidden)
+        self.obs_norm = self.policy.obs_norm  # GymLearnerSide feeds it the batches' observations
         self.target = TwinQ(obs_dim, action_dim, cfg.hidden)
         self.target.load_state_dict(self.critic.state_dict())
         self.target.requires_grad_(False)
@@ -228,12 +240,14 @@ class SACLearner:
         obs, next_obs = batch["obs"].float(), batch["next_obs"].float()
         action, reward = batch["action"].float(), batch["reward"].float()
         alpha = self.log_alpha.detach().exp()
+        # the policy normalises its own input; the critics read the same normalised observations
+        critic_obs, critic_next = (obs, next_obs) if self.obs_norm is None else (self.obs_norm(obs), self.obs_norm(next_obs))
         with torch.no_grad():
             next_action, next_logp = self.policy.sample(next_obs, self.generator)
-            t1, t2 = self.target(next_obs, next_action)
+            t1, t2 = self.target(critic_next, next_action)
             keep = 1.0 - batch["terminated"].float()
             target = reward + self.cfg.gamma * keep * (torch.min(t1, t2) - alpha * next_logp)
-        q1, q2 = self.critic(obs, action)
+        q1, q2 = self.critic(critic_obs, action)
         q_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
         self.critic_opt.zero_grad(set_to_none=True)
         q_loss.backward()
@@ -241,7 +255,7 @@ class SACLearner:
 
         new_action, logp = self.policy.sample(obs, self.generator)
         self.critic.requires_grad_(False)  # the policy's loss moves the policy only
-        p1, p2 = self.critic(obs, new_action)
+        p1, p2 = self.critic(critic_obs, new_action)
         self.critic.requires_grad_(True)
         policy_loss = (alpha * logp - torch.min(p1, p2)).mean()
         self.policy_opt.zero_grad(set_to_none=True)

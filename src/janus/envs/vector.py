@@ -40,6 +40,8 @@ import janus.envs.image_catch  # noqa: F401 - registers janus/ImageCatch-v0 with
 from janus.config import VECTOR_ENVS, usable_cpus
 from janus.envs import atari
 from janus.envs.envpool_vector import EnvPoolVectorEnv
+from janus.envs.observations import EncodedObservations, needs_encoding
+from janus.envs.reward_scaling import NormalizedReward
 from janus.errors import ConfigError, invalid, one_of
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
@@ -123,7 +125,8 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, training:
 
 def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
                     env_kwargs: Mapping[str, Any] | None = None, *, training: bool = False,
-                    vector_env: str = "sync") -> gym.vector.VectorEnv:
+                    vector_env: str = "sync", encode_observations: bool = True,
+                    reward_gamma: float | None = None) -> gym.vector.VectorEnv:
     """A vector env of ``num_envs`` copies of ``env_id`` in SAME_STEP autoreset mode.
 
     ``env_id`` is a registered id or ``module:EnvId`` (see :func:`registered_env_id`);
@@ -133,15 +136,19 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     subprocesses) with ``close()``. ``seed`` seeds the action and observation spaces;
     the caller seeds the environments with the first ``envs.reset(seed=...)``: an actor gives each
     sub-env a seed of its own (:mod:`janus.algorithms.seeding`; an int ``s`` gives sub-env ``i`` the
-    seed ``s + i``). Raises :class:`~janus.errors.ConfigError` naming ``--env`` (or ``--env_kwargs``)
-    for an unknown id, an environment that cannot be built (e.g. a missing optional dependency,
-    a keyword it does not take) or a non-Box observation space.
+    seed ``s + i``). ``encode_observations``: observation spaces other than a Box (Discrete,
+    Dict, Tuple, ...) become one float32 vector (:mod:`janus.envs.observations`); False keeps them
+    as the environment emits them (a trained policy's ``predict`` encodes them itself).
+    ``reward_gamma``: rewards divided by the running std of their discounted returns
+    (:mod:`janus.envs.reward_scaling`). Raises :class:`~janus.errors.ConfigError` naming ``--env``
+    (or ``--env_kwargs``) for an unknown id, an environment that cannot be built (e.g. a missing
+    optional dependency, a keyword it does not take) or an observation space janus cannot encode.
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise invalid("num_envs", num_envs, "an int >= 1")
     kind = vector_env_kind(env_id, num_envs, vector_env)
     if kind == "envpool":
-        return seeded(EnvPoolVectorEnv(env_id, num_envs, env_kwargs), seed)
+        return seeded(_wrapped(EnvPoolVectorEnv(env_id, num_envs, env_kwargs), encode_observations, reward_gamma), seed)
     registered_env_id(env_id)  # a clear error before any process starts
     kwargs = dict(env_kwargs or {})
     fns = [functools.partial(make_env, env_id, kwargs, training) for _ in range(num_envs)]
@@ -159,13 +166,21 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
         if not kwargs:
             raise
         raise ConfigError(f"invalid --env_kwargs: {env_id!r} could not be created with {kwargs!r}: {exc}") from None
-    space = envs.single_observation_space
-    if not isinstance(space, spaces.Box):
+    try:
+        envs = _wrapped(envs, encode_observations, reward_gamma)
+    except ConfigError as exc:
         envs.close()
-        raise invalid(
-            "--env", f"{env_id} (observation space {space})", "an environment with a Box (array) observation space"
-        )
+        raise ConfigError(f"invalid --env: {env_id!r}: {exc}") from None
     return seeded(envs, seed)
+
+
+def _wrapped(envs: gym.vector.VectorEnv, encode_observations: bool, reward_gamma: float | None) -> gym.vector.VectorEnv:
+    """``envs`` with its observations encoded (not a Box) and its rewards scaled (``reward_gamma``)."""
+    if encode_observations and needs_encoding(envs.single_observation_space):
+        envs = EncodedObservations(envs)
+    if reward_gamma is not None:
+        envs = NormalizedReward(envs, reward_gamma)
+    return envs
 
 
 def seeded(envs: gym.vector.VectorEnv, seed: int | None) -> gym.vector.VectorEnv:
@@ -190,7 +205,8 @@ def async_context() -> str:
 
 
 def observation_box(envs: gym.vector.VectorEnv) -> spaces.Box:
-    """A sub-env's observation space, as the algorithms take it: a Box (vectors or images)."""
+    """A sub-env's observation space, as the algorithms take it: a Box (vectors or images, or the
+    :class:`~janus.envs.observations.EncodedBox` of any other space)."""
     return cast(spaces.Box, envs.single_observation_space)
 
 

@@ -1,0 +1,79 @@
+"""Observation normalisation inside the network (``algorithm.normalize_obs``).
+
+:class:`RunningNorm` is the first layer of the network a learner publishes: ``(x - mean) /
+sqrt(var + eps)``, clipped to ``[-clip, clip]``, with ``mean``, ``var`` and ``count`` as buffers.
+So the statistics travel with the parameters: every worker acts with the ones the learner trains
+with, checkpoints and ``best/policy.pt`` hold them, and :func:`janus.load_policy` restores them
+with the weights (nothing to save beside the policy, unlike SB3's ``VecNormalize``).
+
+The learner folds in the raw observations of the batches it trains on (:meth:`RunningNorm.observe`;
+the buffer stores observations raw, as SB3's replay buffer does) and the pending statistics join
+the running ones when it publishes a new version (:meth:`RunningNorm.commit`): every version's
+actors and the learner's updates until the next version see the same normalisation, so PPO's
+first probability ratio of a rollout is exactly 1. Until the first publish it is the identity.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningNorm(nn.Module):
+    """Normalises observations of ``shape`` by running statistics (see the module doc)."""
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.shape, self.clip, self.eps = tuple(shape), float(clip), float(eps)
+        self.register_buffer("mean", torch.zeros(self.shape))
+        self.register_buffer("var", torch.ones(self.shape))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self._pending: list[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x.float() - self.mean) * torch.rsqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def observe(self, obs: torch.Tensor) -> None:
+        """Remember a batch of raw observations (any leading axes) for the next :meth:`commit`."""
+        x = obs.detach().reshape(-1, *self.shape).to(torch.float64)
+        self._pending.append(torch.stack([x.new_full(self.shape, float(len(x))), x.sum(0), x.square().sum(0)]))
+
+    @torch.no_grad()
+    def commit(self) -> None:
+        """Fold the observed batches into the running statistics (Chan et al.'s parallel update)."""
+        if not self._pending:
+            return
+        n, total, squares = torch.stack(self._pending).sum(0)
+        self._pending = []
+        batch_mean = total / n
+        batch_var = (squares / n - batch_mean.square()).clamp_min(0.0)
+        count = self.count.to(torch.float64)
+        new_count = count + n
+        delta = batch_mean - self.mean.to(torch.float64)
+        mean = self.mean.to(torch.float64) + delta * n / new_count
+        var = (self.var.to(torch.float64) * count + batch_var * n + delta.square() * count * n / new_count) / new_count
+        self.mean.copy_(mean)
+        self.var.copy_(var)
+        self.count.copy_(new_count[(0,) * len(self.shape)] if self.shape else new_count)
+
+
+class NormalizedInput(nn.Module):
+    """``body(norm(x))``: a network whose input a :class:`RunningNorm` normalises first."""
+
+    def __init__(self, norm: RunningNorm, body: nn.Module) -> None:
+        super().__init__()
+        self.norm = norm
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(self.norm(x))
+
+
+def obs_norm(enabled: bool, shape: tuple[int, ...]) -> RunningNorm | None:
+    """A :class:`RunningNorm` for observations of ``shape`` when ``enabled``, else None."""
+    return RunningNorm(shape) if enabled else None
