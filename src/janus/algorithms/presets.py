@@ -15,7 +15,9 @@ Sources: rl-baselines3-zoo ``hyperparams/dqn.yml`` (commit 019107eb), ``ppo.yml`
   ``target_update_interval`` counts env steps in SB3 and updates in janus: divided by ``train_frequency``;
   ``exploration_fraction x n_timesteps`` -> ``exploration_steps``; ``exploration_final_eps`` -> ``eps_end``.
 - A ``lin_X`` learning rate is ``lr X`` (PPO anneals linearly with ``anneal_lr``; janus's SAC does not anneal).
-- Not mapped (janus has no such knob, or keeps its own): SB3's ``use_sde``, ``normalize``, ``clip_range``
+- PPO's ``vf_coef`` is doubled: SB3 weighs the mean squared error, janus (as CleanRL) half of it.
+- ``normalize: true`` -> ``normalize_obs`` and ``normalize_reward`` (SB3's ``VecNormalize`` defaults: both).
+- Not mapped (janus has no such knob, or keeps its own): SB3's ``use_sde``, ``clip_range``
   annealing, policy activation; janus's DQN keeps its double Q and 3-step returns.
 Classic control keeps each algorithm's own preset: janus's tuned and benchmarked CartPole/Pendulum
 defaults (docs/benchmarks.md), not the Zoo's per-env entries.
@@ -82,28 +84,31 @@ _PRESETS: dict[str, dict[str, FamilyPreset]] = {
     "ppo": {
         # ppo.yml `atari`: n_envs 8, n_steps 128, n_epochs 4, batch_size 256 (8 x 128 / 256 = 4 minibatches),
         # n_timesteps 1e7, learning_rate lin_2.5e-4, clip_range lin_0.1 (janus clips at 0.1 without annealing),
-        # vf_coef 0.5, ent_coef 0.01.
+        # vf_coef 0.5 (of the MSE: janus's 1.0 of half of it), ent_coef 0.01.
         "atari": FamilyPreset({
             "num_minibatches": 4,
             "workload": {"envs_per_actor": 8, "rollout_length": 128, "num_epochs": 4, "total_env_steps": 10_000_000},
-            "algorithm": {"lr": 2.5e-4, "anneal_lr": True, "clip_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.01},
+            "algorithm": {"lr": 2.5e-4, "anneal_lr": True, "clip_coef": 0.1, "vf_coef": 1.0, "ent_coef": 0.01},
         }, "RL Zoo ppo.yml, atari"),
         "classic_control": _OWN,
         # ppo.yml `LunarLander-v2` (and LunarLanderContinuous-v2, the same): n_envs 16, n_steps 1024,
         # batch_size 64 (16 x 1024 / 64 = 256 minibatches), gae_lambda 0.98, gamma 0.999, n_epochs 4,
-        # ent_coef 0.01, n_timesteps 1e6; learning rate: SB3's constant 3e-4.
+        # ent_coef 0.01, n_timesteps 1e6; learning rate: SB3's constant 3e-4; SB3's vf_coef 0.5 (janus 1.0).
         "box2d": FamilyPreset({
             "num_minibatches": 256,
             "workload": {"envs_per_actor": 16, "rollout_length": 1024, "num_epochs": 4, "total_env_steps": 1_000_000},
-            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.98, "gamma": 0.999, "ent_coef": 0.01},
+            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.98, "gamma": 0.999, "ent_coef": 0.01,
+                          "vf_coef": 1.0},
         }, "RL Zoo ppo.yml, LunarLander-v2"),
-        # ppo.yml `Ant-v3: &mujoco-defaults` (also Swimmer-v3): normalize true (not mapped), n_timesteps 1e6,
+        # ppo.yml `Ant-v3: &mujoco-defaults` (also Swimmer-v3): normalize true, n_timesteps 1e6,
         # the rest SB3's PPO defaults: n_envs 1, n_steps 2048, batch_size 64 (32 minibatches), n_epochs 10,
-        # learning_rate 3e-4 (constant), gae_lambda 0.95, clip_range 0.2, ent_coef 0.0, net [64, 64] tanh.
+        # learning_rate 3e-4 (constant), gae_lambda 0.95, clip_range 0.2, ent_coef 0.0, vf_coef 0.5 (janus 1.0),
+        # net [64, 64] tanh.
         "mujoco": FamilyPreset({
             "num_minibatches": 32,
             "workload": {"envs_per_actor": 1, "rollout_length": 2048, "num_epochs": 10, "total_env_steps": 1_000_000},
-            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0},
+            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0,
+                          "vf_coef": 1.0, "normalize_obs": True, "normalize_reward": True},
         }, "RL Zoo ppo.yml, Ant-v3 (mujoco-defaults)"),
     },
     "sac": {
