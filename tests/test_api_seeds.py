@@ -6,6 +6,8 @@ and, marked slow, in the command's per-seed processes."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,22 @@ def test_early_stop_starts_afresh_for_each_seed(tmp_path: Path) -> None:
                        **CARTPOLE)
     assert [runs[s].stopped_by for s in (0, 1)] == [early, early]
     assert all(0 < runs[s].result["counts"]["env_steps"] < 20_000 for s in (0, 1))
+
+
+def test_ctrl_c_in_a_seeds_run_writes_the_aggregate_of_what_ran_and_reaches_the_caller(tmp_path: Path) -> None:
+    class CtrlC(janus.Callback):
+        progress_every_s = 0.0
+
+        def on_progress(self, stats: ProgressStats) -> None:
+            if stats.episodes >= 3:
+                os.kill(os.getpid(), signal.SIGINT)  # as a Ctrl-C in the terminal: the main thread gets it
+
+    with pytest.raises(KeyboardInterrupt):
+        janus.train("dqn", seeds=[0, 1], out=tmp_path / "seeds", total_env_steps=20_000, callbacks=[CtrlC()],
+                    **CARTPOLE)
+    data = json.loads((tmp_path / "seeds" / "aggregate.json").read_text())
+    assert [r["status"] for r in data["per_seed"]] == ["interrupted", "not run"], "the next seed never started"
+    assert data["bootstrap"]["samples"] == 1 and not (tmp_path / "seeds" / "seed-1").exists()
 
 
 @pytest.mark.parametrize(("flags", "message"), [

@@ -77,6 +77,8 @@ def train_seeds(algo: str | None, env: Any, seeds: Sequence[int], callbacks: Seq
     opens each run (``run.seed`` says which), :meth:`~janus.callbacks.Callback.on_end` closes it; a callback
     that stops a run stops that seed's run only (status stopped) and the next seed starts.
     ``seeds``: two or more distinct integers >= 0, without ``seed=`` or ``resume=`` (as ``--seeds``).
+    A Ctrl-C stops the run going, writes it and the aggregate of what ran (seeds not started: ``not
+    run``), then reaches the caller; a seed whose run wrote no results is a :class:`~janus.errors.JanusError`.
     """
     from janus.envs.in_process import is_in_process
     from janus.harness.seed_runs import check_seeds
