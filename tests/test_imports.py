@@ -191,7 +191,7 @@ def test_the_package_and_the_command_line_import_without_torch() -> None:
     assert janus.__all__ == ["BufferEmptyError", "BufferInputError", "Callback", "Checkpoint", "CheckpointError", "ConfigError",
                              "EarlyStop", "Evaluation", "ExperienceBuffer", "FrameStackReplay", "JanusBuffer", "JanusConfig",
                              "JanusError", "PipelineClosedError", "PlacementUnavailableError", "Policy", "Progress",
-                             "ProgressStats", "RunConfig", "RunInfo", "StageStats", "TrainedRun", "WorkloadConfig",
+                             "ProgressStats", "RunConfig", "RunInfo", "SeedRuns", "StageStats", "TrainedRun", "WorkloadConfig",
                              "__version__", "load_policy", "train"]  # the eager __init__'s names, then janus.train's
     assert all(getattr(janus, name) is not None for name in janus.__all__)
 

@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "train": "janus.api",
     "TrainedRun": "janus.api",
+    "SeedRuns": "janus.api_seeds",
     "Callback": "janus.callbacks",
     "Checkpoint": "janus.callbacks",
     "EarlyStop": "janus.callbacks",
@@ -43,6 +44,7 @@ __all__ = sorted([*_WHERE, "__version__"])
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is imported on first use
     from janus.api import TrainedRun, train
+    from janus.api_seeds import SeedRuns
     from janus.buffer.experience import ExperienceBuffer
     from janus.buffer.frames import FrameStackReplay
     from janus.buffer.janus import JanusBuffer, StageStats

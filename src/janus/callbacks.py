@@ -39,6 +39,11 @@ class RunInfo:
     def total_env_steps(self) -> int:
         return self.config.workload.total_env_steps
 
+    @property
+    def seed(self) -> int:
+        """The run's seed (with ``janus.train(seeds=[...])``: which seed's run this is)."""
+        return self.config.seed
+
 
 @dataclass(frozen=True)
 class ProgressStats:
@@ -129,6 +134,10 @@ class EarlyStop(Callback):
         self.stale = 0
         self.reason = ""
         """Why it stopped the run ("" while it has not)."""
+
+    def on_start(self, run: RunInfo) -> None:
+        """A new run (the next seed's, with ``seeds=``) starts from no best return."""
+        self.best, self.stale, self.reason = None, 0, ""
 
     def on_progress(self, stats: ProgressStats) -> bool:
         ret = stats.mean_return

@@ -58,6 +58,11 @@ class RunResult:
         """The run as ``results.json`` holds it (fields that are None are left out)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
+    @classmethod
+    def from_dict(cls, run: dict[str, Any]) -> RunResult:
+        """The result of a run as results.json holds it (keys that are no field are left out)."""
+        return cls(**{k: v for k, v in run.items() if k in cls._names()})
+
     # read access as the results.json dict
     def __getitem__(self, key: str) -> Any:
         value = getattr(self, key, None) if key in self._names() else None

@@ -76,7 +76,10 @@ def test_one_lucky_probe_run_does_not_choose() -> None:
 
 
 def test_compare_measures_the_granularity_unless_a_flag_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    tiny = ["--config", DEFAULT, "--iterations", "12", "--repeats", "1"]
+    # a small synthetic step (few envs, short rollouts, a small learner): the probe's 16 runs and the
+    # four configurations are what is checked, not how fast they go
+    tiny = ["--config", DEFAULT, "--iterations", "12", "--repeats", "1", "--envs_per_actor", "2", "--rollout_length", "8",
+            "--batch_size", "32", "--hidden_size", "32", "--env_step_ms", "0.05"]
     assert main(["compare", "--out", str(tmp_path / "a"), *tiny]) == 0
     printed = capsys.readouterr().out
     assert "knob probe" in printed and "warm-up" in printed

@@ -153,10 +153,11 @@ def test_default_out_folders_never_collide(tmp_path: Path) -> None:
 
 
 # ---- item 2: a lock stops two runs sharing one folder ----------------------------------------------
-def test_a_second_run_into_a_locked_folder_exits_2_naming_the_lock(tmp_path: Path) -> None:
+def test_a_second_run_into_a_locked_folder_exits_2_naming_the_lock(tmp_path: Path, janus_here: JanusHere) -> None:
     out = tmp_path / "R"
     # --backend local: the lock is the run folder's on every backend, and no worker processes then
-    # take the CPU from the three refused commands starting beside the run
+    # take the CPU from the run's start-up. The second commands are refused before any work, so
+    # they run in this process (janus_here): another process than the run's, as a second janus is
     first = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "local",
                               "--total_env_steps", "10000000", "--out", str(out)], env=janus_env(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
@@ -169,9 +170,7 @@ def test_a_second_run_into_a_locked_folder_exits_2_naming_the_lock(tmp_path: Pat
                    ["train", "--algo", "dqn", "--out", str(out), "--force"],
                    ["train", "--resume", str(out), "--total_env_steps", "20000000"]]
         started = time.monotonic()
-        with ThreadPoolExecutor(len(seconds)) as pool:  # at once: each is refused before any work
-            procs = list(pool.map(lambda argv: janus(*argv), seconds))
-        for proc in procs:
+        for proc in [janus_here(*argv) for argv in seconds]:
             refused(proc, str(out / LOCK_NAME), f"pid {first.pid}", "in use by another janus run")
         assert time.monotonic() - started < 60, "refused at once, not after a run"
         assert first.poll() is None, "the first run goes on"

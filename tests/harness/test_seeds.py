@@ -16,7 +16,6 @@ import pytest
 
 import janus
 from janus.cli import build_parser, configured, main, parse_args
-from janus.errors import ConfigError
 from janus.harness import seeds as stats
 from janus.harness.seed_aggregate import write_aggregate
 from janus.harness.seed_runs import cpus_per_run, run_argv, schedule
@@ -152,11 +151,6 @@ def test_bad_seeds_are_errors_naming_them(extra: list[str], message: str, tmp_pa
     assert main(["train", *CARTPOLE, "--out", str(tmp_path / "out"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before anything is written
-
-
-def test_janus_train_refuses_seeds_and_says_where_they_run() -> None:
-    with pytest.raises(ConfigError, match="janus train --seeds"):
-        janus.train("dqn", env="CartPole-v1", seeds=[0, 1])
 
 
 # ---- a real run ------------------------------------------------------------------------------------

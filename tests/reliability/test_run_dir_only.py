@@ -4,7 +4,8 @@ Every command runs as a real subprocess (``python src/main.py ...``, the artifac
 on the local backend, with a fresh empty working directory, HOME and TMPDIR (XDG_* unset, so
 user-level caches fall under HOME). Every file and folder under those, under the output folders and
 in the source checkout the command runs from is recorded (path, size, mtime) before and after each
-command: whatever is new, changed or gone must lie inside the ``--out`` folder of that command
+command (two independent commands at a time, for the suite's time: then before and after both):
+whatever is new, changed or gone must lie inside the ``--out`` folder of that command (of those two)
 (``janus rollout`` only reads, so it may write nothing), apart from the short list of third-party
 caches in :data:`THIRD_PARTY_CACHES`. Without ``--out`` the results go to
 ``runs/<command>-<timestamp>`` under the working directory, and nowhere else.
@@ -24,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -156,28 +158,36 @@ def check(args: list[str], stray: list[str], allowed: list[Path]) -> None:
 
 def run_and_check(args: list[str], allowed: list[Path], dirs: dict[str, Path]) -> subprocess.CompletedProcess[str]:
     """Run ``janus ARGS``; fail on any write outside ``allowed`` (and the third-party caches)."""
+    return run_together_and_check([(args, allowed)], dirs)[0]
+
+
+def run_together_and_check(commands: list[tuple[list[str], list[Path]]],
+                           dirs: dict[str, Path]) -> list[subprocess.CompletedProcess[str]]:
+    """Run independent commands ``(ARGS, allowed)`` at once (the suite's time: each is mostly its
+    interpreter's start-up); fail on any write outside every one's ``allowed`` folders. Commands run
+    together never name each other's folders, so one could write into another's only by guessing it."""
     before = watched(dirs)
-    proc = janus(args, dirs)
-    check(args, stray_writes(before, watched(dirs), allowed, dirs), allowed)
-    return proc
+    with ThreadPoolExecutor(len(commands)) as pool:
+        procs = list(pool.map(lambda command: janus(command[0], dirs), commands))
+    allowed = [a for _, folders in commands for a in folders]
+    check([a for args, _ in commands for a in [*args, ";"]][:-1], stray_writes(before, watched(dirs), allowed, dirs), allowed)
+    return procs
 
 
 def test_every_command_writes_only_into_its_out_folder(dirs: dict[str, Path]) -> None:
     outs = dirs["outs"]
     compare, run, sweep = outs / "compare", outs / "run", outs / "eval"
 
-    run_and_check(["compare", *QUICK, "--out", str(compare)], [compare], dirs)
+    run_together_and_check([(["compare", *QUICK, "--out", str(compare)], [compare]),
+                            (["train", "--algo", "dqn", "--total_env_steps", "1500", "--out", str(run)], [run])], dirs)
     assert (compare / "results.json").is_file()
-
-    run_and_check(["train", "--algo", "dqn", "--total_env_steps", "1500", "--out", str(run)], [run], dirs)
     for name in ("checkpoint/trainer.pt", "config.yaml", "results.json", "learning_curve.png"):
         assert (run / name).is_file(), name
     first = (run / "results.json").read_text()
 
-    run_and_check(["train", "--resume", str(run), "--total_env_steps", "2500"], [run], dirs)
+    run_together_and_check([(["train", "--resume", str(run), "--total_env_steps", "2500"], [run]),
+                            (["eval", "--sweep", "overlap", *QUICK, "--out", str(sweep)], [sweep])], dirs)
     assert (run / "results.json").read_text() != first  # continued in place
-
-    run_and_check(["eval", "--sweep", "overlap", *QUICK, "--out", str(sweep)], [sweep], dirs)
     assert (sweep / "results.json").is_file()
 
     proc = run_and_check(["rollout", "--checkpoint", str(run), "--episodes", "2"], [], dirs)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -35,6 +35,8 @@ POLL_S = 0.5
 def check_seeds(args: argparse.Namespace) -> list[int]:
     """``--seeds`` as given, checked: two or more distinct integers >= 0, and neither ``--seed``
     nor ``--resume`` beside it."""
+    if isinstance(args.seeds, (str, bytes)) or not isinstance(args.seeds, Sequence):
+        raise ConfigError(f"invalid --seeds: got {args.seeds!r}; accepted: two or more distinct integers >= 0")
     seeds = list(args.seeds)
     if getattr(args, "seed", None) is not None:
         raise ConfigError(f"--seeds with --seed {args.seed}: --seeds gives each run its own seed; drop --seed")
@@ -148,6 +150,13 @@ def run_seeds(args: argparse.Namespace, configured: Callable[[argparse.Namespace
     """``janus train --seeds``: every seed's run into OUT/seed-<s>, then OUT/aggregate.json and .png
     and a table. Exit code 0 when every seed's run finished, else 1 (the aggregate covers those that ran).
     ``configured`` and ``parser`` are the command line's (passed in: the CLI imports this module)."""
+    _, failed = run_seed_processes(args, configured, parser)
+    return 1 if failed else 0
+
+
+def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.Namespace], RunConfig],
+                       parser: argparse.ArgumentParser) -> tuple[Path, bool]:
+    """:func:`run_seeds`' work: the folder OUT it wrote, and whether any seed's run did not finish."""
     seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
     plan = schedule(cpus_per_run(configured(args)), len(seeds))
     out_dir, lock = run_folder.open_out_dir(args, "train")
@@ -179,7 +188,7 @@ def run_seeds(args: argparse.Namespace, configured: Callable[[argparse.Namespace
             raise
         with stopping.saving():
             failed = _aggregate(args, out_dir, runs, plan)
-    return 1 if failed else 0
+    return out_dir, failed
 
 
 def _run_all(runs: list[SeedRun], at_once: int, log_dir: Path | None) -> None:

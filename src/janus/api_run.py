@@ -1,0 +1,164 @@
+"""The one run of :func:`janus.train`: its keywords as ``janus train``'s arguments, validated as the
+command validates them, run into the run folder by the command's code, returned as a :class:`TrainedRun`.
+
+Shared by :mod:`janus.api` (one seed) and :mod:`janus.api_seeds` (a run per seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from janus import stopping
+from janus.callbacks import Callback, CallbackHooks, merged_settings
+from janus.errors import ConfigError, JanusError, shown
+from janus.stopping import StopRequested
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from janus.config import RunConfig
+    from janus.policy import Policy
+    from janus.result import RunResult
+
+PATH_FLAGS = {"out", "config", "resume"}
+"""Keywords whose value is a path."""
+
+
+@dataclass
+class TrainedRun:
+    """What :func:`janus.train` returns for one seed: the run folder, its result and (loaded on first use) its policy."""
+
+    out: Path
+    """The run folder, with the files ``janus train`` writes."""
+    result: RunResult
+    """The run's result (``status`` finished, or stopped when a callback stopped it)."""
+    stopped_by: Callback | None = None
+    """The callback that stopped the run early, if one did."""
+    _policy: Policy | None = field(default=None, repr=False)
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def policy(self) -> Policy:
+        """The trained policy (:func:`janus.load_policy` of :attr:`out`: the last checkpoint)."""
+        if self._policy is None:
+            from janus.policy import load_policy
+
+            self._policy = load_policy(self.out)
+        return self._policy
+
+
+def prepared(algo: str | None, env: Any, callbacks: Sequence[Callback],
+             flags: dict[str, Any]) -> tuple[CallbackHooks, argparse.Namespace]:
+    """The callbacks' hooks and the ``janus train`` arguments of a call (an env object registered
+    in this process, its settings checked)."""
+    hooks = CallbackHooks(list(callbacks))
+    flags = merged_settings(hooks.callbacks, flags)
+    invocation = invocation_of(algo, env, flags)
+    if env is not None:
+        from janus.envs.in_process import check_in_process_settings, is_in_process, register_in_process
+
+        if is_in_process(env):
+            flags = check_in_process_settings(flags)
+            env = register_in_process(env)
+        flags["env"] = env
+    args = train_arguments(algo, flags)
+    args.invocation = invocation
+    return hooks, args
+
+
+def configured_from(args: argparse.Namespace) -> RunConfig:
+    """The validated configuration of the arguments, as ``janus train`` builds it."""
+    from janus.cli import configured
+
+    return configured(args)
+
+
+def keyword_errors(check: Callable[[argparse.Namespace], T]) -> Callable[[argparse.Namespace], T]:
+    """``check`` with its errors naming keywords (``invalid lr``) where the command names flags (``--lr``)."""
+    def named_as_keywords(args: argparse.Namespace) -> T:
+        from janus.cli import named_by_flag
+
+        try:
+            return check(args)
+        except JanusError as exc:
+            named = named_by_flag(exc, args)
+            known = train_flags()[0]
+            text = re.sub(r"--(\w+)", lambda m: m.group(1) if m.group(1) in known else m.group(0), str(named))
+            raise type(named)(text) from None
+
+    return named_as_keywords
+
+
+def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> TrainedRun:
+    """Run one configured run into its folder; a stop signal as for the command (the run stops,
+    is written, then it is raised)."""
+    from janus.harness.commands import run_command
+
+    with stopping.handled() as signals:
+        try:
+            run_command(args, cfg, hooks)
+        except StopRequested:
+            pass  # the run is written (status stopped); the hooks hold its result
+        late = signals.late() if signals is not None else None
+    if late is not None:  # it came as the run ended: the run is saved as finished, the stop still reaches the caller
+        raise KeyboardInterrupt(late)
+    if hooks.out is None or hooks.result is None:  # resume= of a run at its budget: results written, nothing run
+        raise JanusError("janus.train: nothing was trained (see the messages above); the run folder's results.json "
+                         "holds its result")
+    return TrainedRun(hooks.out, hooks.result, hooks.stopped_by)
+
+
+@functools.lru_cache(maxsize=1)
+def train_flags() -> tuple[dict[str, str], tuple[tuple[str, Any], ...]]:
+    """``janus train``'s flags: name -> argparse destination, and every destination's default."""
+    from janus.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = sub.choices["train"]
+    names = {o[2:]: a.dest for a in command._actions for o in a.option_strings if o.startswith("--") and a.dest != "help"}
+    defaults = vars(parser.parse_args(["train"]))
+    return names, tuple(defaults.items())
+
+
+def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespace:
+    """The arguments ``janus train`` would parse from the same flags: keyword ``name`` is ``--name``.
+
+    Values are taken as given (Python values, not text): the configuration's validation checks them.
+    An unknown keyword is a :class:`ConfigError` naming close matches."""
+    from janus.cli import close_flags
+
+    names, defaults = train_flags()
+    args = argparse.Namespace(**dict(defaults))
+    if algo is not None and "algo" in flags:
+        raise ConfigError(f"algo given twice: {algo!r} and algo={flags['algo']!r}")
+    for name, value in {**flags, **({"algo": algo} if algo is not None else {})}.items():
+        if name not in names:
+            close = [c.lstrip("-") for c in close_flags(f"--{name}", [f"--{n}" for n in names])]
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ConfigError(f"janus.train: unknown keyword {name!r}{hint}; accepted: the flags of janus train "
+                              f"(janus train --help), as keywords")
+        if name in PATH_FLAGS and value is not None:
+            if not isinstance(value, (str, Path)):
+                raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a path (str or pathlib.Path)")
+            value = Path(value)
+        setattr(args, names[name], value)
+    return args
+
+
+def invocation_of(algo: str | None, env: Any, flags: dict[str, Any]) -> str:
+    """The call as results.json records it: ``janus.train('dqn', env='CartPole-v1', ...)``."""
+    parts = [repr(algo)] if algo is not None else []
+    if env is not None:
+        parts.append(f"env={env!r}" if isinstance(env, str) else f"env={shown(env, 80)}")
+    parts += [f"{k}={shown(v, 80)}" for k, v in flags.items()]
+    return f"janus.train({', '.join(parts)})"
