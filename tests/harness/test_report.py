@@ -201,6 +201,22 @@ def test_progress_in_a_log_is_written_at_least_every_log_interval() -> None:
     assert stream.getvalue().count("\n") == 2 and "250/1000" in stream.getvalue()  # the quarter, as before
 
 
+def test_a_finished_count_is_logged_once_while_the_run_winds_down() -> None:
+    """The env steps can be all done while the learner still updates: the log said 100% at every poll."""
+    import io
+
+    from janus.harness.progress import EnvStepProgress
+
+    stream = io.StringIO()
+    line = EnvStepProgress("train", stream=stream, log_interval=60.0)
+    line(500, 1_000)
+    for _ in range(5):
+        line(1_000, 1_000)
+    line._last_line -= 61.0
+    line(1_000, 1_000)
+    assert stream.getvalue().count("1,000/1,000") == 1 and stream.getvalue().count("\n") == 2
+
+
 # ---------------------------------------------------------------- RL runs (issue 12 items 6, 10)
 def make_rl_run(returns: list[float]) -> dict[str, Any]:
     """An RL run dict: ``returns`` one episode each, 100 env steps apart."""

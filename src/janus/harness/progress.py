@@ -29,6 +29,7 @@ class ProgressLine:
         self._last = 0.0
         self._last_line = self.start  # when a log line was last written (not on a terminal)
         self._next_quarter = 0.25
+        self._shown_total = False
         self.note = ""
         # done at the first call, and when: the rate counts from there, so neither a resumed run's
         # earlier work nor the start-up before the first report (spawning workers) lowers it
@@ -46,10 +47,12 @@ class ProgressLine:
                 return
             self._last = now
             self.stream.write("\r" + self._text(done, total, now) + "   ")
-        elif frac >= self._next_quarter or done == total or now - self._last_line >= self.log_interval:
+        elif (frac >= self._next_quarter or (done == total and not self._shown_total)
+              or (now - self._last_line >= self.log_interval and not self._shown_total)):
             while self._next_quarter <= frac:
                 self._next_quarter += 0.25
             self._last_line = now
+            self._shown_total = done >= total  # once at 100%: the learner may still be finishing
             self.stream.write(self._text(done, total, now) + "\n")
         self.stream.flush()
 
