@@ -15,7 +15,8 @@ Sources: rl-baselines3-zoo ``hyperparams/dqn.yml`` (commit 019107eb), ``ppo.yml`
   ``target_update_interval`` counts env steps in SB3 and updates in janus: divided by ``train_frequency``;
   ``exploration_fraction x n_timesteps`` -> ``exploration_steps``; ``exploration_final_eps`` -> ``eps_end``.
 - A ``lin_X`` learning rate is ``lr X`` (PPO anneals linearly with ``anneal_lr``; janus's SAC does not anneal).
-- PPO's ``vf_coef`` is doubled: SB3 weighs the mean squared error, janus (as CleanRL) half of it.
+- PPO's ``vf_coef`` is doubled: SB3 weighs the mean squared error, janus (as CleanRL) half of it;
+  SB3's ``clip_range_vf`` is None unless set (no entry here sets it): ``clip_vloss`` false.
 - ``normalize: true`` -> ``normalize_obs`` and ``normalize_reward`` (SB3's ``VecNormalize`` defaults: both).
 - Not mapped (janus has no such knob, or keeps its own): SB3's ``use_sde``, ``clip_range``
   annealing, policy activation; janus's DQN keeps its double Q and 3-step returns.
@@ -88,7 +89,8 @@ _PRESETS: dict[str, dict[str, FamilyPreset]] = {
         "atari": FamilyPreset({
             "num_minibatches": 4,
             "workload": {"envs_per_actor": 8, "rollout_length": 128, "num_epochs": 4, "total_env_steps": 10_000_000},
-            "algorithm": {"lr": 2.5e-4, "anneal_lr": True, "clip_coef": 0.1, "vf_coef": 1.0, "ent_coef": 0.01},
+            "algorithm": {"lr": 2.5e-4, "anneal_lr": True, "clip_coef": 0.1, "vf_coef": 1.0, "ent_coef": 0.01,
+                          "clip_vloss": False},
         }, "RL Zoo ppo.yml, atari"),
         "classic_control": _OWN,
         # ppo.yml `LunarLander-v2` (and LunarLanderContinuous-v2, the same): n_envs 16, n_steps 1024,
@@ -98,7 +100,7 @@ _PRESETS: dict[str, dict[str, FamilyPreset]] = {
             "num_minibatches": 256,
             "workload": {"envs_per_actor": 16, "rollout_length": 1024, "num_epochs": 4, "total_env_steps": 1_000_000},
             "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.98, "gamma": 0.999, "ent_coef": 0.01,
-                          "vf_coef": 1.0},
+                          "vf_coef": 1.0, "clip_vloss": False},
         }, "RL Zoo ppo.yml, LunarLander-v2"),
         # ppo.yml `Ant-v3: &mujoco-defaults` (also Swimmer-v3): normalize true, n_timesteps 1e6,
         # the rest SB3's PPO defaults: n_envs 1, n_steps 2048, batch_size 64 (32 minibatches), n_epochs 10,
@@ -108,7 +110,7 @@ _PRESETS: dict[str, dict[str, FamilyPreset]] = {
             "num_minibatches": 32,
             "workload": {"envs_per_actor": 1, "rollout_length": 2048, "num_epochs": 10, "total_env_steps": 1_000_000},
             "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0,
-                          "vf_coef": 1.0, "normalize_obs": True, "normalize_reward": True},
+                          "vf_coef": 1.0, "clip_vloss": False, "normalize_obs": True, "normalize_reward": True},
         }, "RL Zoo ppo.yml, Ant-v3 (mujoco-defaults)"),
     },
     "sac": {
