@@ -120,11 +120,11 @@ def test_running_norm_commits_the_moments_of_everything_observed() -> None:
     assert torch.all(norm(torch.full((1, 3), 1e9)) == 10.0), "clipped"
 
 
-@pytest.mark.parametrize("algo", ["ppo", "sac", "dqn"])
-def test_normalisation_statistics_round_trip_through_load_policy(tmp_path: Path, algo: str) -> None:
+@pytest.mark.parametrize(("algo", "backend"), [("ppo", "local"), ("sac", "local"), ("dqn", "local"), ("ppo", "process")])
+def test_normalisation_statistics_round_trip_through_load_policy(tmp_path: Path, algo: str, backend: str) -> None:
     env = "CartPole-v1" if algo == "dqn" else "Pendulum-v1"
     steps = {"ppo": 4_096, "sac": 1_200, "dqn": 3_000}[algo]
-    run = janus.train(algo, env=env, total_env_steps=steps, out=tmp_path / "run", seed=0, backend="local",
+    run = janus.train(algo, env=env, total_env_steps=steps, out=tmp_path / "run", seed=0, backend=backend,
                       normalize_obs=True, normalize_reward=True)
     loaded = janus.load_policy(tmp_path / "run")
     norms = [[m for m in p.acting.network.modules() if isinstance(m, RunningNorm)] for p in (run.policy, loaded)]
