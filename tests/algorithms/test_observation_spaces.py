@@ -17,7 +17,7 @@ from janus.algorithms.networks import MultiInputTorso, has_images, make_torso
 from janus.algorithms.normalization import RunningNorm
 from janus.algorithms.ppo import PPOActor, PPOConfig
 from janus.envs.observations import ObservationEncoder
-from janus.envs.reward_scaling import NormalizedReward, RunningMoments
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward
 from janus.envs.vector import make_vector_env, next_obs_of
 from janus.errors import ConfigError
 from janus.policy import episode_returns
@@ -118,6 +118,11 @@ def test_running_norm_commits_the_moments_of_everything_observed() -> None:
     np.testing.assert_allclose(norm.mean.numpy(), seen.mean(0), rtol=1e-5)
     np.testing.assert_allclose(norm.var.numpy(), seen.var(0), rtol=1e-4)
     assert torch.all(norm(torch.full((1, 3), 1e9)) == 10.0), "clipped"
+    scalar = RunningNorm(())  # normalize_reward's discounted returns
+    scalar.observe(torch.tensor([[1.0, 3.0], [5.0, 7.0]]))
+    scalar.commit()
+    assert float(scalar.count) == 4 and float(scalar.var) == pytest.approx(5.0)
+    assert scalar.reward_factor() == pytest.approx(5.0**-0.5)
 
 
 @pytest.mark.parametrize(("algo", "backend"), [("ppo", "local"), ("sac", "local"), ("dqn", "local"), ("ppo", "process")])
@@ -127,37 +132,51 @@ def test_normalisation_statistics_round_trip_through_load_policy(tmp_path: Path,
     run = janus.train(algo, env=env, total_env_steps=steps, out=tmp_path / "run", seed=0, backend=backend,
                       normalize_obs=True, normalize_reward=True)
     loaded = janus.load_policy(tmp_path / "run")
-    norms = [[m for m in p.acting.network.modules() if isinstance(m, RunningNorm)] for p in (run.policy, loaded)]
+    norms = [[m for m in p.acting.network.modules() if isinstance(m, RunningNorm) and m.shape != ()] for p in (run.policy, loaded)]
     assert len(norms[0]) == len(norms[1]) == 1
     trained, restored = norms[0][0], norms[1][0]
     assert float(restored.count) > 0 and float(restored.mean.abs().sum()) > 0, "statistics were learnt and saved"
     assert torch.equal(trained.mean, restored.mean) and torch.equal(trained.var, restored.var)
+    returns = [[m for m in p.acting.network.modules() if isinstance(m, RunningNorm) and m.shape == ()] for p in (run.policy, loaded)]
+    assert float(returns[1][0].count) > 0 and float(returns[1][0].var) != 1.0, "reward statistics learnt and saved"
+    assert torch.equal(returns[0][0].var, returns[1][0].var)
     obs = np.random.default_rng(0).normal(size=(8, *loaded.observation_space.shape)).astype(np.float32)
     np.testing.assert_array_equal(loaded.predict(obs), run.policy.predict(obs))
 
 
-def test_reward_normalisation_scales_what_is_learnt_not_what_is_reported(tmp_path: Path) -> None:
+def test_reward_normalisation_scales_by_the_published_statistics_not_what_is_reported() -> None:
     actor = PPOActor(PPOConfig(normalize_reward=True), "CartPole-v1", seed=0, num_envs=2)
     try:
+        piece, _ = actor.rollout(50)
+        np.testing.assert_array_equal(piece["reward"], 1.0)  # no version yet: factor 1
+        stats = actor.agent.reward_norm
+        assert stats is not None
+        stats.observe(torch.full((10,), 3.0))
+        stats.observe(torch.full((10,), -1.0))  # variance 4: factor 1/2
+        stats.commit()
+        actor.load_params({k: v.clone() for k, v in actor.agent.state_dict().items()}, 1)
         piece, episodes = actor.rollout(200)
     finally:
         actor.close()
-    assert not np.allclose(piece["reward"], 1.0), "CartPole's +1 rewards are scaled"
-    np.testing.assert_array_equal(episodes.returns, episodes.lengths.astype(float))  # raw: +1 a step
+    np.testing.assert_allclose(piece["reward"], 0.5, rtol=1e-6)  # CartPole's +1 scaled by the learner's 1/sqrt(var)
+    assert piece[DISCOUNTED_RETURN].shape == piece["reward"].shape and piece[DISCOUNTED_RETURN].max() > 1.0
+    np.testing.assert_array_equal(episodes.returns, episodes.lengths.astype(float))  # reported raw: +1 a step
 
 
-def test_normalized_reward_divides_by_the_std_of_discounted_returns() -> None:
+def test_normalized_reward_reports_discounted_returns_and_multiplies_by_its_factor() -> None:
     envs = NormalizedReward(make_vector_env("CartPole-v1", 1), gamma=0.5)
-    moments, ret = RunningMoments(), 0.0
+    ret = 0.0
     try:
         envs.reset(seed=0)
         for step in range(5):
+            envs.factor = 0.25 * (step + 1)
             _, reward, term, trunc, info = envs.step(np.array([0]))
             assert not (term[0] or trunc[0]), f"CartPole ended at step {step}"
             ret = ret * 0.5 + 1.0
-            moments.update(np.array([ret]))
-            assert reward[0] == pytest.approx(min(10.0, 1.0 / np.sqrt(moments.var + 1e-8)), rel=1e-5)  # clipped at 10
-            assert info["raw_reward"][0] == 1.0
+            assert info[DISCOUNTED_RETURN][0] == pytest.approx(ret) and info["raw_reward"][0] == 1.0
+            assert reward[0] == pytest.approx(0.25 * (step + 1))
+        envs.factor = 100.0
+        assert envs.step(np.array([0]))[1][0] == 10.0, "clipped"
     finally:
         envs.close()
 

@@ -32,10 +32,11 @@ from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.linear_chain import LinearChain, linear_chain
 from janus.algorithms.networks import MLP, flat_size, make_torso, mlp, obs_dtype
-from janus.algorithms.normalization import NormalizedInput, obs_norm
+from janus.algorithms.normalization import NormalizedInput, obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, set_reward_factor
 from janus.envs.vector import Episodes, EpisodeTracker, env_spaces, is_frame_stack, make_vector_env, next_obs_of, observation_box
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
@@ -124,8 +125,8 @@ def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.space
         body: nn.Module = nn.Sequential(torso, nn.Linear(torso.features, int(action_space.n)))
     else:
         body = FlatMLP(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
-    norm = obs_norm(cfg.normalize_obs, tuple(obs_space.shape))
-    return body if norm is None else NormalizedInput(norm, body)
+    norm, returns = obs_norm(cfg.normalize_obs, tuple(obs_space.shape)), reward_norm(cfg.normalize_reward)
+    return body if norm is None and returns is None else NormalizedInput(norm, body, returns)
 
 
 def q_body(net: nn.Module) -> nn.Module:
@@ -168,6 +169,8 @@ class DQNActor:
     def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
         """Copy a learner snapshot into the local Q-network."""
         load_snapshot(self.net, params)
+        if isinstance(self.net, NormalizedInput):
+            set_reward_factor(self.envs, self.net.reward_norm)
         self.version = int(version)
 
     @torch.no_grad()
@@ -191,6 +194,8 @@ class DQNActor:
             raise invalid("num_steps", num_steps, f"an int >= n_step ({self.cfg.n_step})", ConfigError)
         step0 = self.env_steps if global_step is None else int(global_step)
         raw: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated", "truncated")}
+        if isinstance(self.envs, NormalizedReward):  # normalize_reward: the learner's statistics need G
+            raw[DISCOUNTED_RETURN] = []
         for t in range(num_steps):
             action = self.act(self.obs, self.cfg.epsilon(step0 + t * self.num_envs))
             obs, reward, term, trunc, info = self.envs.step(action + self.action_start)
@@ -200,6 +205,8 @@ class DQNActor:
             raw["next_obs"].append(next_obs_of(obs, term, trunc, info))
             raw["terminated"].append(term)
             raw["truncated"].append(trunc)
+            if DISCOUNTED_RETURN in raw:
+                raw[DISCOUNTED_RETURN].append(info[DISCOUNTED_RETURN])
             self.episodes.step(reward, term | trunc, info)
             self.obs = obs
         self.env_steps += num_steps * self.num_envs
@@ -227,7 +234,9 @@ class DQNActor:
         last = res.next_index[:emit].numpy()  # time index of each window's last step
         env = np.arange(self.num_envs)[None, :]
         terminated = steps["terminated"][last, env]
+        returns = {DISCOUNTED_RETURN: steps[DISCOUNTED_RETURN][:emit]} if DISCOUNTED_RETURN in steps else {}
         return {
+            **returns,
             "obs": steps["obs"][:emit].astype(self.obs_dtype),
             "action": steps["action"][:emit].astype(np.int64),
             "reward": res.reward[:emit].numpy(),
@@ -254,6 +263,7 @@ class DQNLearner:
         # normalize_obs: the online network's normaliser feeds both networks (the target gets the
         # current statistics, as SB3 normalises sampled observations); the target is a body only
         self.obs_norm = self.q.norm if isinstance(self.q, NormalizedInput) else None
+        self.reward_norm = self.q.reward_norm if isinstance(self.q, NormalizedInput) else None
         self.body = q_body(self.q)
         self.target = q_body(q_network(cfg, obs_space, action_space))
         self.target.load_state_dict(self.body.state_dict())

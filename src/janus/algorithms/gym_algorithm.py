@@ -16,6 +16,7 @@ from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
+from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.errors import ConfigError, invalid
 from janus.run_config import field_docs
 
@@ -287,15 +288,20 @@ class GymLearnerSide:
         norm = getattr(self.learner, "obs_norm", None)  # normalize_obs: the raw observations trained on
         if norm is not None:
             norm.observe(batch["obs"])
+        returns = getattr(self.learner, "reward_norm", None)  # normalize_reward: the actors' discounted returns
+        if returns is not None:
+            returns.observe(batch[DISCOUNTED_RETURN])
         self.updates += 1
         return self.learner.update(batch)
 
     def params(self) -> dict:
-        """The learner's parameters for a new version; with ``normalize_obs``, the observation
-        statistics of the batches trained on since the last version join its normaliser first."""
-        norm = getattr(self.learner, "obs_norm", None)
-        if norm is not None:
-            norm.commit()
+        """The learner's parameters for a new version; with ``normalize_obs`` (``normalize_reward``),
+        the observation (discounted-return) statistics of the batches trained on since the last
+        version join the running ones first."""
+        for name in ("obs_norm", "reward_norm"):
+            norm = getattr(self.learner, name, None)
+            if norm is not None:
+                norm.commit()
         return self.learner.params()
 
     def state_dict(self) -> dict:

@@ -39,6 +39,7 @@ from janus.algorithms.optim import clip_grad_norm
 from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult
+from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.envs.vector import Episodes, next_obs_of
 from janus.errors import invalid
 from janus.vtrace import vtrace
@@ -100,7 +101,7 @@ class ImpalaActor(PPOActor):
 
     @torch.no_grad()
     def rollout(self, num_steps: int) -> tuple[dict[str, np.ndarray], Episodes]:
-        obs_l, action_l, logprob_l, reward_l, done_l = [], [], [], [], []
+        obs_l, action_l, logprob_l, reward_l, done_l, returns_l = [], [], [], [], [], []
         gamma = self.cfg.gamma
         for _ in range(num_steps):
             obs = torch.as_tensor(self.obs, dtype=self.obs_dtype)
@@ -118,6 +119,8 @@ class ImpalaActor(PPOActor):
             logprob_l.append(logprob)
             reward_l.append(train_reward)
             done_l.append(np.asarray(term) | np.asarray(trunc))
+            if DISCOUNTED_RETURN in info:  # normalize_reward: for the learner's statistics
+                returns_l.append(info[DISCOUNTED_RETURN])
             self.episodes.step(env_reward, term | trunc, info)  # returns count what the env paid
             self.obs = next_obs
         self.env_steps += num_steps * self.num_envs
@@ -135,6 +138,8 @@ class ImpalaActor(PPOActor):
             "bootstrap_obs": torch.as_tensor(self.obs, dtype=self.obs_dtype).numpy()[None],
             "version": np.full((1, self.num_envs), max(self.version, 0), dtype=np.int64),
         }
+        if returns_l:
+            piece[DISCOUNTED_RETURN] = rows(np.stack(returns_l))
         return piece, self.episodes.pop()
 
 

@@ -11,6 +11,11 @@ the buffer stores observations raw, as SB3's replay buffer does) and the pending
 the running ones when it publishes a new version (:meth:`RunningNorm.commit`): every version's
 actors and the learner's updates until the next version see the same normalisation, so PPO's
 first probability ratio of a rollout is exactly 1. Until the first publish it is the identity.
+
+``normalize_reward`` keeps its statistics the same way: a ``RunningNorm(())`` of the discounted
+returns the actors report with every step (``discounted_return``, see
+:mod:`janus.envs.reward_scaling`), published with the network, so every worker scales rewards by
+the learner's estimate, and a checkpoint (hence a resumed run) and a saved policy carry it.
 """
 
 from __future__ import annotations
@@ -62,18 +67,31 @@ class RunningNorm(nn.Module):
         self.count.copy_(new_count[(0,) * len(self.shape)] if self.shape else new_count)
 
 
-class NormalizedInput(nn.Module):
-    """``body(norm(x))``: a network whose input a :class:`RunningNorm` normalises first."""
+    def reward_factor(self) -> float:
+        """``1 / sqrt(var + eps)``: what a reward is multiplied by, for the discounted-return
+        statistics of ``normalize_reward`` (a ``RunningNorm(())``; see :mod:`janus.envs.reward_scaling`)."""
+        return float(torch.rsqrt(self.var + self.eps))
 
-    def __init__(self, norm: RunningNorm, body: nn.Module) -> None:
+
+class NormalizedInput(nn.Module):
+    """``body(norm(x))``: a network whose input a :class:`RunningNorm` normalises first (when
+    ``norm`` is given), carrying the reward statistics (``reward_norm``) it publishes with it."""
+
+    def __init__(self, norm: RunningNorm | None, body: nn.Module, reward_norm: RunningNorm | None = None) -> None:
         super().__init__()
         self.norm = norm
         self.body = body
+        self.reward_norm = reward_norm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(self.norm(x))
+        return self.body(x if self.norm is None else self.norm(x))
 
 
 def obs_norm(enabled: bool, shape: tuple[int, ...]) -> RunningNorm | None:
     """A :class:`RunningNorm` for observations of ``shape`` when ``enabled``, else None."""
     return RunningNorm(shape) if enabled else None
+
+
+def reward_norm(enabled: bool) -> RunningNorm | None:
+    """The discounted-return statistics of ``normalize_reward`` when ``enabled``, else None."""
+    return RunningNorm(()) if enabled else None

@@ -35,10 +35,11 @@ from torch.distributions import Categorical, Distribution, Normal
 from janus.algorithms.base import Budget, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.networks import flat_size, make_torso, mlp, obs_dtype
-from janus.algorithms.normalization import obs_norm
+from janus.algorithms.normalization import obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, set_reward_factor
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.returns import gae
 
@@ -107,6 +108,7 @@ class PPOAgent(nn.Module):
             assert isinstance(action_space, gym.spaces.Discrete)  # check_action_space: Discrete or Box
             n_out = int(action_space.n)
         self.obs_norm = obs_norm(cfg.normalize_obs, tuple(obs_space.shape))
+        self.reward_norm = reward_norm(cfg.normalize_reward)  # published with the weights: the actors' reward scale
         self.torso = make_torso(obs_space)
         if self.torso is not None:
             for layer in self.torso.modules():
@@ -268,6 +270,7 @@ class PPOActor:
         """Copy a learner snapshot into the local policy and value networks."""
         load_snapshot(self.agent, params)
         self.policy = policy_value(self.agent)
+        set_reward_factor(self.envs, self.agent.reward_norm)
         self.version = int(version)
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
@@ -279,6 +282,8 @@ class PPOActor:
         """Step ``num_steps`` times; return the piece (with GAE advantages) and finished episodes."""
         steps: dict[str, list[Any]] = {k: [] for k in ("obs", "action", "logprob", "value")}
         env_out: dict[str, list[np.ndarray]] = {k: [] for k in ("reward", "next_obs", "terminated", "truncated")}
+        if isinstance(self.envs, NormalizedReward):  # normalize_reward: the learner's statistics need G
+            env_out[DISCOUNTED_RETURN] = []
         for _ in range(num_steps):
             obs = torch.as_tensor(self.obs, dtype=self.obs_dtype)  # uint8 images stay uint8
             action, logprob, value = self.policy(obs, self.generator)
@@ -288,6 +293,8 @@ class PPOActor:
             for k, a in (("reward", reward), ("next_obs", next_obs_of(next_obs, term, trunc, info)),
                          ("terminated", term), ("truncated", trunc)):
                 env_out[k].append(a)
+            if DISCOUNTED_RETURN in env_out:
+                env_out[DISCOUNTED_RETURN].append(info[DISCOUNTED_RETURN])
             self.episodes.step(reward, term | trunc, info)
             self.obs = next_obs
         piece = {k: torch.stack(v) for k, v in steps.items()}
@@ -316,6 +323,7 @@ class PPOLearner:
             torch.manual_seed(seed)
             self.agent = PPOAgent(cfg, obs_space, action_space)
         self.obs_norm = self.agent.obs_norm  # GymLearnerSide feeds it the batches' observations
+        self.reward_norm = self.agent.reward_norm  # ... and the actors' discounted returns
         self._params = list(self.agent.parameters())
         self.opt = adam(self._params, lr=cfg.lr, eps=1e-5)
         self.updates = 0

@@ -28,10 +28,11 @@ from torch import nn
 from janus.algorithms.base import register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.networks import flat_size, mlp
-from janus.algorithms.normalization import RunningNorm, obs_norm
+from janus.algorithms.normalization import RunningNorm, obs_norm, reward_norm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, set_reward_factor
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.errors import invalid
 
@@ -79,9 +80,11 @@ def _check_box(space: gym.Space) -> gym.spaces.Box:
 class SquashedGaussianPolicy(nn.Module):
     """Observation -> tanh-squashed Gaussian over ``[-1, 1]^action_dim``."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: RunningNorm | None = None) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: RunningNorm | None = None,
+                 returns: RunningNorm | None = None) -> None:
         super().__init__()
         self.obs_norm = norm  # normalize_obs: the critics read the observations through it too
+        self.reward_norm = returns  # normalize_reward: published with the weights, the actors' reward scale
         self.torso = mlp(obs_dim, hidden[:-1], hidden[-1])
         self.mean = nn.Linear(hidden[-1], action_dim)
         self.log_std = nn.Linear(hidden[-1], action_dim)
@@ -127,7 +130,7 @@ class TwinQ(nn.Module):
 
 def policy_network(cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Box) -> SquashedGaussianPolicy:
     return SquashedGaussianPolicy(flat_size(obs_space), int(action_space.shape[0]), cfg.hidden,
-                                  obs_norm(cfg.normalize_obs, tuple(obs_space.shape)))
+                                  obs_norm(cfg.normalize_obs, tuple(obs_space.shape)), reward_norm(cfg.normalize_reward))
 
 
 class ActionScale:
@@ -167,6 +170,7 @@ class SACActor:
     def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
         """Copy a learner snapshot of the policy into the local network."""
         load_snapshot(self.policy, params)
+        set_reward_factor(self.envs, self.policy.reward_norm)
         self.version = int(version)
 
     @torch.no_grad()
@@ -186,6 +190,8 @@ class SACActor:
         """
         step0 = self.env_steps if global_step is None else int(global_step)
         out: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward", "next_obs", "terminated", "truncated")}
+        if isinstance(self.envs, NormalizedReward):  # normalize_reward: the learner's statistics need G
+            out[DISCOUNTED_RETURN] = []
         for t in range(num_steps):
             action = self.act(self.obs, random=step0 + t * self.num_envs < self.cfg.learning_starts)
             obs, reward, term, trunc, info = self.envs.step(self.scale.to_env(action))
@@ -195,6 +201,8 @@ class SACActor:
             out["next_obs"].append(next_obs_of(obs, term, trunc, info).astype(np.float32))
             out["terminated"].append(term)
             out["truncated"].append(trunc)
+            if DISCOUNTED_RETURN in out:
+                out[DISCOUNTED_RETURN].append(info[DISCOUNTED_RETURN])
             self.episodes.step(reward, term | trunc, info)
             self.obs = obs
         self.env_steps += num_steps * self.num_envs
@@ -217,6 +225,7 @@ class SACLearner:
             self.policy = policy_network(cfg, obs_space, space)
             self.critic = TwinQ(obs_dim, action_dim, cfg.hidden)
         self.obs_norm = self.policy.obs_norm  # GymLearnerSide feeds it the batches' observations
+        self.reward_norm = self.policy.reward_norm  # ... and the actors' discounted returns
         self.target = TwinQ(obs_dim, action_dim, cfg.hidden)
         self.target.load_state_dict(self.critic.state_dict())
         self.target.requires_grad_(False)
