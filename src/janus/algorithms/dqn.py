@@ -36,7 +36,7 @@ from janus.algorithms.normalization import NormalizedInput, obs_norm, reward_nor
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
-from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, set_reward_factor
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, env_spaces, is_frame_stack, make_vector_env, next_obs_of, observation_box
 from janus.errors import ConfigError, invalid
 from janus.returns import nstep_returns
@@ -170,7 +170,7 @@ class DQNActor:
         """Copy a learner snapshot into the local Q-network."""
         load_snapshot(self.net, params)
         if isinstance(self.net, NormalizedInput):
-            set_reward_factor(self.envs, self.net.reward_norm)
+            seed_reward_statistics(self.envs, self.net.reward_norm)
         self.version = int(version)
 
     @torch.no_grad()

@@ -39,7 +39,7 @@ from janus.algorithms.normalization import obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
-from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, set_reward_factor
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.returns import gae
 
@@ -270,7 +270,7 @@ class PPOActor:
         """Copy a learner snapshot into the local policy and value networks."""
         load_snapshot(self.agent, params)
         self.policy = policy_value(self.agent)
-        set_reward_factor(self.envs, self.agent.reward_norm)
+        seed_reward_statistics(self.envs, self.agent.reward_norm)
         self.version = int(version)
 
     def env_action(self, action: np.ndarray) -> np.ndarray:

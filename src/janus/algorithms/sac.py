@@ -32,7 +32,7 @@ from janus.algorithms.normalization import RunningNorm, obs_norm, reward_norm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
-from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, set_reward_factor
+from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.errors import invalid
 
@@ -170,7 +170,7 @@ class SACActor:
     def load_params(self, params: dict[str, np.ndarray], version: int) -> None:
         """Copy a learner snapshot of the policy into the local network."""
         load_snapshot(self.policy, params)
-        set_reward_factor(self.envs, self.policy.reward_norm)
+        seed_reward_statistics(self.envs, self.policy.reward_norm)
         self.version = int(version)
 
     @torch.no_grad()
