@@ -14,14 +14,16 @@ first probability ratio of a rollout is exactly 1. Until the first publish it is
 
 ``normalize_reward`` keeps its statistics the same way: a ``RunningNorm(())`` of the discounted
 returns the actors report with every step (``discounted_return``, see
-:mod:`janus.envs.reward_scaling`), published with the network, so every worker scales rewards by
-the learner's estimate, and a checkpoint (hence a resumed run) and a saved policy carry it.
+:mod:`janus.envs.reward_scaling`), published with the network, so a checkpoint and a saved policy
+carry it. The actors scale by their own per-step estimate; a resumed run's start from this one.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from janus.envs.reward_scaling import merged_moments
 
 
 class RunningNorm(nn.Module):
@@ -57,20 +59,11 @@ class RunningNorm(nn.Module):
         self._pending = []
         batch_mean = total / n
         batch_var = (squares / n - batch_mean.square()).clamp_min(0.0)
-        count = self.count.to(torch.float64)
-        new_count = count + n
-        delta = batch_mean - self.mean.to(torch.float64)
-        mean = self.mean.to(torch.float64) + delta * n / new_count
-        var = (self.var.to(torch.float64) * count + batch_var * n + delta.square() * count * n / new_count) / new_count
+        new_count, mean, var = merged_moments(self.count.to(torch.float64), self.mean.to(torch.float64),
+                                              self.var.to(torch.float64), n, batch_mean, batch_var)
         self.mean.copy_(mean)
         self.var.copy_(var)
         self.count.copy_(new_count[(0,) * len(self.shape)] if self.shape else new_count)
-
-
-    def reward_factor(self) -> float:
-        """``1 / sqrt(var + eps)``: what a reward is multiplied by, for the discounted-return
-        statistics of ``normalize_reward`` (a ``RunningNorm(())``; see :mod:`janus.envs.reward_scaling`)."""
-        return float(torch.rsqrt(self.var + self.eps))
 
 
 class NormalizedInput(nn.Module):

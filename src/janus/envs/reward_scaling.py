@@ -32,20 +32,23 @@ DISCOUNTED_RETURN = "discounted_return"
 """The piece field (and ``info`` key) of each step's discounted return, for the learner's statistics."""
 
 
+def merged_moments(count: Any, mean: Any, var: Any, n: Any, batch_mean: Any, batch_var: Any) -> tuple[Any, Any, Any]:
+    """``(count, mean, var)`` of a population of ``count`` (mean, variance) joined by ``n`` more
+    (``batch_mean``, ``batch_var``): Chan et al.'s parallel update, for floats, arrays or tensors alike."""
+    total = count + n
+    delta = batch_mean - mean
+    return total, mean + delta * n / total, (var * count + batch_var * n + delta * delta * count * n / total) / total
+
+
 class RunningMoments:
-    """Mean and variance of a stream of batches (Chan et al.'s parallel update), in float64."""
+    """Mean and variance of a stream of batches, in float64."""
 
     def __init__(self) -> None:
         self.mean, self.var, self.count = 0.0, 1.0, 0.0
 
     def update(self, batch: np.ndarray) -> None:
         x = np.asarray(batch, np.float64)
-        n = x.size
-        total = self.count + n
-        delta = float(x.mean()) - self.mean
-        self.mean += delta * n / total
-        self.var = (self.var * self.count + float(x.var()) * n + delta**2 * self.count * n / total) / total
-        self.count = total
+        self.count, self.mean, self.var = merged_moments(self.count, self.mean, self.var, x.size, float(x.mean()), float(x.var()))
 
 
 class NormalizedReward(gym.vector.VectorWrapper):
