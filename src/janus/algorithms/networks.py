@@ -132,10 +132,11 @@ class MultiInputTorso(nn.Module):
     def __init__(self, space: spaces.Box) -> None:
         super().__init__()
         leaves = space.encoder.leaves  # type: ignore[attr-defined]  # an EncodedBox (has_images)
-        self.images = [(leaf.offset, leaf.size, leaf.shape) for leaf in leaves if image_layout(leaf.space) is not None]
-        cnns = [CNNTorso(leaf.space) for leaf in leaves if image_layout(leaf.space) is not None]
+        image_leaves = [leaf for leaf in leaves if image_layout(leaf.space) is not None]
+        self.images = [(leaf.offset, leaf.size, leaf.shape) for leaf in image_leaves]
+        cnns = [CNNTorso(leaf.space) for leaf in image_leaves]
         self.cnns = nn.ModuleList(cnns)
-        rest = [torch.arange(leaf.offset, leaf.offset + leaf.size) for leaf in leaves if image_layout(leaf.space) is None]
+        rest = [torch.arange(leaf.offset, leaf.offset + leaf.size) for leaf in leaves if leaf not in image_leaves]
         self.register_buffer("rest", torch.cat(rest) if rest else torch.zeros(0, dtype=torch.long), persistent=False)
         self.vector = nn.Sequential(nn.Linear(len(self.rest), VECTOR_FEATURES), nn.ReLU()) if rest else None
         self.features = sum(c.features for c in cnns) + (VECTOR_FEATURES if rest else 0)
