@@ -46,6 +46,16 @@ class Recorder(janus.Callback):
         self.ended.append(result)
 
 
+class CtrlC(janus.Callback):
+    """Sends this process a SIGINT, as a Ctrl-C in the terminal, once 3 episodes have ended."""
+
+    progress_every_s = 0.0
+
+    def on_progress(self, stats: ProgressStats) -> None:
+        if stats.episodes >= 3:
+            os.kill(os.getpid(), signal.SIGINT)  # the main thread gets it
+
+
 def results_of(out: Path) -> dict[str, Any]:
     runs = json.loads((out / "results.json").read_text())["runs"]
     assert len(runs) == 1
@@ -164,13 +174,6 @@ def test_the_api_writes_the_run_folder_the_cli_writes(tmp_path: Path, finished_d
 
 
 def test_ctrl_c_stops_the_run_writes_it_and_reaches_the_caller(tmp_path: Path) -> None:
-    class CtrlC(janus.Callback):
-        progress_every_s = 0.0
-
-        def on_progress(self, stats: ProgressStats) -> None:
-            if stats.episodes >= 3:
-                os.kill(os.getpid(), signal.SIGINT)  # as a Ctrl-C in the terminal: the main thread gets it
-
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         janus.train("dqn", env="CartPole-v1", total_env_steps=BUDGET, out=tmp_path / "run", callbacks=[CtrlC()])

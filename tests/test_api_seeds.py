@@ -6,14 +6,13 @@ and, marked slow, in the command's per-seed processes."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from tests.test_api import CtrlC
 
 import janus
 from janus.callbacks import ProgressStats, RunInfo
@@ -82,13 +81,6 @@ def test_early_stop_starts_afresh_for_each_seed(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_in_a_seeds_run_writes_the_aggregate_of_what_ran_and_reaches_the_caller(tmp_path: Path) -> None:
-    class CtrlC(janus.Callback):
-        progress_every_s = 0.0
-
-        def on_progress(self, stats: ProgressStats) -> None:
-            if stats.episodes >= 3:
-                os.kill(os.getpid(), signal.SIGINT)  # as a Ctrl-C in the terminal: the main thread gets it
-
     with pytest.raises(KeyboardInterrupt):
         janus.train("dqn", seeds=[0, 1], out=tmp_path / "seeds", total_env_steps=20_000, callbacks=[CtrlC()],
                     **CARTPOLE)
