@@ -7,6 +7,7 @@ Shared by :mod:`janus.api` (one seed) and :mod:`janus.api_seeds` (a run per seed
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -90,12 +91,37 @@ def keyword_errors(check: Callable[[argparse.Namespace], T]) -> Callable[[argpar
         try:
             return check(args)
         except JanusError as exc:
-            named = named_by_flag(exc, args)
-            known = train_flags()[0]
-            text = re.sub(r"--(\w+)", lambda m: m.group(1) if m.group(1) in known else m.group(0), str(named))
-            raise type(named)(text) from None
+            raise reworded(named_by_flag(exc, args)) from None
 
     return named_as_keywords
+
+
+def reworded(exc: JanusError) -> JanusError:
+    """``exc`` (same type and attributes) with its message in keywords (:func:`as_keywords`)."""
+    text = str(exc)
+    new = as_keywords(text)
+    if new == text:
+        return exc
+    copied = copy.copy(exc)
+    copied.args = (new,)
+    return copied
+
+
+def as_keywords(text: str) -> str:
+    """A message that names ``janus train`` flags, in :func:`janus.train`'s words: ``--out 'x'`` is
+    ``out='x'``, an on/off flag ``--force`` is ``force=True``, any other ``--name`` is ``name``."""
+    known = train_flags()[0]
+    switches = switch_flags()
+
+    def keyword(m: re.Match[str]) -> str:
+        name, value = m.group(1), m.group(2)
+        if name not in known:
+            return m.group(0)
+        if value:
+            return f"{name}={value.strip()}"
+        return f"{name}=True" if name in switches else name
+
+    return re.sub(r"--(\w+)( '[^']*'| \"[^\"]*\")?", keyword, text)
 
 
 def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> TrainedRun:
@@ -108,6 +134,8 @@ def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> T
             run_command(args, cfg, hooks)
         except StopRequested:
             pass  # the run is written (status stopped); the hooks hold its result
+        except JanusError as exc:  # the run folder's and the runtime's errors, in the caller's words
+            raise reworded(exc) from None
         late = signals.late() if signals is not None else None
     if late is not None:  # it came as the run ended: the run is saved as finished, the stop still reaches the caller
         raise KeyboardInterrupt(late)
@@ -128,6 +156,17 @@ def train_flags() -> tuple[dict[str, str], tuple[tuple[str, Any], ...]]:
     names = {o[2:]: a.dest for a in command._actions for o in a.option_strings if o.startswith("--") and a.dest != "help"}
     defaults = vars(parser.parse_args(["train"]))
     return names, tuple(defaults.items())
+
+
+@functools.lru_cache(maxsize=1)
+def switch_flags() -> frozenset[str]:
+    """``janus train``'s on/off flags (``--force``, ``--quick`` ...): keywords that take True or False."""
+    from janus.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return frozenset(o[2:] for a in sub.choices["train"]._actions if isinstance(a, argparse._StoreTrueAction)
+                     for o in a.option_strings if o.startswith("--"))
 
 
 def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespace:

@@ -43,6 +43,7 @@ from janus.envs.envpool_vector import EnvPoolVectorEnv
 from janus.envs.observations import EncodedObservations, needs_encoding
 from janus.envs.reward_scaling import NormalizedReward
 from janus.errors import ConfigError, invalid, one_of
+from janus.spawn import caller_main_is_importable, without_caller_main
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
 EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
@@ -154,8 +155,9 @@ def make_vector_env(env_id: str, num_envs: int = 1, seed: int | None = None,
     fns = [functools.partial(make_env, env_id, kwargs, training) for _ in range(num_envs)]
     try:
         if kind == "async":
-            envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(
-                fns, shared_memory=True, context=async_context(), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+            with without_caller_main(not caller_main_is_importable()):  # janus.spawn
+                envs: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(
+                    fns, shared_memory=True, context=async_context(), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         else:
             envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     except ConfigError:

@@ -236,6 +236,13 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
             # a resumed run's live logs and results wait for its first commit, like its config.yaml
             ready = (lambda: resumed.written) if resumed is not None else None
             return _run_configs(args, label, out_dir, configs, skipped, baseline, ready, hooks)
+        except Exception:
+            if args.command == "train" and resumed is None:
+                ckpt = configs[0].runtime.checkpoint_dir
+                if run_folder.clear_unstarted(out_dir, ckpt):
+                    print(f"janus: the run failed before its first env step; removed what it had written in {out_dir}, "
+                          "so the same command can run again", file=sys.stderr, flush=True)
+            raise
         finally:
             if resumed is not None:
                 resumed.finish()

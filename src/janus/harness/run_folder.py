@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -230,8 +231,8 @@ def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
         if busy is not None:
             raise RunFolderError(busy)
         if not force:
-            raise _flag_error("--out", path, "already holds a run (or other files); continue it with "
-                              "--resume, choose another --out, or add --force to move it aside")
+            raise _flag_error("--out", path, f"already holds a run (or other files); continue it with "
+                              f"--resume {str(path)!r}, choose another --out, or add --force to move it aside")
         old = RunLock(path).acquire()  # never move a folder a live run is writing
         aside = _aside_name(path)
         try:
@@ -248,6 +249,50 @@ def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
         lock.release()
         raise _flag_error("--out", path, "was filled by another run meanwhile; choose another --out")
     return path, lock
+
+
+def took_no_step(folder: Path, checkpoint_dir: str | None) -> bool:
+    """Whether the new run writing ``folder`` has committed no checkpoint and recorded no env step:
+    what it wrote then holds nothing a rerun could want (see :func:`clear_unstarted`)."""
+    from janus.runtime import checkpoints
+
+    try:
+        if checkpoint_dir is not None and checkpoints.read_run_state(checkpoint_dir):
+            return False
+        data = json.loads((folder / "results.json").read_text())
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError, JanusError):
+        return False  # something is there that janus cannot read: keep it
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        return False
+    for run in runs:
+        counts = run.get("counts") if isinstance(run, dict) else None
+        steps = counts.get("run_env_steps", counts.get("env_steps", 0)) if isinstance(counts, dict) else None
+        if not isinstance(steps, (int, float)) or steps > 0:
+            return False
+    return True
+
+
+def clear_unstarted(folder: Path, checkpoint_dir: str | None) -> bool:
+    """A new run that failed before its first env step: remove what it wrote (``folder`` was empty
+    when it started, see :func:`open_new`; a ``checkpoint_dir`` chosen outside it was empty too,
+    see :func:`check_new_checkpoint_dir`), so the same command or ``janus.train`` call can run
+    again without ``--force``. Returns whether it did; a run that took a step keeps its files."""
+    if not took_no_step(folder, checkpoint_dir):
+        return False
+    places = [folder] + ([Path(checkpoint_dir)] if checkpoint_dir is not None else [])
+    for place in places:
+        with contextlib.suppress(OSError):
+            for entry in place.iterdir():
+                if entry.name == LOCK_NAME:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+    return True
 
 
 def check_new_checkpoint_dir(checkpoint_dir: str | None) -> None:

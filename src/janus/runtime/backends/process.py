@@ -62,6 +62,7 @@ from janus.runtime.shm import (
     unlink_segment,
 )
 from janus.runtime.stats import MessageStats
+from janus.spawn import caller_main_is_importable, without_caller_main
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
@@ -89,8 +90,7 @@ def _exited(proc: Any) -> str:
     """Why a worker process that exited before it was ready did, as far as the learner can tell."""
     proc.join(1.0)
     return (f"its process exited (exit code {proc.exitcode}) before it was ready; its traceback, if any, "
-            "is on stderr above. A script that starts a run on the process backend must do so under "
-            "`if __name__ == \"__main__\":` (workers are spawned: each imports the script again)")
+            "is on stderr above")
 
 
 # ---- the worker process -------------------------------------------------------------------------
@@ -313,6 +313,7 @@ class ProcessBackend(LocalBackend):
         self._stop_receiving = threading.Event()
         self._closing = threading.Event()  # shutdown began: no more (re)starts
         self._wlock = threading.RLock()
+        self.skip_caller_main = False  # decided in start(): see janus.spawn
 
     # -- registration and start-up --
     def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
@@ -328,7 +329,8 @@ class ProcessBackend(LocalBackend):
         try:
             proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance),
                                     name=f"janus-{name}", daemon=False)  # its envs may be subprocesses
-            proc.start()
+            with without_caller_main(self.skip_caller_main):  # janus.spawn: unguarded scripts and stdin too
+                proc.start()
             _LIVE_WORKERS.add(proc)
         finally:
             for k, v in saved.items():
@@ -359,6 +361,11 @@ class ProcessBackend(LocalBackend):
         if orphans:
             print(f"janus: removed {len(orphans)} shared-memory segment(s) of killed runs "
                   f"({sum(size for _, size in orphans) / 2**20:.1f} MiB) from {SHM_DIR}", file=sys.stderr)
+        self.skip_caller_main = not caller_main_is_importable()
+        if self.skip_caller_main:
+            print("janus: the worker processes start without importing this program's __main__ (its janus call is "
+                  "not under `if __name__ == \"__main__\":`, or it has no file), so they do not see what it "
+                  "defines or registers: register such an environment in a module (env='module:Id')", flush=True)
         for name, role in self.roles.items():
             if role == "worker":
                 self._spawn(name)
