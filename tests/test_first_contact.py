@@ -182,3 +182,12 @@ def test_config_errors_name_keywords(tmp_path: Path) -> None:
     with pytest.raises(JanusError) as info:
         janus.train("dqn", env="CartPole-v1", out=str(tmp_path / "o"), resume=str(tmp_path / "o"), quick=True)
     assert "--" not in str(info.value), str(info.value)
+
+
+def test_seed_runs_name_keywords_too(tmp_path: Path) -> None:
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(JanusError) as info:
+        janus.train("dqn", env="CartPole-v1", seeds=[0, 1], total_env_steps=500, out=str(out))
+    assert "--" not in str(info.value) and "force=True" in str(info.value), str(info.value)

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from janus.api_run import TrainedRun, configured_from, keyword_errors, prepared, run_one, train_arguments
+from janus.api_run import TrainedRun, configured_from, keyword_errors, prepared, reworded, run_one, train_arguments
 from janus.callbacks import Callback
+from janus.errors import JanusError
 
 if TYPE_CHECKING:
     from janus.api_seeds import SeedRuns
@@ -59,6 +60,9 @@ def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *,
     if seeds is not None:
         from janus.api_seeds import train_seeds
 
-        return train_seeds(algo, env, seeds, callbacks, flags)
+        try:
+            return train_seeds(algo, env, seeds, callbacks, flags)
+        except JanusError as exc:  # the run folder's errors (out=, force=) in the caller's words
+            raise reworded(exc) from None
     hooks, args = prepared(algo, env, callbacks, flags)
     return run_one(args, keyword_errors(configured_from)(args), hooks)

@@ -109,7 +109,8 @@ def reworded(exc: JanusError) -> JanusError:
 
 def as_keywords(text: str) -> str:
     """A message that names ``janus train`` flags, in :func:`janus.train`'s words: ``--out 'x'`` is
-    ``out='x'``, an on/off flag ``--force`` is ``force=True``, any other ``--name`` is ``name``."""
+    ``out='x'``, an on/off flag ``--force`` is ``force=True``, any other ``--name`` is ``name``, and a
+    configuration key with a keyword of its name (``workload.total_env_steps``) is that keyword."""
     known = train_flags()[0]
     switches = switch_flags()
 
@@ -121,7 +122,10 @@ def as_keywords(text: str) -> str:
             return f"{name}={value.strip()}"
         return f"{name}=True" if name in switches else name
 
-    return re.sub(r"--(\w+)( '[^']*'| \"[^\"]*\")?", keyword, text)
+    text = re.sub(r"--(\w+)( '[^']*'| \"[^\"]*\")?", keyword, text)
+    # a configuration key (workload.total_env_steps, runtime.min_inserts) is the keyword of the same name
+    return re.sub(r"\b(?:workload|runtime|algorithm|janus)\.(\w+)\b",
+                  lambda m: m.group(1) if m.group(1) in known else m.group(0), text)
 
 
 def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> TrainedRun:
