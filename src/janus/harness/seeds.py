@@ -74,7 +74,7 @@ def caveats(values: Values, aggregated: dict[str, dict[str, Any]]) -> list[str]:
     than :data:`MIN_SEEDS_FOR_CI` seeds, an IQM that trims nothing (fewer than 4 seeds: it is the
     mean) and a "95% CI" that is only the values' [min, max]."""
     x = np.asarray(values, dtype=float)
-    n, notes = int(x.size), []
+    n, notes = int(x.size), list[str]()
     if n == 0:
         return notes
     if n < MIN_SEEDS_FOR_CI:
