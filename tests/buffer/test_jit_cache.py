@@ -79,6 +79,7 @@ def test_a_shared_fallback_folder_is_refused_and_nothing_is_cached(tmp_path: Pat
     proc = python(CALL, tmp_path)
     assert counts(proc) == (1, 0, "None")
     assert "not private to this user" in proc.stderr and "every process compiles" in proc.stderr
+    assert proc.stderr.count(NOTE) == 1 and "no cache folder could be written" in proc.stderr
     assert not list(shared.iterdir())
 
 

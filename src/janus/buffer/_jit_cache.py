@@ -38,7 +38,8 @@ from numba.core import config as _numba_config, event
 KERNEL_MODULES = ("janus.buffer._kernels", "janus.buffer._frame_kernels")
 COMPILE_NOTE = ("janus: compiling the replay kernels with Numba (a few seconds, more on a busy machine); "
                 "they are cached in {where}, so this happens once per machine and janus/numba version")
-NO_CACHE = "nowhere (no writable cache folder: every process compiles them)"
+NO_CACHE_NOTE = ("janus: compiling the replay kernels with Numba (a few seconds, more on a busy machine); "
+                 "no cache folder could be written, so every process compiles them (set NUMBA_CACHE_DIR)")
 
 numba_config: Any = _numba_config  # its settings are set at runtime, untyped
 _chosen: list[str | None] = []  # [folder or None], filled once per process by cache_dir()
@@ -127,8 +128,8 @@ class _CompileNote(event.Listener):
         module = getattr(getattr(dispatcher, "py_func", None), "__module__", "")
         if module in KERNEL_MODULES:
             _CompileNote.said = True
-            where = _chosen[0] if _chosen and _chosen[0] else NO_CACHE
-            print(COMPILE_NOTE.format(where=where), file=sys.stderr, flush=True)
+            where = _chosen[0] if _chosen else None
+            print(COMPILE_NOTE.format(where=where) if where else NO_CACHE_NOTE, file=sys.stderr, flush=True)
 
     def on_end(self, ev: Any) -> None:
         pass
