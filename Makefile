@@ -3,8 +3,8 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.janus-installed
-# One Numba cache for every process these targets start (the replay kernels compile once, not per
-# process; without it, PYTHONDONTWRITEBYTECODE=1 means no cache at all).
+# The Numba cache of the processes these targets start, in the venv so that `make clean` clears it
+# (without it janus uses ~/.cache/janus/numba: compiled once per machine either way).
 export NUMBA_CACHE_DIR ?= $(abspath $(VENV))/numba-cache
 
 .PHONY: setup compare lint test test-all bench clean

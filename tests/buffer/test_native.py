@@ -503,19 +503,24 @@ def test_auto_placement_and_help_show_the_api():
         assert word in text, word
 
 
-@pytest.mark.parametrize("env, cached", [
-    ({"PYTHONDONTWRITEBYTECODE": "1"}, False),  # nothing written next to the code
-    ({"PYTHONDONTWRITEBYTECODE": "1", "NUMBA_CACHE_DIR": "/tmp/janus-numba-test"}, True),  # where the user says
-    ({}, True),  # numba's default: __pycache__ beside the code, ~/.cache/numba if read-only
+@pytest.mark.parametrize("env, where", [
+    ({"PYTHONDONTWRITEBYTECODE": "1"}, "home/.cache/janus/numba"),  # a per-user folder, never next to the code
+    ({"PYTHONDONTWRITEBYTECODE": "1", "NUMBA_CACHE_DIR": "mine"}, "mine"),  # where the user says
+    ({}, "home/.cache/janus/numba"),  # the same folder when Python writes bytecode
 ])
-def test_jit_cache_policy(env, cached):
+def test_jit_cache_policy(env, where, tmp_path):
+    """Cached in every environment (tests/buffer/test_jit_cache.py: that it is written and loaded)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "NUMBA_CACHE_DIR")}
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "NUMBA_CACHE_DIR",
+                                                             "XDG_CACHE_HOME")}
+    env = {k: (str(tmp_path / v) if k == "NUMBA_CACHE_DIR" else v) for k, v in env.items()}
     src = str(Path(__file__).resolve().parents[2] / "src")
-    out = subprocess.run([sys.executable, "-c", "import janus.buffer._kernels as k; print(k._JIT['cache'])"],
-                         env={**base, **env, "PYTHONPATH": src}, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(cached)
+    code = "import janus.buffer._kernels as k, janus.buffer._jit_cache as c; print(k._JIT['cache'], c.cache_dir())"
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env, "PYTHONPATH": src,
+                                                             "HOME": str(tmp_path / "home")},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", str(tmp_path / where)]

@@ -74,3 +74,22 @@ def test_real_training_shows_the_return_beside_the_speed() -> None:
     header = table.splitlines()[0]
     assert header.rstrip().endswith("return") and "455.5" in table and "180.0" in table
     assert "return" not in format_table([_run("baseline", 100)]).splitlines()[0], "synthetic: no return column"
+
+
+def test_the_compare_chart_shows_each_configurations_range_as_an_error_bar() -> None:
+    from matplotlib.container import ErrorbarContainer
+
+    from janus.harness.report import annotate, chart_figure
+
+    runs = annotate(summarize([_run("baseline", 100), _run("janus", 300), _run("baseline", 120),
+                               _run("janus", 250), _run("baseline", 90), _run("janus", 320)]))
+    left = chart_figure("compare", runs).axes[0]
+    bars = [c for c in left.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars) == 1, "one error bar per configuration, drawn once"
+    segments = [sorted(seg[:, 1]) for seg in bars[0].lines[2][0].get_segments()]
+    assert segments == [[90, 120], [250, 320]], "min-max of each configuration's repeats"
+    assert [p.get_height() for p in left.patches] == [100, 300], "the bars are the median runs"
+    assert "min-max" in left.get_title()
+    assert [t.xy[1] for t in left.texts] == [120, 320], "the speedup is written above the error bar"
+    once = chart_figure("compare", annotate([_run("baseline", 100), _run("janus", 300)])).axes[0]
+    assert not [c for c in once.containers if isinstance(c, ErrorbarContainer)], "a single run has no range"

@@ -138,6 +138,36 @@ def test_a_seed_without_results_is_reported_and_the_rest_aggregated(tmp_path: Pa
     assert "failed (exit code 3)" in table
 
 
+def test_three_seeds_say_the_iqm_is_the_mean_the_ci_is_the_range_and_is_not_meaningful(tmp_path: Path) -> None:
+    finals = {0: 10.0, 1: 25.0, 2: 70.0}
+    for seed, final in finals.items():
+        _seed_folder(tmp_path / f"seed-{seed}", final, slope=1.0)
+    table, _, _ = write_aggregate(tmp_path, {s: tmp_path / f"seed-{s}" for s in finals}, dict.fromkeys(finals, 0), {})
+    data = json.loads((tmp_path / "aggregate.json").read_text())
+    final = data["final_return"]
+    assert final["iqm"]["estimate"] == final["mean"]["estimate"]
+    assert final["mean"]["ci95"] == [10.0, 70.0], "with 3 seeds the percentile bootstrap gives [min, max]"
+    notes = data["final_return_caveats"]
+    assert len(notes) == 3 and all(n in table for n in notes), "printed as recorded"
+    assert notes[0].startswith("WARNING: 3 seeds: below 5 seeds these 95% CIs are not meaningful")
+    assert notes[1].startswith("IQM = mean: with 3 seeds")
+    assert "95% CI of the mean, median, iqm is just [min, max]" in notes[2] and "[10.0, 70.0]" in notes[2]
+    boot = data["bootstrap"]
+    assert boot["meaningful"] is False
+    assert boot["description"].startswith("percentile bootstrap") and "2,000 times" in boot["description"]
+    assert "percentile bootstrap, 2,000 resamples" in table
+
+
+def test_enough_spread_seeds_get_no_caveat() -> None:
+    values = [10.0, 12.0, 13.0, 15.0, 18.0, 20.0, 21.0, 25.0, 30.0, 31.0]
+    aggregated = stats.aggregate(values)
+    assert stats.caveats(values, aggregated) == []
+    five = [1.0, 2.0, 3.0, 4.0, 5.0]
+    notes = stats.caveats(five, stats.aggregate(five))
+    assert not any(n.startswith(("WARNING", "IQM = mean")) for n in notes), notes  # 5 seeds: IQM trims one each end
+    assert stats.caveats([4.0], stats.aggregate([4.0]))[0].startswith("WARNING: 1 seed:")
+
+
 # ---- the flag's errors -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("extra", "message"), [
     (["--seeds", "0", "1", "0"], "invalid --seeds: seed 0 given twice"),

@@ -28,17 +28,18 @@ live_from]``: rows with a key below ``live_from`` lost a frame to the ring and a
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types, uint64
+from numba import types, uint64
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-_JIT: dict[str, Any] = {"nogil": True, "cache": bool(os.environ.get("NUMBA_CACHE_DIR")) or not sys.dont_write_bytecode,
+from janus.buffer._jit_cache import cache_dir, njit, say_when_compiling
+
+say_when_compiling()
+_JIT: dict[str, Any] = {"nogil": True, "cache": cache_dir() is not None,
                         "error_model": "numpy", "boundscheck": False}
 
 _GOLDEN = uint64(0x9E3779B97F4A7C15)

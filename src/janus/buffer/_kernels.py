@@ -2,10 +2,9 @@
 
 Imported lazily (by :mod:`janus.buffer.native`) the first time a CPU buffer is used, so that
 ``import janus`` does not import Numba. Each kernel is compiled at its first call (a few hundred
-ms) and cached on disk next to this file (Numba's ``__pycache__``; numba falls back to
-``~/.cache/numba`` when the package folder is read-only, and ``NUMBA_CACHE_DIR`` overrides both).
-When Python itself is told not to write caches (``PYTHONDONTWRITEBYTECODE=1`` / ``python -B``)
-nothing is cached either: every process compiles again.
+ms) and cached on disk in one folder per user, ``~/.cache/janus/numba`` unless ``NUMBA_CACHE_DIR``
+says where (:mod:`janus.buffer._jit_cache`), whatever ``PYTHONDONTWRITEBYTECODE`` says; a compile
+prints one line.
 
 Conventions shared by every kernel:
 
@@ -31,18 +30,19 @@ Conventions shared by every kernel:
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, njit, types, uint64
+from numba import carray, types, uint64
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-# PYTHONDONTWRITEBYTECODE / python -B: no cache files next to the code (unless NUMBA_CACHE_DIR says where).
-_JIT: dict[str, Any] = {"nogil": True, "cache": bool(os.environ.get("NUMBA_CACHE_DIR")) or not sys.dont_write_bytecode,
+from janus.buffer._jit_cache import cache_dir, njit, say_when_compiling
+
+# cached in janus's per-user folder or NUMBA_CACHE_DIR, never next to the code (see _jit_cache)
+say_when_compiling()
+_JIT: dict[str, Any] = {"nogil": True, "cache": cache_dir() is not None,
                         "error_model": "numpy", "boundscheck": False}
 
 _GOLDEN = uint64(0x9E3779B97F4A7C15)

@@ -262,9 +262,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     for s in skipped:
         print(f"  skipped {s['name']}: {s['reason']}", flush=True)
     probed = None
-    if args.command != "train" and not args.quick:  # a smoke test measures nothing
+    if args.command != "train":  # --quick too: its figures are printed, and first use would go to the first
         warm_up(configs[0])
-        configs, probed = measured_granularity(args, configs)
+        if not args.quick:  # a smoke test measures nothing
+            configs, probed = measured_granularity(args, configs)
     runs: list[RunResult] = []
     order = interleaved(configs, repeats)
     for i, (round_, c) in enumerate(order, 1):
@@ -371,10 +372,12 @@ def repeats_of(args: argparse.Namespace) -> int:
 
 
 def warm_up(cfg: RunConfig) -> None:
-    """One tiny run of ``cfg`` before any measured one, not recorded: the first run of a process
-    pays for loading torch's kernels and first allocations, which would go to whichever
-    configuration ran first."""
-    print("  warm-up: one tiny run of the first configuration (not measured)", flush=True)
+    """One tiny run of ``cfg`` before any measured one (``--quick`` included), not recorded: the
+    first run of a process pays for compiling or loading the replay kernels for its buffer's
+    layout (seconds when they compile, inside the timed run: the runtime's own warm-up loads only
+    a one-field buffer's), torch's kernels and first allocations, which would go to whichever
+    configuration ran first (a --quick compare showed 6.88x where warm runs give 1.48x)."""
+    print("  warm-up: one tiny run of the first configuration (not measured; kernels and first-use costs)", flush=True)
     run_configuration(resolve(quick(cfg)), None, None)
 
 

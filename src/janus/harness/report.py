@@ -302,15 +302,21 @@ def chart_figure(command: str, runs: list[dict[str, Any]]) -> Any:
     names = [str(r.get("name", "?")) for r in runs]
     xs = list(range(len(runs)))
     sps = [_f(r.get("samples_per_s")) for r in runs]
-    bars = left.bar(xs, sps, color="tab:blue")
+    # a repeated configuration's bar is its median run; its error bar spans its min-max (the table's range)
+    spans = [sps_range(r) or (v, v) for r, v in zip(runs, sps, strict=True)]
+    ranged = any(sps_range(r) is not None for r in runs)
+    bars = left.bar(xs, sps, color="tab:blue", capsize=5 if ranged else 0,
+                    yerr=[[v - lo for v, (lo, _) in zip(sps, spans, strict=True)],
+                          [hi - v for v, (_, hi) in zip(sps, spans, strict=True)]] if ranged else None)
     alone = len(runs) == 1
-    for bar, run in zip(bars, runs, strict=False):
+    for bar, run, (_, top) in zip(bars, runs, spans, strict=False):
         text = f"{_f(run.get('samples_per_s')):,.0f}/s" if alone else _x(run["speedup_vs_baseline"])
-        left.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        left.annotate(text, (bar.get_x() + bar.get_width() / 2, max(bar.get_height(), top)),
                       ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
-    left.set_title("learner throughput" if alone else "learner throughput (speedup vs baseline)")
+    title = "learner throughput" if alone else "learner throughput (speedup vs baseline)"
+    left.set_title(title + ("\nbar: median run; error bar: min-max of the repeats" if ranged else ""))
     left.set_ylabel("samples / s")
-    left.set_ylim(0, max(sps + [1.0]) * 1.15)
+    left.set_ylim(0, max(sps + [hi for _, hi in spans] + [1.0]) * 1.15)
 
     width = 0.8 / len(STAGES)
     colors = ("tab:green", "tab:orange", "tab:purple", "tab:red", "tab:gray", "tab:brown")

@@ -51,12 +51,17 @@ def write_aggregate(out_dir: Path, folders: dict[int, Path], codes: dict[int, in
     written and whether any seed did not finish."""
     records = [per_seed_record(seed, folder, codes.get(seed)) for seed, folder in folders.items()]
     finals = [r["final_return"] for r in records if r.get("final_return") is not None]
+    final = stats.aggregate(finals) if finals else None
     data: dict[str, Any] = {
         **meta, "seeds": list(folders),
-        "final_return": stats.aggregate(finals) if finals else None,
+        "final_return": final,
         "final_return_note": f"mean return of each seed's last {CURVE_WINDOW} episodes (its final_mean_return)",
+        "final_return_caveats": stats.caveats(finals, final) if final else [],
         "bootstrap": {"method": "percentile", "resamples": stats.BOOTSTRAP_RESAMPLES, "seed": stats.BOOTSTRAP_SEED,
-                      "confidence": stats.CONFIDENCE, "samples": len(finals), "iqm": "mean of the middle 50% (rliable)"},
+                      "confidence": stats.CONFIDENCE, "samples": len(finals), "iqm": "mean of the middle 50% (rliable)",
+                      "description": stats.CI_METHOD.format(resamples=stats.BOOTSTRAP_RESAMPLES,
+                                                            seed=stats.BOOTSTRAP_SEED),
+                      "meaningful": len(finals) >= stats.MIN_SEEDS_FOR_CI},
         "per_seed": records,
         "curves": curves_of(records),
     }
@@ -89,6 +94,8 @@ def write_plot(path: Path, data: dict[str, Any]) -> None:
     if final is not None:
         iqm = final["iqm"]
         title += f"\nfinal IQM {iqm['estimate']:.1f} [95% CI {iqm['ci95'][0]:.1f}, {iqm['ci95'][1]:.1f}]"
+        if not data["bootstrap"]["meaningful"]:
+            title += f" (under {stats.MIN_SEEDS_FOR_CI} seeds: not meaningful)"
     ax.set(xlabel="environment steps", ylabel="episode return", title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
@@ -109,4 +116,5 @@ def format_table(data: dict[str, Any]) -> str:
                      f"{data['bootstrap']['resamples']:,} resamples):")
         for name, s in data["final_return"].items():
             lines.append(f"{name:>8}  {s['estimate']:>14.1f}  [{s['ci95'][0]:.1f}, {s['ci95'][1]:.1f}]")
+        lines.extend(data.get("final_return_caveats") or [])
     return "\n".join(lines)

@@ -63,6 +63,36 @@ def aggregate(values: Values, resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str,
     return {name: {"estimate": stat(x), "ci95": list(bootstrap_ci(x, stat, resamples))} for name, stat in STATISTICS.items()}
 
 
+MIN_SEEDS_FOR_CI = 5
+"""Below this many seeds a bootstrap CI is printed with a warning: it cannot say much beyond the values themselves."""
+CI_METHOD = ("percentile bootstrap: the seeds' final returns resampled with replacement {resamples:,} times "
+             "(fixed RNG seed {seed}); the 95% CI is the middle 95% of the statistic over the resamples")
+
+
+def caveats(values: Values, aggregated: dict[str, dict[str, Any]]) -> list[str]:
+    """What the statistics of :func:`aggregate` over ``values`` cannot show, in plain words: fewer
+    than :data:`MIN_SEEDS_FOR_CI` seeds, an IQM that trims nothing (fewer than 4 seeds: it is the
+    mean) and a "95% CI" that is only the values' [min, max]."""
+    x = np.asarray(values, dtype=float)
+    n, notes = int(x.size), list[str]()
+    if n == 0:
+        return notes
+    if n < MIN_SEEDS_FOR_CI:
+        notes.append(f"WARNING: {n} seed{'s' if n != 1 else ''}: below {MIN_SEEDS_FOR_CI} seeds these 95% CIs are not "
+                     f"meaningful (a bootstrap over {n} value{'s' if n != 1 else ''} cannot reach past them); "
+                     f"run {MIN_SEEDS_FOR_CI} or more seeds to compare")
+    if int(0.25 * n) == 0 and n > 1:
+        notes.append(f"IQM = mean: with {n} seeds the interquartile mean trims int({n}/4) = 0 values from each end, "
+                     f"so it is the mean over {n} values")
+    low, high = float(x.min()), float(x.max())
+    same = [name for name, s in aggregated.items()
+            if n > 1 and np.isclose(s["ci95"][0], low) and np.isclose(s["ci95"][1], high)]
+    if same:
+        notes.append(f"the 95% CI of the {', '.join(same)} is just [min, max] of the {n} seeds' returns "
+                     f"([{low:.1f}, {high:.1f}]): too few seeds for the bootstrap to narrow it")
+    return notes
+
+
 def moving_mean(values: Values, window: int) -> np.ndarray:
     """The mean of the last ``window`` values at each index (fewer at the start)."""
     x = np.asarray(values, dtype=float)
