@@ -136,6 +136,7 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
     Values are taken as given (Python values, not text): the configuration's validation checks them.
     An unknown keyword is a :class:`ConfigError` naming close matches."""
     from janus.cli import close_flags
+    from janus.sb3 import is_alias
 
     names, defaults = train_flags()
     args = argparse.Namespace(**dict(defaults))
@@ -143,7 +144,7 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
         raise ConfigError(f"algo given twice: {algo!r} and algo={flags['algo']!r}")
     for name, value in {**flags, **({"algo": algo} if algo is not None else {})}.items():
         if name not in names:
-            close = [c.lstrip("-") for c in close_flags(f"--{name}", [f"--{n}" for n in names])]
+            close = [c.lstrip("-") for c in close_flags(f"--{name}", [f"--{n}" for n in names if not is_alias(names[n])])]
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise ConfigError(f"janus.train: unknown keyword {name!r}{hint}; accepted: the flags of janus train "
                               f"(janus train --help), as keywords")

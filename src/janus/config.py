@@ -149,6 +149,10 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         raise invalid("workload", workload, "a mapping of workload keys")
     _check_keys(workload, _WORKLOAD, "workload")
     workload = dict(workload)
+    if isinstance(workload.get("algo"), str):  # --algo PPO, algo: PPO: the registry's spelling
+        from janus.algorithms.base import canonical_name
+
+        workload["algo"] = canonical_name(workload["algo"])
     if "obs_shape" in workload:
         shape = workload["obs_shape"]
         if isinstance(shape, int):
