@@ -5,7 +5,7 @@ from any folder), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
 hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
-its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < its environment
+its ``flags()``: the Gymnasium algorithms from their config dataclasses). Layers: algorithm preset < its environment
 family preset (``--preset``, :mod:`janus.algorithms.presets`) < YAML < ``--quick`` < flags.
 
 A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
@@ -190,7 +190,7 @@ def flag_defaults() -> dict[str, dict[str, Any]]:
     """``flag -> {algorithm: default}``: what a run without ``--config`` resolves, for the runs that read it.
 
     Without ``--algo`` a run starts from the packaged default (:data:`DEFAULT_CONFIG`, the synthetic
-    workload); with ``--algo dqn|ppo|sac`` from that algorithm's preset. Computed once per process and
+    workload); with ``--algo NAME`` from that algorithm's preset. Computed once per process and
     content of the default file (an edited file, as in an editable install, is read anew).
     """
     stamp = DEFAULT_CONFIG.read_text(encoding="utf-8")
@@ -244,8 +244,10 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup = parser.add_argument_group("workload")
     docs = {**field_docs(WorkloadConfig),
-            "hidden_size": "Width of every hidden layer of the learner's network (dqn/ppo/sac: of algorithm.hidden).",
-            "num_layers": "Hidden layers of the learner's network (dqn/ppo/sac: of algorithm.hidden).",
+            "hidden_size": "Width of every hidden layer of the learner's network (the Gymnasium algorithms: of "
+                           "algorithm.hidden, as --net_arch).",
+            "num_layers": "Hidden layers of the learner's network (the Gymnasium algorithms: of algorithm.hidden, as "
+                          "--net_arch).",
             "env_kwargs": 'Keyword arguments of gymnasium.make for every environment, as a JSON object, e.g. '
                           '\'{"max_episode_steps": 50}\' (saved in config.yaml).'}
     wtypes = {f.name: f.type for f in fields(WorkloadConfig)}
@@ -364,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "'janus-rl[wandb]'; WANDB_MODE=offline writes OUT/wandb with no network).")
     train.add_argument("--wandb_project", default=None, metavar="PROJECT", help="W&B project of --wandb [default janus].")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                       help="Continue an interrupted dqn/ppo/sac run from its checkpoints (policy, optimiser, counters; dqn/sac: replay).")
+                       help="Continue an interrupted run of a Gymnasium algorithm from its checkpoints (policy, optimiser, "
+                            "counters; dqn/sac: replay).")
     train.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
                        help="Run each seed into OUT/seed-<s> (in parallel where the CPUs allow) and write "
                             "OUT/aggregate.json and .png: mean, median and IQM of the final return with bootstrap 95%% CIs.")
@@ -523,7 +526,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     not yet resolved.
 
     Without ``--config``, the packaged default (:data:`DEFAULT_CONFIG`) is the base of the synthetic
-    workload; ``--algo dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks
+    workload; ``--algo NAME`` starts from that algorithm's preset instead; ``--env`` alone picks
     dqn or ppo by the environment's action space. The family preset is chosen by the run's env id
     (``--preset``: auto, none or a family; :func:`janus.algorithms.presets.preset_for`), printed by
     ``janus train`` and recorded as ``workload.preset``. A flag the run does not read is a
@@ -674,6 +677,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse ``argv``; an unknown flag exits 2 with ``janus <cmd>: error:`` naming it (and close matches)."""
     register_custom_algorithm(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    from janus.cli_help import algo_asked, algo_help
+
+    algo = algo_asked(sys.argv[1:] if argv is None else argv)
+    if algo is not None:  # janus train --algo X --help: X's flags first
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
+        print(algo_help(command, algo), end="")
+        raise SystemExit(0)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]

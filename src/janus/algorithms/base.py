@@ -9,7 +9,7 @@ command-line flags (:meth:`~Algorithm.flags`) and what a run of it records
 (:meth:`~Algorithm.hyperparameters`, :attr:`~Algorithm.acts_in_gymnasium`). Nothing outside
 ``janus.algorithms`` asks which algorithm it has.
 
-``dqn``, ``ppo``, ``sac`` and ``synthetic`` register by name; :func:`algorithm` looks one up,
+``dqn``, ``ppo``, ``sac``, ``appo``, ``impala`` and ``synthetic`` register by name (``--algo`` in any case); :func:`algorithm` looks one up,
 importing its module lazily (so ``janus.config`` and ``janus.runtime`` never import an algorithm
 module themselves), and imports a custom one named ``package.module:Name`` (see
 docs/custom-algorithm.md); :func:`register` adds one from Python.
