@@ -126,3 +126,11 @@ def test_network_flags_a_run_does_not_read_are_errors(tmp_path: Path, capsys: py
     assert "--critic_net_arch does not apply to --algo dqn" in capsys.readouterr().err
     with pytest.raises(janus.ConfigError, match="dqn has one network"):
         janus.train("dqn", env="CartPole-v1", net_arch={"pi": [32], "vf": [32]}, out=tmp_path / "b")
+
+
+def test_dqn_differentiates_by_hand_only_the_activations_it_knows() -> None:
+    from janus.algorithms.dqn import DQNLearner
+
+    tanh = DQNLearner(DQNConfig(hidden=(8,), activation="tanh"), BOX, gym.spaces.Discrete(2), 0)
+    elu = DQNLearner(DQNConfig(hidden=(8,), activation="elu"), BOX, gym.spaces.Discrete(2), 0)
+    assert tanh._chains[0] is not None and elu._chains == (None, None), "elu: autograd, never a wrong gradient"
