@@ -80,6 +80,13 @@ def test_refused_names_say_what_janus_has_instead(name: str, tmp_path: Path) -> 
     assert not (tmp_path / "run").exists()
 
 
+def test_a_bad_value_is_named_as_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(janus.ConfigError, match=r"invalid learning_rate: got -1"):
+        janus.train("ppo", env="CartPole-v1", learning_rate=-1, out=tmp_path / "run")
+    assert cli.main(["train", "--algo", "ppo", "--n_epochs", "0", "--out", str(tmp_path / "run")]) == 2
+    assert "invalid --n_epochs: got 0" in capsys.readouterr().err
+
+
 def test_an_alias_with_its_janus_flag_is_an_error() -> None:
     with pytest.raises(janus.ConfigError, match="learning_rate and lr both given"):
         from_keywords("ppo", learning_rate=1e-3, lr=2e-3)

@@ -449,10 +449,11 @@ def named_by_flag(exc: JanusError, args: argparse.Namespace) -> JanusError:
     text = str(exc)
     if not isinstance(exc, ConfigError) or not text.startswith("invalid "):
         return exc
+    typed_as = {sb3.ALIASES[n]: n for n in sb3.given(args) if n in sb3.ALIASES}  # SB3's name, where it was typed
     for flag in _typed(args):
-        for key in (flag, f"workload.{flag}", f"runtime.{flag}", f"algorithm.{flag}"):
+        for key in (flag, f"--{flag}", f"workload.{flag}", f"runtime.{flag}", f"algorithm.{flag}"):
             if text.startswith(f"invalid {key}:"):
-                return ConfigError(f"invalid --{flag}:{text[len(f'invalid {key}:'):]}")
+                return ConfigError(f"invalid --{typed_as.get(flag, flag)}:{text[len(f'invalid {key}:'):]}")
     return exc
 
 
