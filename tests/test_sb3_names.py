@@ -138,3 +138,10 @@ def test_a_custom_algorithm_keeps_its_case() -> None:
 
     assert canonical_name("My.Module:Algo") == "My.Module:Algo"
     assert canonical_name("NoSuchAlgo") == "NoSuchAlgo", "unknown names are left for the check to name"
+
+
+def test_policy_kwargs_on_the_command_line_is_json() -> None:
+    cfg = configured("--algo", "sac", "--policy_kwargs", '{"net_arch": {"pi": [32], "qf": [64, 64]}, "activation_fn": "Tanh"}')
+    assert (cfg.algorithm["hidden"], cfg.algorithm["critic_hidden"], cfg.algorithm["activation"]) == ([32], [64, 64], "tanh")
+    with pytest.raises(janus.ConfigError, match="policy_kwargs 'net_arch' .*and --net_arch both given"):
+        configured("--algo", "ppo", "--policy_kwargs", '{"net_arch": [8]}', "--net_arch", "16")

@@ -265,7 +265,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
             extra = {"type": str, "choices": PRESETS}
         elif name == "algo":
             extra = {"type": _algo_name}
-            docs["algo"] = (f"Workload: {', '.join(names())}, or package.module:Name of a custom algorithm "
+            docs["algo"] = (f"Workload: {', '.join(names())} (any case), or package.module:Name of a custom algorithm "
                             "(docs/custom-algorithm.md). Without it, --env picks dqn for Discrete and ppo for Box "
                             "action spaces.")
         wgroup.add_argument(f"--{name}", default=None, **{"metavar": name.upper(), **extra},
