@@ -31,10 +31,19 @@ def test_aliases_set_janus_flags_of_the_same_meaning() -> None:
     a = cfg.algorithm
     assert (a["lr"], a["clip_coef"], a["norm_adv"], a["init_log_std"]) == (0.001, 0.3, False, -0.5)
     assert (cfg.workload.total_env_steps, cfg.workload.num_epochs) == (8192, 7)
-    cfg = configured("--algo", "dqn", "--buffer_size", "5000", "--train_freq", "4", "--exploration_initial_eps", "0.9",
+    cfg = configured("--algo", "dqn", "--buffer_size", "5000", "--exploration_initial_eps", "0.9",
                      "--exploration_final_eps", "0.02")
     assert cfg.janus.buffer_capacity == 5000
-    assert (cfg.algorithm["train_frequency"], cfg.algorithm["eps_start"], cfg.algorithm["eps_end"]) == (4, 0.9, 0.02)
+    assert (cfg.algorithm["eps_start"], cfg.algorithm["eps_end"]) == (0.9, 0.02)
+
+
+def test_train_freq_counts_vector_steps_as_in_sb3() -> None:
+    """SB3 trains every train_freq steps of its vector env, each n_envs transitions; janus's
+    train_frequency counts env steps (transitions)."""
+    assert configured("--algo", "dqn", "--train_freq", "4").algorithm["train_frequency"] == 4
+    assert configured("--algo", "dqn", "--train_freq", "4", "--n_envs", "8").algorithm["train_frequency"] == 32
+    with pytest.raises(janus.ConfigError, match="invalid train_freq"):
+        from_keywords("dqn", train_freq=(4, "episode"))
 
 
 def test_every_alias_names_a_flag_of_janus_train() -> None:

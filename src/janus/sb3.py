@@ -25,19 +25,18 @@ ALIASES: dict[str, str] = {
     "n_epochs": "num_epochs",
     "clip_range": "clip_coef",
     "buffer_size": "buffer_capacity",
-    "train_freq": "train_frequency",
     "exploration_initial_eps": "eps_start",
     "exploration_final_eps": "eps_end",
     "normalize_advantage": "norm_adv",
     "log_std_init": "init_log_std",
 }
-"""SB3 name -> janus flag of the same meaning and unit (``train_freq``: env steps per gradient
-update; SB3 counts vector-env steps, the same with ``n_envs=1``)."""
+"""SB3 name -> janus flag of the same meaning and unit."""
 
 CONVERTED: dict[str, str] = {
     "n_envs": "envs_per_actor = n_envs / num_actors (the environment copies of all workers together)",
     "n_steps": "rollout_length (env steps per environment per rollout; ppo, appo, impala)",
     "exploration_fraction": "exploration_steps = exploration_fraction x total_env_steps (dqn)",
+    "train_freq": "train_frequency = train_freq x n_envs (SB3 counts vector steps of n_envs envs; janus env steps)",
     "policy_kwargs": "its net_arch and activation_fn (log_std_init: init_log_std)",
 }
 """SB3 name -> the janus setting it becomes with the run's configuration. Also converted: an
@@ -162,6 +161,12 @@ def converted(args: argparse.Namespace, typed: dict[str, Any], cfg: Any, reads: 
             raise ConfigError(f"--n_steps is SB3's rollout length of on-policy algorithms; --algo {algo} reads "
                               f"--rollout_length (env steps per piece){steps}")
         put("rollout_length", sb3["n_steps"], "n_steps")
+    if "train_freq" in sb3:
+        freq, n_envs = sb3["train_freq"], sb3.get("n_envs", 1)
+        if isinstance(freq, bool) or not isinstance(freq, (int, float)) or freq <= 0:
+            raise ConfigError(f"invalid --train_freq: got {shown(freq)}; accepted: a number > 0 (vector steps per "
+                              f"gradient update; SB3's (4, 'episode') form has no janus equivalent)")
+        put("train_frequency", freq * n_envs if isinstance(n_envs, int) else freq, "train_freq")
     if "exploration_fraction" in sb3:
         fraction = sb3["exploration_fraction"]
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
