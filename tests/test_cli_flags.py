@@ -74,7 +74,7 @@ def test_prioritized_with_ppo_names_the_flag() -> None:
 @pytest.mark.parametrize("argv,flag", [
     (["--algo", "dqn", "--iterations", "5"], "--iterations"),
     (["--algo", "dqn", "--num_epochs", "3"], "--num_epochs"),
-    (["--algo", "ppo", "--batch_size", "64"], "--batch_size"),
+    (["--algo", "ppo", "--learning_starts", "64"], "--learning_starts"),  # (--batch_size: SB3's minibatch, converted)
     (["--algo", "ppo", "--n_step", "5"], "--n_step"),
     (["--algo", "synthetic", "--env", "CartPole-v1"], "--env"),
     (["--algo", "synthetic", "--lr", "0.1"], "--lr"),
@@ -238,6 +238,10 @@ def test_every_option_of_every_command_has_help_text() -> None:
         for action in parser._actions:
             if action.option_strings and action.dest != "help":
                 text = action.help or ""
+                if text == argparse.SUPPRESS:  # an SB3 name: listed, with its janus flag, in its group's text
+                    group = next(g for g in parser._action_groups if action in g._group_actions)
+                    assert action.option_strings[0].lstrip("-") in (group.description or ""), action.option_strings
+                    continue
                 assert len(text.split()) >= 2, f"janus {name} {action.option_strings[0]} has no help text"
 
 

@@ -189,10 +189,11 @@ def test_the_package_and_the_command_line_import_without_torch() -> None:
     else:
         raise AssertionError("janus.NotAName did not raise AttributeError")
     assert janus.__all__ == ["BufferEmptyError", "BufferInputError", "Callback", "Checkpoint", "CheckpointError", "ConfigError",
-                             "EarlyStop", "Evaluation", "ExperienceBuffer", "FrameStackReplay", "JanusBuffer", "JanusConfig",
+                             "EarlyStop", "Evaluation", "EvaluationResult", "ExperienceBuffer", "FrameStackReplay", "JanusBuffer",
+                             "JanusConfig",
                              "JanusError", "PipelineClosedError", "PlacementUnavailableError", "Policy", "Progress",
                              "ProgressStats", "RunConfig", "RunInfo", "SeedRuns", "StageStats", "TrainedRun", "WorkloadConfig",
-                             "__version__", "load_policy", "train"]  # the eager __init__'s names, then janus.train's
+                             "__version__", "evaluate", "load_policy", "train"]  # the eager __init__'s names, then the API's
     assert all(getattr(janus, name) is not None for name in janus.__all__)
 
 

@@ -36,6 +36,8 @@ _WHERE = {
     "JanusError": "janus.errors",
     "PipelineClosedError": "janus.errors",
     "PlacementUnavailableError": "janus.errors",
+    "evaluate": "janus.evaluation",
+    "EvaluationResult": "janus.evaluation",
     "Policy": "janus.policy",
     "load_policy": "janus.policy",
 }
@@ -59,6 +61,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is import
         PipelineClosedError,
         PlacementUnavailableError,
     )
+    from janus.evaluation import EvaluationResult, evaluate
     from janus.policy import Policy, load_policy
 
 

@@ -177,16 +177,23 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
     """The arguments ``janus train`` would parse from the same flags: keyword ``name`` is ``--name``.
 
     Values are taken as given (Python values, not text): the configuration's validation checks them.
-    An unknown keyword is a :class:`ConfigError` naming close matches."""
+    Stable-Baselines3's names are keywords too (:mod:`janus.sb3`: ``learning_rate``, ``n_envs``,
+    ``policy_kwargs`` ...). An unknown keyword is a :class:`ConfigError` naming close matches (janus's
+    flags only)."""
     from janus.cli import close_flags
+    from janus.sb3 import is_alias
 
     names, defaults = train_flags()
     args = argparse.Namespace(**dict(defaults))
     if algo is not None and "algo" in flags:
         raise ConfigError(f"algo given twice: {algo!r} and algo={flags['algo']!r}")
+    if isinstance(algo, str):
+        from janus.algorithms.base import canonical_name
+
+        algo = canonical_name(algo)  # "PPO" is ppo; a custom package.module:Name keeps its case
     for name, value in {**flags, **({"algo": algo} if algo is not None else {})}.items():
         if name not in names:
-            close = [c.lstrip("-") for c in close_flags(f"--{name}", [f"--{n}" for n in names])]
+            close = [c.lstrip("-") for c in close_flags(f"--{name}", [f"--{n}" for n in names if not is_alias(names[n])])]
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise ConfigError(f"janus.train: unknown keyword {name!r}{hint}; accepted: the flags of janus train "
                               f"(janus train --help), as keywords")

@@ -5,7 +5,7 @@ from any folder), and one flag
 per configuration field with the field's own name: data-path knobs (``--overlap_collect 1``),
 workload (``--iterations 100``, ``--env CartPole-v1``), runtime (``--backend process``) and the
 hyperparameters each algorithm declares (``--lr``, ``--gamma``, ``--clip_coef`` ...,
-its ``flags()``: dqn, ppo and sac from their config dataclasses). Layers: algorithm preset < its environment
+its ``flags()``: the Gymnasium algorithms from their config dataclasses). Layers: algorithm preset < its environment
 family preset (``--preset``, :mod:`janus.algorithms.presets`) < YAML < ``--quick`` < flags.
 
 A flag is never silently ignored: no prefix matching (``--envs`` is not ``--envs_per_actor``), and a
@@ -28,6 +28,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from janus import sb3
 from janus.config import (
     BACKENDS,
     VECTOR_ENVS,
@@ -62,6 +63,8 @@ GYM_ONLY = {"env", "env_kwargs", "vector_env", "preset", "total_env_steps", "eva
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the algorithms acting in Gymnasium environments
 OFF_POLICY_ONLY = {"batch_size"}
 RAY_ONLY = {"address", "max_calls_in_flight"}
+NETWORK_FLAGS = sb3.NETWORK_FLAGS
+"""``--net_arch``/``--critic_net_arch`` -> the ``algorithm:`` key of widths each sets."""
 
 
 def _bool(text: str) -> bool:
@@ -83,6 +86,13 @@ def _number(text: str) -> Any:
         return float(text)
     except ValueError:
         return text
+
+
+def _algo_name(text: str) -> str:
+    """``--algo``: a built-in or registered name in any case (``PPO``); ``package.module:Name`` as given."""
+    from janus.algorithms.base import canonical_name
+
+    return str(canonical_name(text))
 
 
 def _mapping(text: str) -> dict[str, Any]:
@@ -139,6 +149,8 @@ def reads(algo_name: str, flag: str) -> bool:
         return algorithm(algo_name).on_policy == (flag in ON_POLICY_ONLY)
     if flag in hyperparameters():
         return algo_name in hyperparameters()[flag]
+    if flag in NETWORK_FLAGS:
+        return NETWORK_FLAGS[flag] in algorithm(algo_name).defaults()
     return True
 
 
@@ -150,6 +162,8 @@ def value_of(cfg: RunConfig, flag: str) -> Any:
     algo = algorithm(cfg.workload.algo)
     if flag in algo.flags():
         return algo.hyperparameter(cfg, flag)
+    if flag in NETWORK_FLAGS:
+        return list(algo.hyperparameter(cfg, NETWORK_FLAGS[flag])) or "as --net_arch"
     hidden = algo.hidden_layers(cfg) if flag in ("hidden_size", "num_layers") else None
     if hidden is not None:
         if flag == "hidden_size":
@@ -176,7 +190,7 @@ def flag_defaults() -> dict[str, dict[str, Any]]:
     """``flag -> {algorithm: default}``: what a run without ``--config`` resolves, for the runs that read it.
 
     Without ``--algo`` a run starts from the packaged default (:data:`DEFAULT_CONFIG`, the synthetic
-    workload); with ``--algo dqn|ppo|sac`` from that algorithm's preset. Computed once per process and
+    workload); with ``--algo NAME`` from that algorithm's preset. Computed once per process and
     content of the default file (an edited file, as in an editable install, is read anew).
     """
     stamp = DEFAULT_CONFIG.read_text(encoding="utf-8")
@@ -196,7 +210,7 @@ def _flag_defaults(stamp: str, algorithms: tuple[str, ...]) -> dict[str, dict[st
     for name in algorithms:
         if name not in bases and algorithm(name).preset:
             bases[name] = _base_config(name, None, None)
-    flags = [*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters()]
+    flags = [*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters(), *NETWORK_FLAGS]
     out = {flag: {name: value_of(cfg, flag) for name, cfg in bases.items() if reads(name, flag)} for flag in flags}
     out["algo"] = {default.workload.algo: default.workload.algo}  # --algo NAME is its own preset
     return out
@@ -230,8 +244,10 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup = parser.add_argument_group("workload")
     docs = {**field_docs(WorkloadConfig),
-            "hidden_size": "Width of every hidden layer of the learner's network (dqn/ppo/sac: of algorithm.hidden).",
-            "num_layers": "Hidden layers of the learner's network (dqn/ppo/sac: of algorithm.hidden).",
+            "hidden_size": "Width of every hidden layer of the learner's network (the Gymnasium algorithms: of "
+                           "algorithm.hidden, as --net_arch).",
+            "num_layers": "Hidden layers of the learner's network (the Gymnasium algorithms: of algorithm.hidden, as "
+                          "--net_arch).",
             "env_kwargs": 'Keyword arguments of gymnasium.make for every environment, as a JSON object, e.g. '
                           '\'{"max_episode_steps": 50}\' (saved in config.yaml).'}
     wtypes = {f.name: f.type for f in fields(WorkloadConfig)}
@@ -248,8 +264,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
 
             extra = {"type": str, "choices": PRESETS}
         elif name == "algo":
-            extra = {"type": str}
-            docs["algo"] = (f"Workload: {', '.join(names())}, or package.module:Name of a custom algorithm "
+            extra = {"type": _algo_name}
+            docs["algo"] = (f"Workload: {', '.join(names())} (any case), or package.module:Name of a custom algorithm "
                             "(docs/custom-algorithm.md). Without it, --env picks dqn for Discrete and ppo for Box "
                             "action spaces.")
         wgroup.add_argument(f"--{name}", default=None, **{"metavar": name.upper(), **extra},
@@ -272,10 +288,23 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         example = next(iter(by_algo.values()))
         if isinstance(example, bool):
             extra = {"type": _bool, "nargs": "?", "const": True, "metavar": "BOOL"}
+        elif isinstance(example, str):
+            extra = {"type": str, "metavar": name.upper()}
         else:
             extra = {"type": int if isinstance(example, int) else float, "metavar": name.upper()}
         owners = f" ({', '.join(by_algo)} only)" if set(by_algo) != set(gym) else ""  # "dqn, sac only"
         hgroup.add_argument(f"--{name}", default=None, **extra, help=_help(docs.get(name, ""), defaults[name], owners))
+    network_docs = {
+        "net_arch": "Widths of the hidden layers of the network (ppo, appo, impala, sac: of the policy, and of the "
+                    "value/Q-networks unless --critic_net_arch sizes them), e.g. --net_arch 128 64: algorithm.hidden.",
+        "critic_net_arch": "Widths of the hidden layers of the value network (sac: of each Q-network): "
+                           "algorithm.critic_hidden.",
+    }
+    for name in NETWORK_FLAGS:
+        readers = {n: v for n, v in defaults[name].items() if reads(n, name)}
+        hgroup.add_argument(f"--{name}", type=int, nargs="+", default=None, metavar="W",
+                            help=_help(network_docs[name], readers, f" ({', '.join(readers)} only)"))
+    sb3.add_flags(parser, _number, _bool, _mapping)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -337,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "'janus-rl[wandb]'; WANDB_MODE=offline writes OUT/wandb with no network).")
     train.add_argument("--wandb_project", default=None, metavar="PROJECT", help="W&B project of --wandb [default janus].")
     train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                       help="Continue an interrupted dqn/ppo/sac run from its checkpoints (policy, optimiser, counters; dqn/sac: replay).")
+                       help="Continue an interrupted run of a Gymnasium algorithm from its checkpoints (policy, optimiser, "
+                            "counters; dqn/sac: replay).")
     train.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
                        help="Run each seed into OUT/seed-<s> (in parallel where the CPUs allow) and write "
                             "OUT/aggregate.json and .png: mean, median and IQM of the final return with bootstrap 95%% CIs.")
@@ -403,13 +433,14 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None,
     return from_dict({"workload": {"algo": algo}}, base=cfg) if algo else cfg
 
 
-def _typed(args: argparse.Namespace) -> dict[str, Any]:
-    """The configuration flags given on the command line (name -> value)."""
-    names = {*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters()}
+def _typed(args: argparse.Namespace, aliases: bool = True) -> dict[str, Any]:
+    """The configuration flags given on the command line (name -> value), with ``aliases`` SB3's
+    names of them too (:data:`janus.sb3.ALIASES`)."""
+    names = {*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters(), *NETWORK_FLAGS}
     typed = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if getattr(args, "num_actors_alias", None) is not None:
         typed["num_actors"] = args.num_actors_alias
-    return typed
+    return sb3.aliased(args, typed) if aliases else typed
 
 
 def named_by_flag(exc: JanusError, args: argparse.Namespace) -> JanusError:
@@ -418,10 +449,11 @@ def named_by_flag(exc: JanusError, args: argparse.Namespace) -> JanusError:
     text = str(exc)
     if not isinstance(exc, ConfigError) or not text.startswith("invalid "):
         return exc
+    typed_as = {sb3.ALIASES[n]: n for n in sb3.given(args) if n in sb3.ALIASES}  # SB3's name, where it was typed
     for flag in _typed(args):
-        for key in (flag, f"workload.{flag}", f"runtime.{flag}", f"algorithm.{flag}"):
+        for key in (flag, f"--{flag}", f"workload.{flag}", f"runtime.{flag}", f"algorithm.{flag}"):
             if text.startswith(f"invalid {key}:"):
-                return ConfigError(f"invalid --{flag}:{text[len(f'invalid {key}:'):]}")
+                return ConfigError(f"invalid --{typed_as.get(flag, flag)}:{text[len(f'invalid {key}:'):]}")
     return exc
 
 
@@ -443,7 +475,8 @@ def _check_applies(typed: dict[str, Any], cfg: RunConfig, from_file: bool) -> No
     for flag in typed:
         if not reads(algo, flag):
             readers = [n for n in names() if reads(n, flag)]
-            hint = "; add --algo dqn or --algo ppo" if flag == "env" and not _acts_in_gymnasium(algo) else ""
+            hint = "; add --algo dqn or --algo ppo" if flag == "env" and not _acts_in_gymnasium(algo) else (
+                f"; {sb3.NOT_READ_HINTS[flag]}" if flag in sb3.NOT_READ_HINTS else "")
             raise ConfigError(f"--{flag} does not apply to --algo {algo}{where}: it is read by "
                               f"--algo {' and '.join(readers)} only{hint}")
         if flag in RAY_ONLY and cfg.runtime.backend != "ray":
@@ -466,6 +499,16 @@ def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None
     return [width] * layers
 
 
+def _sb3_converted(args: argparse.Namespace, typed: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:
+    """``typed`` with SB3's converted names as janus's flags (:func:`janus.sb3.converted`)."""
+    from janus.algorithms.base import algorithm
+    from janus.harness.sweeps import quick
+
+    algo = algorithm(cfg.workload.algo)
+    policy = ("on" if algo.on_policy else "off") if algo.acts_in_gymnasium else ""
+    return sb3.converted(args, typed, cfg, reads, policy, quick if args.quick else None)
+
+
 def _check_hyperparameters(typed: dict[str, Any], algo_name: str) -> None:
     """Range checks of the hyperparameter flags, naming the flag (not the YAML key)."""
     from janus.algorithms.base import algorithm
@@ -484,7 +527,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     not yet resolved.
 
     Without ``--config``, the packaged default (:data:`DEFAULT_CONFIG`) is the base of the synthetic
-    workload; ``--algo dqn|ppo|sac`` starts from that algorithm's preset instead; ``--env`` alone picks
+    workload; ``--algo NAME`` starts from that algorithm's preset instead; ``--env`` alone picks
     dqn or ppo by the environment's action space. The family preset is chosen by the run's env id
     (``--preset``: auto, none or a family; :func:`janus.algorithms.presets.preset_for`), printed by
     ``janus train`` and recorded as ``workload.preset``. A flag the run does not read is a
@@ -493,6 +536,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     from janus.algorithms.presets import preset_for
     from janus.harness.sweeps import check_flags_not_overridden, compare_granularity
 
+    sb3.check(args, _typed(args, aliases=False))
     typed = _typed(args)
     check_flags_not_overridden(args.command, getattr(args, "sweep", None), set(typed))
     typed = compare_granularity(args.command, typed)
@@ -519,6 +563,7 @@ def _layered(args: argparse.Namespace, typed: dict[str, Any], algo: str | None,
     runtime = {k: v for k, v in typed.items() if k in RUNTIME_FLAGS}
     if runtime:
         cfg = from_dict({"runtime": runtime}, base=cfg)
+    typed = _sb3_converted(args, typed, cfg)
     _check_applies(typed, cfg, from_file=args.algo is None and (path is not None or resume is not None))
     if args.quick:
         from janus.harness.sweeps import quick
@@ -535,6 +580,11 @@ def _layered(args: argparse.Namespace, typed: dict[str, Any], algo: str | None,
     hidden = _network_override(typed, cfg)
     if hidden is not None:
         hyper["hidden"] = hidden
+    network = sb3.network(typed, cfg.workload.algo)
+    if "critic_hidden" in network and not reads(cfg.workload.algo, "critic_net_arch"):
+        raise ConfigError(f"--algo {cfg.workload.algo} has one network: give net_arch as a list of widths (a 'vf' or "
+                          f"'qf' entry is for ppo, appo, impala and sac)")
+    hyper.update(network)
     if hyper:
         overrides["algorithm"] = hyper
     return (from_dict(overrides, base=cfg) if overrides else cfg), algo
@@ -628,10 +678,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse ``argv``; an unknown flag exits 2 with ``janus <cmd>: error:`` naming it (and close matches)."""
     register_custom_algorithm(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    from janus.cli_help import algo_asked, algo_help
+
+    algo = algo_asked(sys.argv[1:] if argv is None else argv)
+    if algo is not None:  # janus train --algo X --help: X's flags first
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
+        print(algo_help(command, algo), end="")
+        raise SystemExit(0)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
-        known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+        known = [o for a in command._actions for o in a.option_strings if o.startswith("--") and not sb3.is_alias(a.dest)]
         close = close_flags(next((u for u in unknown if u.startswith("-")), ""), known)
         hint = f" (did you mean {' or '.join(close)}?)" if close else ""
         command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")

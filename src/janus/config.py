@@ -76,7 +76,7 @@ SYNTHETIC_ONLY = ("workload.obs_shape", "workload.obs_dtype", "workload.env_step
 ``algorithm:`` section, and publishes parameters per round of pieces)."""
 GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.preset", "workload.total_env_steps",
             "runtime.eval_interval_steps", "runtime.eval_episodes")
-"""Fields only the Gymnasium algorithms (dqn, ppo, sac) read."""
+"""Fields only the Gymnasium algorithms (dqn, ppo, sac, appo, impala) read."""
 ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
 OFF_POLICY_ONLY = ("batch_size", "workload.updates_per_iteration", "runtime.samples_per_param_load")
 """On-policy a learner batch is a minibatch, ``rollout / num_minibatches`` transitions: ``batch_size`` is not read."""
@@ -149,6 +149,10 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         raise invalid("workload", workload, "a mapping of workload keys")
     _check_keys(workload, _WORKLOAD, "workload")
     workload = dict(workload)
+    if isinstance(workload.get("algo"), str):  # --algo PPO, algo: PPO: the registry's spelling
+        from janus.algorithms.base import canonical_name
+
+        workload["algo"] = canonical_name(workload["algo"])
     if "obs_shape" in workload:
         shape = workload["obs_shape"]
         if isinstance(shape, int):

@@ -135,26 +135,38 @@ def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic:
     first environment by what it returns, and ``on_episode_end`` is called as each episode ends
     (``janus rollout --video`` records frames through both).
     """
+    return play_episodes(policy, episodes, seed, deterministic, env_kwargs=env_kwargs, wrap=wrap,
+                         on_episode_end=on_episode_end)[0]
+
+
+def play_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True, *,
+                  env_id: str | None = None, env_kwargs: Mapping[str, Any] | None = None,
+                  wrap: Callable[[Any], Any] | None = None,
+                  on_episode_end: Callable[[], None] | None = None) -> tuple[list[float], list[int]]:
+    """:func:`episode_returns` and each episode's length (env steps), in ``env_id`` (default: the run's env)."""
     from janus.envs.vector import make_vector_env
 
     kwargs = dict(policy.cfg.workload.env_kwargs or {}) if env_kwargs is None else dict(env_kwargs)
     # whole games, real rewards; observations as the env emits them (predict encodes them)
-    env = make_vector_env(policy.cfg.workload.env, 1, seed, kwargs, training=False, encode_observations=False)
+    env = make_vector_env(env_id or policy.cfg.workload.env, 1, seed, kwargs, training=False, encode_observations=False)
     returns: list[float] = []
+    lengths: list[int] = []
     try:
         if wrap is not None:
             # inside the vector env (sync, make_vector_env's default: it has .envs): sees each last frame
             env.envs[0] = wrap(env.envs[0])  # type: ignore[attr-defined]
         obs, _ = env.reset(seed=seed)
-        total = 0.0
+        total, steps = 0.0, 0
         while len(returns) < episodes:
             obs, reward, term, trunc, _ = env.step(policy.predict(obs, deterministic=deterministic))
             total += float(reward[0])
+            steps += 1
             if term[0] or trunc[0]:
                 returns.append(total)
-                total = 0.0
+                lengths.append(steps)
+                total, steps = 0.0, 0
                 if on_episode_end is not None:
                     on_episode_end()
     finally:
         env.close()
-    return returns
+    return returns, lengths

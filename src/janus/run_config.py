@@ -28,23 +28,24 @@ class WorkloadConfig:
     (``janus/configs/default.yaml``, what a run without ``--config`` reads); a test keeps the two equal."""
 
     algo: str = "synthetic"
-    """Workload: ``synthetic`` (simulated actors, real torch learner), ``dqn``, ``ppo`` or ``sac`` (Gymnasium)."""
+    """Workload: ``synthetic`` (simulated actors, real torch learner), or a Gymnasium algorithm: ``dqn``, ``ppo``,
+    ``sac``, ``appo`` or ``impala``."""
     env: str = "CartPole-v1"
-    """Gymnasium environment id (``dqn``/``ppo``/``sac``) with a Box observation space; ``module:EnvId`` imports
+    """Gymnasium environment id (Box, Discrete, Dict, Tuple ... observations; images get a CNN); ``module:EnvId`` imports
     ``module`` first (in every worker), which registers ``EnvId``."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of ``gymnasium.make`` for every environment (``dqn``/``ppo``/``sac``), e.g.
+    """Keyword arguments of ``gymnasium.make`` for every environment (the Gymnasium algorithms), e.g.
     ``{"max_episode_steps": 50}``."""
     vector_env: str = "auto"
-    """Where a worker steps its environments (``dqn``/``ppo``/``sac``): ``sync`` (in its own thread), ``async``
+    """Where a worker steps its environments (the Gymnasium algorithms): ``sync`` (in its own thread), ``async``
     (one subprocess each: Gymnasium's AsyncVectorEnv over shared memory) or ``auto`` (async for Atari
     ``ALE/`` games with 2+ envs per worker on a machine with more than 2 CPUs, else sync)."""
     preset: str = "auto"
-    """Hyperparameters by environment family (``dqn``/``ppo``/``sac``), layered over the algorithm's preset and
+    """Hyperparameters by environment family (the Gymnasium algorithms), layered over the algorithm's preset and
     under the config file and flags: ``auto`` (the env id's family: atari, classic_control, box2d, mujoco; the
     RL Zoo's tuned values, :mod:`janus.algorithms.presets`), ``none`` (the algorithm's own) or a family name."""
     total_env_steps: int = 100_000
-    """``dqn``/``ppo``/``sac``: environment steps to train for (over all workers)."""
+    """The Gymnasium algorithms: environment steps to train for (over all workers)."""
     num_actors: int = 2
     """Actor threads producing rollouts."""
     envs_per_actor: int = 8

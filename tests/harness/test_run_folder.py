@@ -237,6 +237,17 @@ def test_a_resume_may_change_how_often_results_are_written(run: Path) -> None:
     run_folder.check_changes(run, stored, replace(stored, runtime=replace(stored.runtime, results_interval_s=5.0)))
 
 
+@pytest.mark.parametrize("key, value, named", [
+    ("hidden", [64], "cannot change --net_arch/--hidden_size/--num_layers ("),
+    ("activation", "tanh", "cannot change --activation ("),
+])
+def test_a_resume_may_not_change_the_network(run: Path, key: str, value: object, named: str) -> None:
+    stored = run_folder.stored_config(run)
+    with pytest.raises(run_folder.RunFolderError) as err:
+        run_folder.check_changes(run, stored, replace(stored, algorithm={**stored.algorithm, key: value}))
+    assert named in str(err.value)
+
+
 @pytest.mark.parametrize("flags,named", [
     (["--out", "elsewhere"], "--out 'elsewhere' with --resume"),
     (["--quick"], "--quick with --resume"),

@@ -1,4 +1,4 @@
-"""The algorithms janus hosts: ``dqn``, ``ppo``, ``sac`` and the ``synthetic`` workload, and the seam
+"""The algorithms janus hosts: ``dqn``, ``ppo``, ``sac``, ``appo``, ``impala`` and the ``synthetic`` workload, and the seam
 a custom algorithm implements.
 
 :mod:`janus.algorithms.base` is the seam (what an algorithm provides, and the registry); each

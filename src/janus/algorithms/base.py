@@ -9,7 +9,7 @@ command-line flags (:meth:`~Algorithm.flags`) and what a run of it records
 (:meth:`~Algorithm.hyperparameters`, :attr:`~Algorithm.acts_in_gymnasium`). Nothing outside
 ``janus.algorithms`` asks which algorithm it has.
 
-``dqn``, ``ppo``, ``sac`` and ``synthetic`` register by name; :func:`algorithm` looks one up,
+``dqn``, ``ppo``, ``sac``, ``appo``, ``impala`` and ``synthetic`` register by name (``--algo`` in any case); :func:`algorithm` looks one up,
 importing its module lazily (so ``janus.config`` and ``janus.runtime`` never import an algorithm
 module themselves), and imports a custom one named ``package.module:Name`` (see
 docs/custom-algorithm.md); :func:`register` adds one from Python.
@@ -115,7 +115,7 @@ class CheckpointedLearnerSide(LearnerSide, Protocol):
 class Hyperparameter:
     """One key of an algorithm's ``algorithm:`` section, and its ``--flag``: its default and help."""
 
-    default: bool | int | float
+    default: bool | int | float | str
     """What a run uses when the key is not set (its type is the flag's type)."""
     doc: str = ""
     """The flag's help text."""
@@ -181,13 +181,15 @@ class Algorithm(ABC):
         default = self.flags()[key].default
         if isinstance(default, bool):
             ok = isinstance(value, bool)
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
         elif isinstance(default, int):
             ok = isinstance(value, int) and not isinstance(value, bool)
         else:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not ok:
-            raise invalid(f"algorithm.{key}", value, "true or false" if isinstance(default, bool)
-                          else "an integer" if isinstance(default, int) else "a finite number")
+            raise invalid(f"algorithm.{key}", value, "true or false" if isinstance(default, bool) else "a string"
+                          if isinstance(default, str) else "an integer" if isinstance(default, int) else "a finite number")
 
     def validate(self, cfg: RunConfig) -> None:
         """Raise :class:`~janus.errors.ConfigError` for settings this algorithm cannot run (by default:
@@ -332,11 +334,22 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(set(MODULES) | set(_REGISTRY)))
 
 
+def canonical_name(name: Any) -> Any:
+    """``name`` as the registry spells it: a built-in or registered name in any case (``PPO`` is
+    ``ppo``); a custom ``package.module:Name`` and anything unknown are returned as given."""
+    if not isinstance(name, str) or ":" in name or name in MODULES or name in _REGISTRY:
+        return name
+    matches = [n for n in names() if n.lower() == name.lower()]
+    return matches[0] if len(matches) == 1 else name
+
+
 def algorithm(name: str) -> Algorithm:
-    """The algorithm registered as ``name``, importing a built-in one's module or a custom
-    ``package.module:Name`` on first use; raises ConfigError naming the accepted values."""
+    """The algorithm registered as ``name`` (in any case: :func:`canonical_name`), importing a
+    built-in one's module or a custom ``package.module:Name`` on first use; raises ConfigError
+    naming the accepted values."""
     if not isinstance(name, str):
         raise invalid("workload.algo", name, f"{one_of(names())}, or a {CUSTOM}")
+    name = canonical_name(name)
     if name not in _REGISTRY and name in MODULES:
         importlib.import_module(MODULES[name])
     if name not in _REGISTRY and ":" in name:

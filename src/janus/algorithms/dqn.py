@@ -31,7 +31,7 @@ from torch import nn
 from janus.algorithms.base import BufferSpec, register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.linear_chain import LinearChain, linear_chain
-from janus.algorithms.networks import MLP, flat_size, make_torso, mlp, obs_dtype
+from janus.algorithms.networks import MLP, activation_class, flat_size, make_torso, mlp, obs_dtype
 from janus.algorithms.normalization import NormalizedInput, obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
@@ -47,7 +47,9 @@ class DQNConfig:
     """DQN hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
 
     hidden: tuple[int, ...] = (128, 128)
-    """Widths of the Q-network's hidden layers (ReLU)."""
+    """Widths of the Q-network's hidden layers; ``--net_arch``."""
+    activation: str = "relu"
+    """Activation of the hidden layers (relu, tanh, elu, leaky_relu, gelu or silu)."""
     gamma: float = 0.99
     """Discount factor."""
     n_step: int = 3
@@ -117,14 +119,15 @@ def q_network(cfg: DQNConfig, obs_space: gym.spaces.Box, action_space: gym.space
 
     Image observations (:func:`janus.algorithms.networks.make_torso`: a CNN, or the multi-input
     torso of a Dict/Tuple with images): the torso, then a linear head. Anything else: flattened
-    into an MLP of widths ``cfg.hidden``. ``cfg.normalize_obs``: a
+    into an MLP of widths ``cfg.hidden`` (activation ``cfg.activation``). ``cfg.normalize_obs``: a
     :class:`~janus.algorithms.normalization.NormalizedInput` around it (``norm``, then ``body``).
     """
     torso = make_torso(obs_space)
     if torso is not None:
         body: nn.Module = nn.Sequential(torso, nn.Linear(torso.features, int(action_space.n)))
     else:
-        body = FlatMLP(nn.Flatten(), mlp(flat_size(obs_space), cfg.hidden, int(action_space.n)))
+        body = FlatMLP(nn.Flatten(), mlp(flat_size(obs_space), tuple(cfg.hidden), int(action_space.n),
+                                           activation_class(cfg.activation)))
     norm, returns = obs_norm(cfg.normalize_obs, tuple(obs_space.shape)), reward_norm(cfg.normalize_reward)
     return body if norm is None and returns is None else NormalizedInput(norm, body, returns)
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
-from janus.errors import ConfigError, invalid
+from janus.errors import ConfigError, invalid, one_of
 from janus.run_config import field_docs
 
 MAPPED = {  # a key an algorithm: section may not set -> where the data-path config sets it
@@ -26,7 +26,10 @@ MAPPED = {  # a key an algorithm: section may not set -> where the data-path con
     "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
 }
 UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau"}
-NOT_FLAGS = {"hidden"}  # set through --hidden_size and --num_layers (see Algorithm.hidden_layers)
+NOT_FLAGS = {"hidden", "critic_hidden"}  # set through --net_arch (--hidden_size, --num_layers) and --critic_net_arch
+NETWORK_KEYS = ("hidden", "critic_hidden", "activation")
+"""The keys that shape the MLP of vector observations (image observations get a fixed CNN torso)."""
+EMPTY_OK = {"critic_hidden"}  # a list of widths that may be empty (then: as hidden)
 ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
@@ -52,15 +55,16 @@ class GymAlgorithm(Algorithm):
     def config(self, cfg: Any) -> Any:
         """The algorithm's config dataclass of a run: its defaults with the ``algorithm:`` overrides."""
         overrides = {**self.variant_defaults, **dict(cfg.algorithm)}
-        if "hidden" in overrides and isinstance(overrides["hidden"], list):
-            overrides["hidden"] = tuple(overrides["hidden"])
+        for key in ("hidden", "critic_hidden"):
+            if isinstance(overrides.get(key), list):
+                overrides[key] = tuple(overrides[key])
         return self.config_class(**overrides)
 
     def buffer_spec(self, cfg: Any) -> BufferSpec:
         return BufferSpec(on_policy=self.on_policy, checkpoint_replay=not self.on_policy, checkpoint_learner=True)
 
     def flags(self) -> dict[str, Hyperparameter]:
-        """Every field of its config dataclass except ``hidden`` (``--hidden_size``/``--num_layers``)."""
+        """Every field of its config dataclass except the widths (``--net_arch``, ``--critic_net_arch``)."""
         defaults, docs = self.config_class(**self.variant_defaults), field_docs(self.config_class)
         return {f.name: Hyperparameter(getattr(defaults, f.name), docs.get(f.name, ""))
                 for f in fields(self.config_class) if f.name not in NOT_FLAGS}
@@ -85,11 +89,11 @@ class GymAlgorithm(Algorithm):
 
     def hyperparameters(self, cfg: Any) -> dict[str, Any]:
         """Every field of the run's config dataclass, defaults included, except, for image
-        observations, ``hidden`` (the CNN torso is fixed; ``algorithm.hidden`` is refused for them)."""
+        observations, the MLP's :data:`NETWORK_KEYS` (the CNN torso is fixed; they are refused for them)."""
         values = asdict(self.config(cfg))
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
-        if "hidden" in out and image_observations(cfg.workload.env, cfg.workload.env_kwargs):
-            del out["hidden"]
+        if NETWORK_KEYS[0] in out and image_observations(cfg.workload.env, cfg.workload.env_kwargs):
+            out = {k: v for k, v in out.items() if k not in NETWORK_KEYS}
         return out
 
     def validate(self, cfg: Any) -> None:
@@ -134,10 +138,13 @@ class GymAlgorithm(Algorithm):
         if not self.image_observations:
             raise ConfigError(f"{what}; --algo {self.name} takes vector observations only (it has no CNN torso; "
                               f"--algo ppo and dqn have one)")
-        if "hidden" in cfg.algorithm:
+        given = [key for key in NETWORK_KEYS if key in cfg.algorithm]
+        if given:
             kind = torso_kind(obs_space) if layout is not None else "multi-input"
-            raise ConfigError(f"{what}, which get the fixed {kind} CNN torso: algorithm.hidden "
-                              f"(--hidden_size/--num_layers) sizes the MLP of vector observations only; leave it unset")
+            flag = {"hidden": "--net_arch, --hidden_size/--num_layers", "critic_hidden": "--critic_net_arch",
+                    "activation": "--activation"}[given[0]]
+            raise ConfigError(f"{what}, which get the fixed {kind} CNN torso: algorithm.{given[0]} ({flag}) shapes "
+                              f"the MLP of vector observations only; leave it unset")
 
     def learner(self, cfg: Any) -> GymLearnerSide:
         from janus.envs.vector import env_spaces
@@ -209,9 +216,13 @@ def check_value(key: str, value: Any, default: Any) -> None:
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise invalid(name, value, "true or false")
+    elif isinstance(default, str):
+        check_text(key, value)
     elif isinstance(default, tuple):
-        if not isinstance(value, (list, tuple)) or not value or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
-            raise invalid(name, value, "a non-empty list of layer widths (integers >= 1)")
+        bad = any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value) if isinstance(value, (list, tuple)) else True
+        if bad or (not value and key not in EMPTY_OK):
+            raise invalid(name, value, "a list of layer widths (integers >= 1)" if key in EMPTY_OK
+                          else "a non-empty list of layer widths (integers >= 1)")
     elif isinstance(default, int):
         low = 0 if key in ZERO_OK else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -225,6 +236,16 @@ def check_value(key: str, value: Any, default: Any) -> None:
             raise invalid(name, value, "a number > 0")
         if key not in SIGNED and value < 0:
             raise invalid(name, value, "a number >= 0")
+
+
+def check_text(key: str, value: Any) -> None:
+    """``algorithm.<key>`` of a text hyperparameter: ``activation`` is one of the activations' names."""
+    from janus.algorithms.networks import ACTIVATIONS
+
+    if key == "activation" and (not isinstance(value, str) or value not in ACTIVATIONS):
+        raise invalid(f"algorithm.{key}", value, one_of(tuple(ACTIVATIONS)))
+    if not isinstance(value, str):
+        raise invalid(f"algorithm.{key}", value, "a string")
 
 
 class GymActorSide:

@@ -50,7 +50,12 @@ class ImpalaConfig:
     """IMPALA / APPO hyperparameters (the ``appo`` defaults and preset solve CartPole-v1: docs/benchmarks.md)."""
 
     hidden: tuple[int, ...] = (64, 64)
-    """Widths of the hidden layers (tanh) of the policy and of the separate value network."""
+    """Widths of the hidden layers of the policy network (and of the separate value network,
+    unless ``critic_hidden`` sizes it); ``--net_arch``."""
+    critic_hidden: tuple[int, ...] = ()
+    """Widths of the value network's hidden layers (empty: as ``hidden``); ``--critic_net_arch``."""
+    activation: str = "tanh"
+    """Activation of the hidden layers (relu, tanh, elu, leaky_relu, gelu or silu)."""
     gamma: float = 0.99
     """Discount factor."""
     lr: float = 1e-3
@@ -88,7 +93,8 @@ class ImpalaConfig:
 
 def agent_config(cfg: ImpalaConfig) -> PPOConfig:
     """The PPO config that builds the same networks, discounts and learning-rate schedule as ``cfg``."""
-    return PPOConfig(hidden=cfg.hidden, init_log_std=cfg.init_log_std, gamma=cfg.gamma, lr=cfg.lr, anneal_lr=cfg.anneal_lr,
+    return PPOConfig(hidden=cfg.hidden, critic_hidden=cfg.critic_hidden, activation=cfg.activation,
+                     init_log_std=cfg.init_log_std, gamma=cfg.gamma, lr=cfg.lr, anneal_lr=cfg.anneal_lr,
                      normalize_obs=cfg.normalize_obs, normalize_reward=cfg.normalize_reward)
 
 

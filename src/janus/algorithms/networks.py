@@ -23,10 +23,15 @@ channels-last permuted inside) and returns features:
   conv 32 3x3 stride 2, then linear 256, all ReLU (a 16x16 image costs 0.5 M multiply-adds, so
   CPU training stays fast).
 
-The torso is fixed: ``algorithm.hidden`` sizes the MLP of vector observations only.
+The torso is fixed: ``algorithm.hidden`` (``critic_hidden``, ``activation``) shape the MLPs of
+vector observations only.
+
+**Activations** of those MLPs (``algorithm.activation``): :data:`ACTIVATIONS` by name.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -167,7 +172,36 @@ def make_torso(space: spaces.Space) -> CNNTorso | MultiInputTorso | None:
     return None
 
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU, "silu": nn.SiLU,
+}
+"""The activations ``algorithm.activation`` names (SB3's ``activation_fn``: ``torch.nn.Tanh`` is ``"tanh"``)."""
+_FUNCTIONS = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh, nn.ELU: F.elu, nn.LeakyReLU: F.leaky_relu, nn.GELU: F.gelu,
+              nn.SiLU: F.silu}
+"""Each activation as a function (default arguments: the modules' defaults)."""
 _ACTIVATIONS = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh}
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    """The module class of activation ``name`` (a key of :data:`ACTIVATIONS`)."""
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; accepted: {', '.join(ACTIVATIONS)}") from None
+
+
+def activation_function(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Activation ``name`` as a function of a tensor (``torch.tanh`` for ``"tanh"``)."""
+    return _FUNCTIONS[activation_class(name)]
+
+
+def activation_name(value: object) -> object:
+    """An activation as ``algorithm.activation`` records it: a name stays (lower-cased), a
+    ``torch.nn`` activation class (SB3's ``activation_fn=nn.Tanh``) becomes its name; anything
+    else is returned as it is, for the configuration's check to refuse."""
+    if isinstance(value, str):
+        return value.lower()
+    return next((name for name, cls in ACTIVATIONS.items() if value is cls), value)
 
 
 class MLP(nn.Sequential):

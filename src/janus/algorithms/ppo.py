@@ -34,7 +34,7 @@ from torch.distributions import Categorical, Distribution, Normal
 
 from janus.algorithms.base import Budget, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
-from janus.algorithms.networks import flat_size, make_torso, mlp, obs_dtype
+from janus.algorithms.networks import activation_class, activation_function, flat_size, make_torso, mlp, obs_dtype
 from janus.algorithms.normalization import obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
@@ -49,7 +49,12 @@ class PPOConfig:
     """PPO hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
 
     hidden: tuple[int, ...] = (64, 64)
-    """Widths of the hidden layers (tanh) of the policy and of the separate value network."""
+    """Widths of the hidden layers of the policy network (and of the separate value network,
+    unless ``critic_hidden`` sizes it); ``--net_arch``."""
+    critic_hidden: tuple[int, ...] = ()
+    """Widths of the value network's hidden layers (empty: as ``hidden``); ``--critic_net_arch``."""
+    activation: str = "tanh"
+    """Activation of the hidden layers (relu, tanh, elu, leaky_relu, gelu or silu)."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
@@ -92,7 +97,8 @@ class PPOAgent(nn.Module):
     """Policy and value networks (orthogonal init, as in CleanRL), on observations of any dtype.
 
     Vector observations: separate policy and value MLPs (``actor``, ``critic``) of widths
-    ``cfg.hidden`` (tanh). Image observations: a shared :class:`~janus.algorithms.networks.CNNTorso`
+    ``cfg.hidden`` and ``cfg.critic_hidden`` (empty: ``cfg.hidden``), activation ``cfg.activation``.
+    Image observations: a shared :class:`~janus.algorithms.networks.CNNTorso`
     (``torso``; a :class:`~janus.algorithms.networks.MultiInputTorso` for a Dict/Tuple with images)
     under a linear ``actor`` head and a linear ``critic`` head. ``cfg.normalize_obs``: a
     :class:`~janus.algorithms.normalization.RunningNorm` (``obs_norm``) before either.
@@ -117,8 +123,10 @@ class PPOAgent(nn.Module):
             self.actor = nn.Sequential(nn.Linear(self.torso.features, n_out))
         else:
             n_in = flat_size(obs_space)
-            self.critic = mlp(n_in, cfg.hidden, 1, nn.Tanh)
-            self.actor = mlp(n_in, cfg.hidden, n_out, nn.Tanh)
+            act = activation_class(cfg.activation)
+            self.critic = mlp(n_in, tuple(cfg.critic_hidden) or tuple(cfg.hidden), 1, act)
+            self.actor = mlp(n_in, tuple(cfg.hidden), n_out, act)
+        self.activation = activation_function(cfg.activation)
         for net, head_gain in ((self.critic, 1.0), (self.actor, 0.01)):
             for layer in list(net)[:-1]:
                 _layer_init(layer, np.sqrt(2))
@@ -170,7 +178,7 @@ class PPOAgent(nn.Module):
 class FusedPolicyValue:
     """Policy and value heads of a :class:`PPOAgent` evaluated in one pass, for acting.
 
-    The two MLPs have the same depth, so their layers stack: the first layer's weights are
+    When the two MLPs have the same depth (:func:`policy_value` checks), their layers stack: the first layer's weights are
     concatenated (both read the observation), deeper layers are block-diagonal, and one matmul per
     layer computes both networks. Built from the agent's current weights (rebuild after loading
     new ones); on CartPole-sized networks this halves the ops per step, and it skips the
@@ -190,6 +198,7 @@ class FusedPolicyValue:
         self.continuous = agent.continuous
         self.log_std = agent.log_std.detach().clone() if agent.continuous else None
         self.obs_norm = agent.obs_norm
+        self.activation = agent.activation
 
     def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(action, log-probability, value)`` for a batch of observations (no autograd)."""
@@ -198,15 +207,15 @@ class FusedPolicyValue:
         for i, (weight, bias) in enumerate(self.layers):
             x = torch.addmm(bias, x, weight)
             if i < last:
-                x = torch.tanh(x)
+                x = self.activation(x)
         return draw(x[:, : self.n_out], x[:, self.n_out], self.log_std, generator)
 
 
 class TorsoPolicyValue:
-    """Policy and value of an image :class:`PPOAgent` for acting: one pass of the shared torso."""
+    """Policy and value of a :class:`PPOAgent` for acting: one pass of the shared torso (image
+    observations), or of each MLP where they differ in depth."""
 
     def __init__(self, agent: PPOAgent) -> None:
-        assert agent.torso is not None
         self.agent = agent
         self.log_std = agent.log_std.detach() if agent.continuous else None
 
@@ -218,7 +227,8 @@ class TorsoPolicyValue:
 
 def policy_value(agent: PPOAgent) -> FusedPolicyValue | TorsoPolicyValue:
     """The acting fast path of ``agent``; build it again after loading new weights."""
-    return FusedPolicyValue(agent) if agent.torso is None else TorsoPolicyValue(agent)
+    fused = agent.torso is None and len(agent.actor) == len(agent.critic)
+    return FusedPolicyValue(agent) if fused else TorsoPolicyValue(agent)
 
 
 def draw(out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor | None,

@@ -27,7 +27,7 @@ from torch import nn
 
 from janus.algorithms.base import register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
-from janus.algorithms.networks import flat_size, mlp
+from janus.algorithms.networks import activation_class, activation_function, flat_size, mlp
 from janus.algorithms.normalization import RunningNorm, obs_norm, reward_norm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
@@ -44,7 +44,12 @@ class SACConfig:
     """SAC hyperparameters. The defaults follow SB3's and CleanRL's SAC (they solve Pendulum-v1)."""
 
     hidden: tuple[int, ...] = (256, 256)
-    """Widths of the hidden layers of the policy and of each Q-network (ReLU)."""
+    """Widths of the hidden layers of the policy (and of each Q-network, unless ``critic_hidden``
+    sizes them); ``--net_arch``."""
+    critic_hidden: tuple[int, ...] = ()
+    """Widths of each Q-network's hidden layers (empty: as ``hidden``); ``--critic_net_arch``."""
+    activation: str = "relu"
+    """Activation of the hidden layers (relu, tanh, elu, leaky_relu, gelu or silu)."""
     gamma: float = 0.99
     """Discount factor."""
     tau: float = 0.005
@@ -81,18 +86,19 @@ class SquashedGaussianPolicy(nn.Module):
     """Observation -> tanh-squashed Gaussian over ``[-1, 1]^action_dim``."""
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], norm: RunningNorm | None = None,
-                 returns: RunningNorm | None = None) -> None:
+                 returns: RunningNorm | None = None, activation: str = "relu") -> None:
         super().__init__()
+        self.activation = activation_function(activation)
         self.obs_norm = norm  # normalize_obs: the critics read the observations through it too
         self.reward_norm = returns  # normalize_reward: published with the weights, the actors' reward scale
-        self.torso = mlp(obs_dim, hidden[:-1], hidden[-1])
+        self.torso = mlp(obs_dim, hidden[:-1], hidden[-1], activation_class(activation))
         self.mean = nn.Linear(hidden[-1], action_dim)
         self.log_std = nn.Linear(hidden[-1], action_dim)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.obs_norm is not None:
             obs = self.obs_norm(obs)
-        h = F.relu(self.torso(obs.flatten(1)))
+        h = self.activation(self.torso(obs.flatten(1)))
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         return self.mean(h), log_std
 
@@ -118,19 +124,25 @@ class SquashedGaussianPolicy(nn.Module):
 class TwinQ(nn.Module):
     """Two independent Q-networks over ``(obs, action)``."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], activation: str = "relu") -> None:
         super().__init__()
-        self.q1 = mlp(obs_dim + action_dim, hidden, 1)
-        self.q2 = mlp(obs_dim + action_dim, hidden, 1)
+        self.q1 = mlp(obs_dim + action_dim, hidden, 1, activation_class(activation))
+        self.q2 = mlp(obs_dim + action_dim, hidden, 1, activation_class(activation))
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.cat([obs.flatten(1), action], 1)
         return self.q1(x).squeeze(1), self.q2(x).squeeze(1)
 
 
+def critic_widths(cfg: SACConfig) -> tuple[int, ...]:
+    """Widths of each Q-network's hidden layers: ``critic_hidden``, else ``hidden``."""
+    return tuple(cfg.critic_hidden) or tuple(cfg.hidden)
+
+
 def policy_network(cfg: SACConfig, obs_space: gym.spaces.Box, action_space: gym.spaces.Box) -> SquashedGaussianPolicy:
-    return SquashedGaussianPolicy(flat_size(obs_space), int(action_space.shape[0]), cfg.hidden,
-                                  obs_norm(cfg.normalize_obs, tuple(obs_space.shape)), reward_norm(cfg.normalize_reward))
+    return SquashedGaussianPolicy(flat_size(obs_space), int(action_space.shape[0]), tuple(cfg.hidden),
+                                  obs_norm(cfg.normalize_obs, tuple(obs_space.shape)), reward_norm(cfg.normalize_reward),
+                                  cfg.activation)
 
 
 class ActionScale:
@@ -223,10 +235,10 @@ class SACLearner:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy = policy_network(cfg, obs_space, space)
-            self.critic = TwinQ(obs_dim, action_dim, cfg.hidden)
+            self.critic = TwinQ(obs_dim, action_dim, critic_widths(cfg), cfg.activation)
         self.obs_norm = self.policy.obs_norm  # GymLearnerSide feeds it the batches' observations
         self.reward_norm = self.policy.reward_norm  # ... and the actors' discounted returns
-        self.target = TwinQ(obs_dim, action_dim, cfg.hidden)
+        self.target = TwinQ(obs_dim, action_dim, critic_widths(cfg), cfg.activation)
         self.target.load_state_dict(self.critic.state_dict())
         self.target.requires_grad_(False)
         self._critic_params: list[torch.Tensor] = list(self.critic.parameters())

@@ -348,7 +348,7 @@ def flag_of(path: str) -> str:
         return MAY_CHANGE_ON_RESUME[path]
     section, _, key = path.rpartition(".")
     if section == "algorithm":  # every hyperparameter has its flag (janus.cli), the network two
-        return "--hidden_size/--num_layers" if key == "hidden" else f"--{key}"
+        return {"hidden": "--net_arch/--hidden_size/--num_layers", "critic_hidden": "--critic_net_arch"}.get(key, f"--{key}")
     if path == "workload.algo":
         return "--algo"
     if path == "workload.num_actors":
