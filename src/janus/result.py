@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from janus.config import RunConfig
 
 STAGE_NAMES = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
+OLD_RATE_KEY = "actor_steps_per_s"
+"""The name ``env_steps_per_s`` had in results written before it was renamed."""
 
 
 @dataclass
@@ -31,7 +33,9 @@ class RunResult:
     name: str
     config: dict[str, Any]
     samples_per_s: float
-    actor_steps_per_s: float
+    env_steps_per_s: float
+    """Env steps (transitions the actors produced) per second of ``wall_s``; results written before
+    this name was used call it ``actor_steps_per_s`` (:meth:`from_dict` and :func:`env_steps_rate` read both)."""
     wall_s: float
     stage_s: dict[str, float]
     counts: dict[str, int]
@@ -61,7 +65,10 @@ class RunResult:
     @classmethod
     def from_dict(cls, run: dict[str, Any]) -> RunResult:
         """The result of a run as results.json holds it (keys that are no field are left out)."""
-        return cls(**{k: v for k, v in run.items() if k in cls._names()})
+        given = dict(run)
+        if OLD_RATE_KEY in given:  # written before the rate was named env_steps_per_s
+            given.setdefault("env_steps_per_s", given.pop(OLD_RATE_KEY))
+        return cls(**{k: v for k, v in given.items() if k in cls._names()})
 
     # read access as the results.json dict
     def __getitem__(self, key: str) -> Any:
@@ -95,3 +102,9 @@ def reported_config(cfg: RunConfig) -> dict[str, Any]:
 def as_dict(run: RunResult | dict[str, Any]) -> dict[str, Any]:
     """A run as a plain dict (a :class:`RunResult` serialised, a loaded dict as is)."""
     return run.to_dict() if isinstance(run, RunResult) else run
+
+
+def env_steps_rate(run: RunResult | dict[str, Any]) -> float | None:
+    """A run's env steps per second, from a result of any age (``actor_steps_per_s`` before the rename)."""
+    value = run.get("env_steps_per_s")
+    return run.get(OLD_RATE_KEY) if value is None else value

@@ -467,7 +467,7 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
             print(runtime_summary(run["runtime"], run["name"]))
         if "final_mean_return" in run:
             print(f"\n{run['name']}: mean return of the last 20 episodes {run['final_mean_return']:.1f} "
-                  f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
+                  f"({run['episodes']} episodes, {run['env_steps_per_s']:,.0f} env-steps/s)")
     if getattr(args, "tensorboard", False):
         paths["tensorboard"] = out_dir / "tensorboard"
     if getattr(args, "wandb", False):
