@@ -48,15 +48,20 @@ class RunResult:
     """Episode ``return`` against ``env_steps`` and ``wall_s`` (RL runs)."""
     episodes: int | None = None
     final_mean_return: float | None = None
+    """Mean return of the last 20 episodes (RL runs)."""
     evaluations: list[dict[str, Any]] | None = None
     """Periodic evaluations (``runtime.eval_interval_steps``): env steps, parameter version, mean and
     std of the greedy episodes' returns, wall time."""
-    """Mean return of the last 20 episodes (RL runs)."""
     train_metrics: dict[str, list[float | None]] | None = None
     """The learner's training scalars as columns: ``wall_s``, ``env_steps``, ``updates`` and the
     mean of each metric over the updates of each row (DQN: ``loss``, ``q_mean``, ``grad_norm``, ``lr``,
     ``td_abs_mean`` and ``per_beta`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
     ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
+    stop_reason: str | None = None
+    """Why the run ended: ``budget reached: 50,176 env steps``, a callback's (``EarlyStop: mean return
+    480.2 >= 475 at 31,000 env steps``), ``interrupted (Ctrl-C)``, ``SIGTERM received ...``."""
+    elapsed_s: float | None = None
+    """Seconds this session took in all: ``wall_s`` (its running time) plus start-up and shutdown."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run as ``results.json`` holds it (fields that are None are left out)."""

@@ -25,7 +25,8 @@ from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summ
 from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
-from janus.result import RunResult
+from janus.harness.train_report import budget_reason, train_summary
+from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
 
 if TYPE_CHECKING:
@@ -177,9 +178,9 @@ def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any], comma
           f"it stopped before writing its results; writing them from {Path(str(cfg.runtime.checkpoint_dir)) / 'run_state.json'} "
           f"(nothing is trained)", flush=True)
     run = result_from_run_state(cfg, state)
-    paths = write_files(command, out_dir, [run], [], run.name)
-    print(f"\n{run.name}: mean return of the last 20 episodes {run.final_mean_return:.1f} ({run.episodes} episodes)"
-          if run.final_mean_return is not None else "", flush=True)
+    run.stop_reason = budget_reason(run.to_dict())
+    paths = write_files(command, out_dir, [run], [], run.name, train=True)
+    print("\n" + train_summary(run.to_dict()), flush=True)
     print("wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     return 0
 
@@ -191,6 +192,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
         from janus.harness.tune_command import run_tune
 
         return run_tune(args, cfg)
+    if hooks is not None:
+        hooks.check(cfg)  # a callback that cannot work in this run is refused before anything is written
     repeats_of(args)  # a bad --repeats is refused before anything is written
     if getattr(args, "wandb", False):
         from janus.harness.wandb_log import require_wandb
@@ -276,7 +279,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                       f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
-        progress = progress_line(c)
+        progress = progress_line(c, quiet=hooks is not None and hooks.replaces_progress_line)
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         if hooks is not None:
             hooks.start(out_dir, c)
@@ -285,6 +288,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
+                ended(partial, stopping.reason_of(exc), time.perf_counter() - progress.start)
                 progress.finish(f"{stopping.outcome_of(exc)} after {partial['wall_s']:.2f}s; writing the run so far")
                 if live is not None:
                     live.finish(partial)
@@ -303,8 +307,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         if live is not None:
             live.finish(run)
         total_s = time.perf_counter() - progress.start  # the progress line's clock: start-up and shutdown too
-        progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s of running "
-                        f"({total_s:.1f}s with start-up and shutdown)")
+        ended(run, budget_reason(as_dict(run)), total_s)
+        done = (f"{int(run['counts'].get('run_env_steps', 0)):,} env steps, {run['env_steps_per_s']:,.0f} env-steps/s"
+                if args.command == "train" and run.get("learning_curve") is not None else f"{run['samples_per_s']:,.0f} samples/s")
+        progress.finish(f"{done} in {run['wall_s']:.2f}s of running ({total_s:.1f}s with start-up and shutdown)")
         runs.append(run)
     summary = summarize(runs)
     if probed is not None:
@@ -324,6 +330,14 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
+
+
+def ended(run: RunResult | dict[str, Any], reason: str, elapsed_s: float) -> None:
+    """Record on ``run`` why it ended and how long its session took in all (start-up and shutdown too)."""
+    if isinstance(run, RunResult):
+        run.stop_reason, run.elapsed_s = reason, elapsed_s
+    else:
+        run.update(stop_reason=reason, elapsed_s=elapsed_s)
 
 
 def placement_note(configs: list[RunConfig]) -> str | None:
@@ -380,7 +394,7 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     from janus.runtime.plan import plan_of
 
     def save(so_far: Any) -> None:
-        write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline)
+        write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline, train=True)
 
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
@@ -400,12 +414,16 @@ def wandb_opener(args: argparse.Namespace, out_dir: Path, cfg: RunConfig) -> Cal
     return lambda: WandbWriter(out_dir, project, f"{out_dir.name}/{cfg.name}", reported_config(cfg))
 
 
-def progress_line(cfg: RunConfig) -> ProgressLine:
-    """The progress line of one configuration: an RL run's in env steps, the synthetic workload's in updates."""
+def progress_line(cfg: RunConfig, quiet: bool = False) -> ProgressLine:
+    """The progress line of one configuration: an RL run's in env steps, the synthetic workload's in
+    updates (``quiet``: not drawn, a :class:`janus.Progress` callback prints it instead; its
+    evaluation and final lines still are)."""
     from janus.algorithms.base import algorithm
 
     label = f"  {cfg.name}"
-    return EnvStepProgress(label) if algorithm(cfg.workload.algo).has_policy else ProgressLine(label)
+    line = EnvStepProgress(label) if algorithm(cfg.workload.algo).has_policy else ProgressLine(label)
+    line.quiet = quiet
+    return line
 
 
 def evaluation_lines(cfg: RunConfig, progress: ProgressLine) -> EvaluationLines | None:
@@ -444,12 +462,14 @@ def command_line(label: str, args: argparse.Namespace | None = None) -> str:
     return "janus " + " ".join(argv)
 
 
-def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]], baseline: str) -> dict[str, Path]:
+def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]], baseline: str,
+                train: bool = False) -> dict[str, Path]:
     """learning_curve.png, results.csv, chart.png and results.json of ``runs``, each written
-    atomically; results.json last, so once it is rewritten the other files are of the same run."""
+    atomically; results.json last, so once it is rewritten the other files are of the same run.
+    ``train``: chart.png is the run's learning curve (return vs env steps), not its throughput."""
     out_dir.mkdir(parents=True, exist_ok=True)
     curve = write_learning_curve(out_dir / "learning_curve.png", runs)
-    paths = write_results(out_dir, command, runs, skipped, baseline=baseline)
+    paths = write_results(out_dir, command, runs, skipped, baseline=baseline, learning_chart=train)
     if curve is not None:
         paths["learning_curve"] = curve
     return paths
@@ -457,15 +477,23 @@ def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict
 
 def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]],
                   baseline: str) -> None:
-    """The table, results.json/csv, charts and learning curve of ``runs`` (TensorBoard: :class:`LiveRun`)."""
-    annotated = annotate(runs, baseline=baseline)
-    print()
-    print(format_table(annotated, baseline=baseline))
-    paths = write_files(command_line(label, args), out_dir, runs, skipped, baseline)
+    """The table, results.json/csv, charts and learning curve of ``runs`` (TensorBoard: :class:`LiveRun`).
+
+    A train run leads with its return, evaluations, env-steps/s and time; its data-path table and
+    runtime figures are printed with ``--verbose`` only (results.json holds them always)."""
+    train = args.command == "train"
+    verbose = bool(getattr(args, "verbose", False)) or not train
+    if verbose:
+        print()
+        print(format_table(annotate(runs, baseline=baseline), baseline=baseline))
+    paths = write_files(command_line(label, args), out_dir, runs, skipped, baseline, train=train)
     for run in runs:
-        if "runtime" in run:
+        if verbose and "runtime" in run:
             print(runtime_summary(run["runtime"], run["name"]))
-        if "final_mean_return" in run:
+        if train:
+            hint = None if verbose else ("verbose=True" if getattr(args, "invocation", None) else "--verbose")
+            print("\n" + train_summary(as_dict(run), hint))
+        elif "final_mean_return" in run:
             print(f"\n{run['name']}: mean return of the last 20 episodes {run['final_mean_return']:.1f} "
                   f"({run['episodes']} episodes, {run['env_steps_per_s']:,.0f} env-steps/s)")
     if getattr(args, "tensorboard", False):

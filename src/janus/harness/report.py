@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from janus import fileio
-from janus.harness.curves import CURVE_WINDOW, moving_mean, wrapped
+from janus.harness.curves import CURVE_WINDOW, learning_curve_figure, moving_mean, wrapped
 from janus.harness.repeats import spread_notes, sps_range
 from janus.result import RunResult, as_dict, env_steps_rate
 
@@ -339,10 +339,13 @@ def chart_figure(command: str, runs: list[dict[str, Any]]) -> Any:
 
 def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, Any]],
                   skipped: list[dict[str, Any]] | None = None,
-                  meta: dict[str, Any] | None = None, baseline: str = "baseline") -> dict[str, Path]:
+                  meta: dict[str, Any] | None = None, baseline: str = "baseline",
+                  learning_chart: bool = False) -> dict[str, Path]:
     """Write ``results.csv``, ``chart.png`` and, last, ``results.json`` into ``out_dir`` (created).
 
     ``meta`` is merged over :func:`collect_meta`. Returns ``{"json", "csv", "chart"}`` paths.
+    ``learning_chart`` (a train run): chart.png is the return vs env steps, evaluations marked,
+    where the runs have a learning curve (else, and for compare and eval, the throughput chart).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -360,7 +363,11 @@ def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, An
         writer = csv.DictWriter(fh, fieldnames=CSV_HEADER)
         writer.writeheader()
         writer.writerows(rows)
-    write_chart(paths["chart"], command, runs)
+    curve = learning_curve_figure(runs, by_wall_time=False) if learning_chart else None
+    if curve is not None:
+        fileio.save_figure(curve, paths["chart"], dpi=110)
+    else:
+        write_chart(paths["chart"], command, runs)
     fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")  # last: the others are there
     return paths
 
