@@ -83,9 +83,25 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
         configs = [replace(cfg, name=args.name or (cfg.name if named else "train"))]
     else:
         configs, skipped = sweep_configs(cfg, args.sweep)
-    configs = resolve_all(configs)
+    configs = [whole_budget(c) for c in resolve_all(configs)]
     baseline = "baseline" if args.command == "compare" else configs[0].name
     return configs, skipped, baseline
+
+
+def whole_budget(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``total_env_steps`` rounded up, once, to the whole rounds its run acts in (every
+    worker's rollout: ``num_actors x envs_per_actor x rollout_length`` env steps), so the budget, the
+    progress line, config.yaml and results.json all say what runs; a line says so when it differs."""
+    from janus.runtime.plan import plan_of
+
+    w = cfg.workload
+    total = plan_of(cfg).env_step_total  # 0: the synthetic workload counts updates
+    if not total or total == w.total_env_steps:
+        return cfg
+    print(f"janus: {cfg.name}: total_env_steps {w.total_env_steps:,} runs as {total:,}, whole rounds of "
+          f"{cfg.rollout_transitions:,} env steps ({w.num_actors} worker(s) x {w.envs_per_actor} envs x "
+          f"{w.rollout_length} steps)", flush=True)
+    return replace(cfg, workload=replace(w, total_env_steps=total))
 
 
 def run_rollout(args: argparse.Namespace) -> int:
@@ -130,14 +146,14 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tu
         runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
                           best_dir=str(out_dir / "best"))
         cfg = replace(cfg, runtime=runtime)
-    saved = recorded(cfg)  # resolved, every hyperparameter, nothing the run does not read
-    # resume is per invocation; a checkpoint folder of the user's choosing is kept (absolute), the
-    # default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
+    # resolved, every hyperparameter, nothing the run does not read nor what janus train sets per
+    # invocation (resume, RUN_DIR/best); a checkpoint folder of the user's choosing is kept
+    # (absolute), the default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
+    saved = recorded(cfg)
     chosen = cfg.runtime.checkpoint_dir
-    if chosen is not None and Path(chosen).resolve() == (out_dir / "checkpoint").resolve():
-        chosen = None
-    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": str(Path(chosen).resolve()) if chosen else None, "resume": False,
-                        "best_dir": None}  # RUN_DIR/best, wherever the folder moves
+    saved["runtime"].pop("checkpoint_dir", None)
+    if chosen is not None and Path(chosen).resolve() != (out_dir / "checkpoint").resolve():
+        saved["runtime"]["checkpoint_dir"] = str(Path(chosen).resolve())
     return cfg, yaml.safe_dump(saved, sort_keys=False)
 
 
