@@ -156,3 +156,15 @@ def test_a_run_folder_written_before_resumes(tmp_path: Path, finished_dqn_run: P
     saved = json.loads((run / "results.json").read_text())["runs"][0]
     assert saved["status"] == "finished" and saved["counts"]["run_env_steps"] >= total
     assert not {"best_dir", "resume"} & set(yaml.safe_load((run / "config.yaml").read_text())["runtime"])
+
+
+def test_acting_past_the_budget_is_said() -> None:
+    """appo/impala's workers run ahead of the learner: the env steps acted past the budget are named."""
+    from janus.harness.train_report import budget_reason
+
+    run = rl_run()
+    run["config"]["workload"]["total_env_steps"] = 2048
+    assert budget_reason(run) == ("budget reached: 2,048 env steps trained on; the workers acted 3,000, 952 more "
+                                  "while the learner finished (they run ahead of it)")
+    run["config"]["workload"]["total_env_steps"] = 3000
+    assert budget_reason(run) == "budget reached: 3,000 env steps"

@@ -17,8 +17,13 @@ def budget_reason(run: dict[str, Any]) -> str:
     """The ``stop_reason`` of a run that ran to its end: the budget it reached, in env steps for a
     run that acts in an environment, else in learner updates."""
     counts = run.get("counts") or {}
-    if run.get("learning_curve") is not None or "env" in ((run.get("config") or {}).get("workload") or {}):
+    workload = (run.get("config") or {}).get("workload") or {}
+    if run.get("learning_curve") is not None or "env" in workload:
         steps = int(counts.get("run_env_steps", counts.get("env_steps", 0)))
+        budget = int(workload.get("total_env_steps") or 0)
+        if budget and steps > budget:  # an asynchronous run's workers act ahead of its learner
+            return (f"budget reached: {budget:,} env steps trained on; the workers acted {steps:,}, "
+                    f"{steps - budget:,} more while the learner finished (they run ahead of it)")
         return f"budget reached: {steps:,} env steps"
     return f"budget reached: {int(counts.get('run_updates', counts.get('updates', 0))):,} updates"
 
