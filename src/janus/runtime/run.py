@@ -136,7 +136,8 @@ def new_trajectory_manager(plan: RunPlan, shared: SharedBuffer | None = None) ->
         warm_up()
     return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"),
                              put_wait_s=0.0 if plan.serial else 0.02, resumed=plan.resumed,
-                             sample_batch=plan.cfg.minibatch_size // plan.spec.row_steps)
+                             sample_batch=plan.cfg.minibatch_size // plan.spec.row_steps,
+                             batches_per_item=plan.cfg.updates_per_iteration if plan.spec.on_policy else 0)
 
 
 def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:
