@@ -168,3 +168,11 @@ def test_acting_past_the_budget_is_said() -> None:
                                   "while the learner finished (they run ahead of it)")
     run["config"]["workload"]["total_env_steps"] = 3000
     assert budget_reason(run) == "budget reached: 3,000 env steps"
+
+
+def test_an_off_policy_budget_keeps_the_value_that_sets_its_updates(capsys: pytest.CaptureFixture[str]) -> None:
+    """DQN's updates and exploration follow total_env_steps itself: it is kept, and the line says what is acted."""
+    cfg = resolve(from_dict({"workload": {"algo": "dqn", "env": "CartPole-v1", "total_env_steps": 1500, "num_actors": 2,
+                                          "envs_per_actor": 1, "rollout_length": 64}}))
+    assert whole_budget(cfg) is cfg
+    assert "acts 1,536 env steps for total_env_steps 1,500" in capsys.readouterr().out

@@ -91,17 +91,28 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
 def whole_budget(cfg: RunConfig) -> RunConfig:
     """``cfg`` with ``total_env_steps`` rounded up, once, to the whole rounds its run acts in (every
     worker's rollout: ``num_actors x envs_per_actor x rollout_length`` env steps), so the budget, the
-    progress line, config.yaml and results.json all say what runs; a line says so when it differs."""
+    progress line, config.yaml and results.json all say what runs; a line says so when it differs.
+
+    Where the asked value sets more than the rounds (off-policy: the updates the ratio allows and
+    the exploration schedule follow it), it is kept, so the run trains as asked, and the line says
+    how many env steps the run acts."""
+    from janus.algorithms.base import algorithm
     from janus.runtime.plan import plan_of
 
     w = cfg.workload
     total = plan_of(cfg).env_step_total  # 0: the synthetic workload counts updates
     if not total or total == w.total_env_steps:
         return cfg
-    print(f"janus: {cfg.name}: total_env_steps {w.total_env_steps:,} runs as {total:,}, whole rounds of "
-          f"{cfg.rollout_transitions:,} env steps ({w.num_actors} worker(s) x {w.envs_per_actor} envs x "
-          f"{w.rollout_length} steps)", flush=True)
-    return replace(cfg, workload=replace(w, total_env_steps=total))
+    rounds = (f"whole rounds of {cfg.rollout_transitions:,} env steps ({w.num_actors} worker(s) x {w.envs_per_actor} "
+              f"envs x {w.rollout_length} steps)")
+    rounded = replace(cfg, workload=replace(w, total_env_steps=total))
+    algo = algorithm(w.algo)
+    if algo.budget(rounded) != algo.budget(cfg):
+        print(f"janus: {cfg.name}: acts {total:,} env steps for total_env_steps {w.total_env_steps:,}: {rounds}; "
+              f"the updates and schedules follow the {w.total_env_steps:,} asked", flush=True)
+        return cfg
+    print(f"janus: {cfg.name}: total_env_steps {w.total_env_steps:,} runs as {total:,}, {rounds}", flush=True)
+    return rounded
 
 
 def run_rollout(args: argparse.Namespace) -> int:
