@@ -180,5 +180,5 @@ def test_ctrl_c_stops_the_run_writes_it_and_reaches_the_caller(tmp_path: Path) -
         janus.train("dqn", env="CartPole-v1", total_env_steps=BUDGET, out=tmp_path / "run", callbacks=[CtrlC()])
     saved = results_of(tmp_path / "run")
     assert saved["status"] == "interrupted" and saved["counts"]["env_steps"] < BUDGET
-    assert saved["stop_reason"] == "interrupted (Ctrl-C)"
+    assert saved["stop_reason"] == "SIGINT received (Ctrl-C)"
     assert signal.getsignal(signal.SIGINT) is before, "the caller's handler is back"

@@ -59,7 +59,7 @@ class RunResult:
     ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
     stop_reason: str | None = None
     """Why the run ended: ``budget reached: 50,176 env steps``, a callback's (``EarlyStop: mean return
-    480.2 >= 475 at 31,000 env steps``), ``interrupted (Ctrl-C)``, ``SIGTERM received ...``."""
+    480.2 >= 475 at 31,000 env steps``), ``SIGINT received (Ctrl-C)``, ``SIGTERM received ...``."""
     elapsed_s: float | None = None
     """Seconds this session took in all: ``wall_s`` (its running time) plus start-up and shutdown."""
 

@@ -52,7 +52,7 @@ def reason_of(exc: KeyboardInterrupt) -> str:
         return f"{exc.args[0] if exc.args else 'SIGTERM'} received: stopped as for Ctrl-C"
     if exc.args and str(exc.args[0]).startswith("SIG"):  # a stop signal that came as the run ended
         return f"{exc.args[0]} received"
-    return "interrupted (Ctrl-C)"
+    return "SIGINT received (Ctrl-C)"
 
 
 _windows: list[bool] = []  # innermost last: True inside interruptible(), False inside saving()

@@ -40,7 +40,7 @@ def rl_run() -> dict[str, Any]:
 def test_a_train_run_ends_with_its_return_evaluations_rate_and_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_outputs(train_args(verbose=False), "train", tmp_path, [rl_run()], [], "train")
     out = capsys.readouterr().out
-    assert "train: finished (budget reached: 3,000 env steps)" in out
+    assert "train: finished; budget reached: 3,000 env steps" in out
     assert f"return {sum(range(10, 30)) / 20:.1f} (mean of the last 20 of 30 episodes" in out
     assert "evaluations: 2; the last 30.0 ± 1.0 at 2,000 env steps; the best 40.0 ± 2.0 at 1,000 env steps" in out
     assert "1,234 env-steps/s; 12.5 s in all: 10.0 s running, 2.5 s start-up and shutdown" in out
@@ -122,7 +122,7 @@ def test_stop_reasons_name_the_callback_and_its_condition() -> None:
     with pytest.raises(StopRequested) as raised:
         hooks({"env_steps": 31_000, "curve": [(0.0, 10, 6.0)], "evaluations": []}, lambda: None)
     assert reason_of(raised.value) == "EarlyStop: mean return 6.0 >= 5 at 31,000 env steps"
-    assert reason_of(KeyboardInterrupt()) == "interrupted (Ctrl-C)"
+    assert reason_of(KeyboardInterrupt()) == "SIGINT received (Ctrl-C)"
     assert reason_of(Terminated("SIGTERM")).startswith("SIGTERM received")
 
 

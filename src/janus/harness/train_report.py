@@ -71,7 +71,7 @@ def train_summary(run: dict[str, Any], verbose_hint: str | None = None) -> str:
     env-steps/s and time (``verbose_hint``: how to ask for the data-path figures, None: shown)."""
     status = str(run.get("status", "finished"))
     reason = run.get("stop_reason")
-    lines = [f"{run.get('name', 'train')}: {status}" + (f" ({reason})" if reason else ""),
+    lines = [f"{run.get('name', 'train')}: {status}" + (f"; {reason}" if reason else ""),
              "  " + return_line(run)]
     evaluations = evaluations_line(run)
     if evaluations:
