@@ -176,3 +176,12 @@ def test_an_off_policy_budget_keeps_the_value_that_sets_its_updates(capsys: pyte
                                           "envs_per_actor": 1, "rollout_length": 64}}))
     assert whole_budget(cfg) is cfg
     assert "acts 1,536 env steps for total_env_steps 1,500" in capsys.readouterr().out
+
+
+def test_a_synthetic_train_run_keeps_its_data_path_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The synthetic workload measures the data path: its table leads, and there is no return to show."""
+    from tests.harness.test_report import make_run
+
+    write_outputs(train_args(verbose=False), "train", tmp_path, [make_run("train", 1000.0, 2.0, (1.0,) * 6)], [], "train")
+    out = capsys.readouterr().out
+    assert "speedup" in out and "train: finished" in out and "return" not in out and "--verbose" not in out

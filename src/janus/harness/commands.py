@@ -25,7 +25,7 @@ from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summ
 from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
-from janus.harness.train_report import budget_reason, train_summary
+from janus.harness.train_report import acts_in_env, budget_reason, train_summary
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
 
@@ -509,7 +509,8 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
     A train run leads with its return, evaluations, env-steps/s and time; its data-path table and
     runtime figures are printed with ``--verbose`` only (results.json holds them always)."""
     train = args.command == "train"
-    verbose = bool(getattr(args, "verbose", False)) or not train
+    rl = any(acts_in_env(as_dict(r)) for r in runs)  # a synthetic train run measures the data path: its table leads
+    verbose = bool(getattr(args, "verbose", False)) or not train or not rl
     if verbose:
         print()
         print(format_table(annotate(runs, baseline=baseline), baseline=baseline))

@@ -13,12 +13,17 @@ from janus.harness.curves import CURVE_WINDOW, moving_mean
 from janus.result import env_steps_rate
 
 
+def acts_in_env(run: dict[str, Any]) -> bool:
+    """Whether ``run`` acted in an environment (an RL run), not in the synthetic workload."""
+    return run.get("learning_curve") is not None or "env" in ((run.get("config") or {}).get("workload") or {})
+
+
 def budget_reason(run: dict[str, Any]) -> str:
     """The ``stop_reason`` of a run that ran to its end: the budget it reached, in env steps for a
     run that acts in an environment, else in learner updates."""
     counts = run.get("counts") or {}
     workload = (run.get("config") or {}).get("workload") or {}
-    if run.get("learning_curve") is not None or "env" in workload:
+    if acts_in_env(run):
         steps = int(counts.get("run_env_steps", counts.get("env_steps", 0)))
         budget = int(workload.get("total_env_steps") or 0)
         if budget and steps > budget:  # an asynchronous run's workers act ahead of its learner
@@ -57,8 +62,7 @@ def evaluations_line(run: dict[str, Any]) -> str | None:
 def speed_line(run: dict[str, Any]) -> str:
     """``3,120 env-steps/s; 18.9 s in all: 16.0 s running, 2.9 s start-up and shutdown``."""
     wall = float(run.get("wall_s") or 0.0)
-    acts = run.get("learning_curve") is not None or "env" in ((run.get("config") or {}).get("workload") or {})
-    rate = (f"{float(env_steps_rate(run) or 0.0):,.0f} env-steps/s" if acts
+    rate = (f"{float(env_steps_rate(run) or 0.0):,.0f} env-steps/s" if acts_in_env(run)
             else f"{int((run.get('counts') or {}).get('updates', 0)):,} updates, {float(run.get('samples_per_s') or 0):,.0f} samples/s")
     elapsed = run.get("elapsed_s")
     if elapsed is None:
@@ -71,8 +75,9 @@ def train_summary(run: dict[str, Any], verbose_hint: str | None = None) -> str:
     env-steps/s and time (``verbose_hint``: how to ask for the data-path figures, None: shown)."""
     status = str(run.get("status", "finished"))
     reason = run.get("stop_reason")
-    lines = [f"{run.get('name', 'train')}: {status}" + (f"; {reason}" if reason else ""),
-             "  " + return_line(run)]
+    lines = [f"{run.get('name', 'train')}: {status}" + (f"; {reason}" if reason else "")]
+    if acts_in_env(run):
+        lines.append("  " + return_line(run))
     evaluations = evaluations_line(run)
     if evaluations:
         lines.append("  " + evaluations)
