@@ -18,7 +18,8 @@ from janus.callbacks import CallbackHooks, EarlyStop, Evaluation, Progress, RunI
 from janus.cli import main
 from janus.config import from_dict, recorded, resolve
 from janus.errors import ConfigError
-from janus.harness.commands import progress_line, whole_budget, write_outputs
+from janus.harness.commands import progress_line, write_outputs
+from janus.harness.train_report import whole_budget
 from janus.stopping import StopRequested, Terminated, reason_of
 
 

@@ -25,7 +25,7 @@ from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summ
 from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
-from janus.harness.train_report import acts_in_env, budget_reason, train_summary
+from janus.harness.train_report import acts_in_env, budget_reason, ended, train_summary, whole_budget
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
 
@@ -86,33 +86,6 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
     configs = [whole_budget(c) for c in resolve_all(configs)]
     baseline = "baseline" if args.command == "compare" else configs[0].name
     return configs, skipped, baseline
-
-
-def whole_budget(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with ``total_env_steps`` rounded up, once, to the whole rounds its run acts in (every
-    worker's rollout: ``num_actors x envs_per_actor x rollout_length`` env steps), so the budget, the
-    progress line, config.yaml and results.json all say what runs; a line says so when it differs.
-
-    Where the asked value sets more than the rounds (off-policy: the updates the ratio allows and
-    the exploration schedule follow it), it is kept, so the run trains as asked, and the line says
-    how many env steps the run acts."""
-    from janus.algorithms.base import algorithm
-    from janus.runtime.plan import plan_of
-
-    w = cfg.workload
-    total = plan_of(cfg).env_step_total  # 0: the synthetic workload counts updates
-    if not total or total == w.total_env_steps:
-        return cfg
-    rounds = (f"whole rounds of {cfg.rollout_transitions:,} env steps ({w.num_actors} worker(s) x {w.envs_per_actor} "
-              f"envs x {w.rollout_length} steps)")
-    rounded = replace(cfg, workload=replace(w, total_env_steps=total))
-    algo = algorithm(w.algo)
-    if algo.budget(rounded) != algo.budget(cfg):
-        print(f"janus: {cfg.name}: acts {total:,} env steps for total_env_steps {w.total_env_steps:,}: {rounds}; "
-              f"the updates and schedules follow the {w.total_env_steps:,} asked", flush=True)
-        return cfg
-    print(f"janus: {cfg.name}: total_env_steps {w.total_env_steps:,} runs as {total:,}, {rounds}", flush=True)
-    return rounded
 
 
 def run_rollout(args: argparse.Namespace) -> int:
@@ -357,14 +330,6 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
-
-
-def ended(run: RunResult | dict[str, Any], reason: str, elapsed_s: float) -> None:
-    """Record on ``run`` why it ended and how long its session took in all (start-up and shutdown too)."""
-    if isinstance(run, RunResult):
-        run.stop_reason, run.elapsed_s = reason, elapsed_s
-    else:
-        run.update(stop_reason=reason, elapsed_s=elapsed_s)
 
 
 def placement_note(configs: list[RunConfig]) -> str | None:

@@ -2,15 +2,18 @@
 
 An RL user looks for the return, the evaluations, env-steps/s and the time, so those lead; the
 data-path table (samples/s, stage times, speedups) and the runtime's message counts are
-``--verbose`` (``verbose=True``) only, and always in results.json.
+``--verbose`` (``verbose=True``) only, and always in results.json. Also what a run records of its
+end (:func:`ended`) and the budget it runs (:func:`whole_budget`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from janus.config import RunConfig
 from janus.harness.curves import CURVE_WINDOW, moving_mean
-from janus.result import env_steps_rate
+from janus.result import RunResult, env_steps_rate
 
 
 def acts_in_env(run: dict[str, Any]) -> bool:
@@ -85,3 +88,38 @@ def train_summary(run: dict[str, Any], verbose_hint: str | None = None) -> str:
     if verbose_hint:
         lines.append(f"  the data-path figures (samples/s, stage times, messages): {verbose_hint}, and results.json")
     return "\n".join(lines)
+
+
+def ended(run: RunResult | dict[str, Any], reason: str, elapsed_s: float) -> None:
+    """Record on ``run`` why it ended and how long its session took in all (start-up and shutdown too)."""
+    if isinstance(run, RunResult):
+        run.stop_reason, run.elapsed_s = reason, elapsed_s
+    else:
+        run.update(stop_reason=reason, elapsed_s=elapsed_s)
+
+
+def whole_budget(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``total_env_steps`` rounded up, once, to the whole rounds its run acts in (every
+    worker's rollout: ``num_actors x envs_per_actor x rollout_length`` env steps), so the budget, the
+    progress line, config.yaml and results.json all say what runs; a line says so when it differs.
+
+    Where the asked value sets more than the rounds (off-policy: the updates the ratio allows and
+    the exploration schedule follow it), it is kept, so the run trains as asked, and the line says
+    how many env steps the run acts."""
+    from janus.algorithms.base import algorithm
+    from janus.runtime.plan import plan_of
+
+    w = cfg.workload
+    total = plan_of(cfg).env_step_total  # 0: the synthetic workload counts updates
+    if not total or total == w.total_env_steps:
+        return cfg
+    rounds = (f"whole rounds of {cfg.rollout_transitions:,} env steps ({w.num_actors} worker(s) x {w.envs_per_actor} "
+              f"envs x {w.rollout_length} steps)")
+    rounded = replace(cfg, workload=replace(w, total_env_steps=total))
+    algo = algorithm(w.algo)
+    if algo.budget(rounded) != algo.budget(cfg):
+        print(f"janus: {cfg.name}: acts {total:,} env steps for total_env_steps {w.total_env_steps:,}: {rounds}; "
+              f"the updates and schedules follow the {w.total_env_steps:,} asked", flush=True)
+        return cfg
+    print(f"janus: {cfg.name}: total_env_steps {w.total_env_steps:,} runs as {total:,}, {rounds}", flush=True)
+    return rounded
