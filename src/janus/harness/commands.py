@@ -473,7 +473,7 @@ def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: lis
 
     A train run leads with its return, evaluations, env-steps/s and time; its data-path table and
     runtime figures are printed with ``--verbose`` only (results.json holds them always)."""
-    train = args.command == "train"
+    train = getattr(args, "command", label) == "train"
     rl = any(acts_in_env(as_dict(r)) for r in runs)  # a synthetic train run measures the data path: its table leads
     verbose = bool(getattr(args, "verbose", False)) or not train or not rl
     if verbose:
