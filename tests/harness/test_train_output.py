@@ -141,7 +141,7 @@ def test_config_yaml_holds_no_per_invocation_fields(finished_dqn_run: Path) -> N
     runtime = yaml.safe_load((finished_dqn_run / "config.yaml").read_text())["runtime"]
     assert not {"best_dir", "checkpoint_dir", "resume"} & set(runtime)
     saved = json.loads((finished_dqn_run / "results.json").read_text())["runs"][0]
-    assert saved["stop_reason"] == f"budget reached: {saved['counts']['run_env_steps']:,} env steps"
+    assert saved["stop_reason"].startswith(f"budget reached: {saved['counts']['run_env_steps']:,} env steps")
     assert "best_dir" not in saved["config"]["runtime"] and "resume" not in saved["config"]["runtime"]
 
 
@@ -164,11 +164,14 @@ def test_acting_past_the_budget_is_said() -> None:
     from janus.harness.train_report import budget_reason
 
     run = rl_run()
-    run["config"]["workload"]["total_env_steps"] = 2048
+    run["config"]["workload"].update(num_actors=1, envs_per_actor=4, rollout_length=128, total_env_steps=2048)
     assert budget_reason(run) == ("budget reached: 2,048 env steps trained on; the workers acted 3,000, 952 more "
-                                  "while the learner finished (they run ahead of it)")
-    run["config"]["workload"]["total_env_steps"] = 3000
-    assert budget_reason(run) == "budget reached: 3,000 env steps"
+                                  "while the learner finished (they ran ahead of it)")
+    run["counts"]["run_env_steps"] = 2560
+    run["config"]["workload"]["total_env_steps"] = 2500
+    assert budget_reason(run) == "budget reached: 2,560 env steps (total_env_steps 2,500 in whole rounds of 512)"
+    run["config"]["workload"]["total_env_steps"] = 2560
+    assert budget_reason(run) == "budget reached: 2,560 env steps"
 
 
 def test_an_off_policy_budget_keeps_the_value_that_sets_its_updates(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,10 +28,14 @@ def budget_reason(run: dict[str, Any]) -> str:
     workload = (run.get("config") or {}).get("workload") or {}
     if acts_in_env(run):
         steps = int(counts.get("run_env_steps", counts.get("env_steps", 0)))
-        budget = int(workload.get("total_env_steps") or 0)
-        if budget and steps > budget:  # an asynchronous run's workers act ahead of its learner
+        asked = int(workload.get("total_env_steps") or 0)
+        round_ = int(workload.get("num_actors", 1)) * int(workload.get("envs_per_actor", 1)) * int(workload.get("rollout_length", 1))
+        budget = -(-asked // round_) * round_ if round_ > 0 else asked  # in whole rounds, as the run acts it
+        if asked and steps > budget:  # acted past its rounds (workers running ahead of the learner)
             return (f"budget reached: {budget:,} env steps trained on; the workers acted {steps:,}, "
-                    f"{steps - budget:,} more while the learner finished (they run ahead of it)")
+                    f"{steps - budget:,} more while the learner finished (they ran ahead of it)")
+        if steps == budget != asked:
+            return f"budget reached: {steps:,} env steps (total_env_steps {asked:,} in whole rounds of {round_:,})"
         return f"budget reached: {steps:,} env steps"
     return f"budget reached: {int(counts.get('run_updates', counts.get('updates', 0))):,} updates"
 
