@@ -189,3 +189,10 @@ def test_a_synthetic_train_run_keeps_its_data_path_table(tmp_path: Path, capsys:
     write_outputs(train_args(verbose=False), "train", tmp_path, [make_run("train", 1000.0, 2.0, (1.0,) * 6)], [], "train")
     out = capsys.readouterr().out
     assert "speedup" in out and "train: finished" in out and "return" not in out and "--verbose" not in out
+
+
+def test_verbose_is_a_keyword_of_janus_train() -> None:
+    from janus.api_run import train_arguments
+
+    assert train_arguments("ppo", {"verbose": True}).verbose is True
+    assert train_arguments("ppo", {}).verbose is False
