@@ -60,7 +60,7 @@ def one_run(algo: str, seed: int, steps: int | None, overrides: dict[str, Any], 
         "algo": algo, "seed": seed, "total_env_steps": cfg.workload.total_env_steps,
         "reached_s": reached_s, "reached_step": reached_step, "wall_s": run["wall_s"],
         "final_mean_return": run.get("final_mean_return"), "episodes": run.get("episodes", 0),
-        "env_steps_per_s": run["actor_steps_per_s"], "updates": run["counts"]["updates"],
+        "env_steps_per_s": run["env_steps_per_s"], "updates": run["counts"]["updates"],
         "config": run["config"], "learning_curve": run.get("learning_curve"),
     }
 

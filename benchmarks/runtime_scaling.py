@@ -75,7 +75,7 @@ def measure(cfg: RunConfig) -> dict[str, Any]:
     return {
         "name": cfg.name, "backend": cfg.runtime.backend, "workers": cfg.workload.num_actors,
         "rollout_length": cfg.workload.rollout_length, "transitions_per_insert": ENVS * cfg.workload.rollout_length,
-        "actor_steps_per_s": run["actor_steps_per_s"], "samples_per_s": run["samples_per_s"], "wall_s": run["wall_s"],
+        "env_steps_per_s": run["env_steps_per_s"], "samples_per_s": run["samples_per_s"], "wall_s": run["wall_s"],
         "updates": run["counts"]["updates"], "transitions": run["counts"]["transitions_produced"],
         "insert_msgs": msgs["messages"], "insert_bytes": msgs["bytes"],
         "rollout_ms": 1000 * run["stage_s"]["rollout"] * ENVS * cfg.workload.rollout_length * cfg.workload.num_actors
@@ -85,14 +85,14 @@ def measure(cfg: RunConfig) -> dict[str, Any]:
 
 
 def scaling_table(rows: list[dict[str, Any]]) -> str:
-    base = {r["backend"]: r["actor_steps_per_s"] for r in rows if r["workers"] == 1}
+    base = {r["backend"]: r["env_steps_per_s"] for r in rows if r["workers"] == 1}
     lines = [f"{'backend':8} {'workers':>7} {'actor steps/s':>14} {'ideal':>9} {'ratio':>6} {'samples/s':>10} "
              f"{'rollout ms':>10} {'wall s':>7}"]
     for r in rows:
         ideal = base.get(r["backend"], 0.0) * r["workers"]
-        r["ideal_steps_per_s"], r["ratio"] = ideal, (r["actor_steps_per_s"] / ideal if ideal else 0.0)
+        r["ideal_steps_per_s"], r["ratio"] = ideal, (r["env_steps_per_s"] / ideal if ideal else 0.0)
         flag = "*" if r["workers_ran_out"] else " "
-        lines.append(f"{r['backend']:8} {r['workers']:>7} {r['actor_steps_per_s']:>13,.0f}{flag} {ideal:>9,.0f} "
+        lines.append(f"{r['backend']:8} {r['workers']:>7} {r['env_steps_per_s']:>13,.0f}{flag} {ideal:>9,.0f} "
                      f"{r['ratio']:>6.2f} {r['samples_per_s']:>10,.0f} {r['rollout_ms']:>10.1f} {r['wall_s']:>7.2f}")
     return "\n".join(lines + ["(* the workers ran out of rollouts before the goal: steps/s is a lower bound;",
                               " rollout ms: mean time inside one rollout of 32 steps, of which 32 ms are env sleeps or busy loops)"])
@@ -102,7 +102,7 @@ def size_table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'rollout_length':>14} {'transitions/msg':>15} {'KB/msg':>7} {'actor steps/s':>14} {'samples/s':>10} {'insert msgs/s':>13}"]
     for r in rows:
         kb = r["insert_bytes"] / max(r["insert_msgs"], 1) / 1024
-        lines.append(f"{r['rollout_length']:>14} {r['transitions_per_insert']:>15} {kb:>7.0f} {r['actor_steps_per_s']:>14,.0f} "
+        lines.append(f"{r['rollout_length']:>14} {r['transitions_per_insert']:>15} {kb:>7.0f} {r['env_steps_per_s']:>14,.0f} "
                      f"{r['samples_per_s']:>10,.0f} {r['insert_msgs'] / r['wall_s']:>13,.0f}")
     return "\n".join(lines) + "\n(insert messages count both hops: worker -> proxy and proxy -> trajectory manager)"
 
@@ -136,18 +136,18 @@ def main() -> int:
             for w in WORKERS:
                 t0 = time.perf_counter()
                 scaling.append(measure(config(backend, w, 32, args.quick)))
-                print(f"  {backend} x{w}: {scaling[-1]['actor_steps_per_s']:,.0f} steps/s "
+                print(f"  {backend} x{w}: {scaling[-1]['env_steps_per_s']:,.0f} steps/s "
                       f"({time.perf_counter() - t0:.0f}s with start-up)", flush=True)
         cpu_bound = []
         for backend in [b for b in args.cpu_bound_backends.split(",") if b]:
             for w in WORKERS:
                 cpu_bound.append(measure(config(backend, w, 32, args.quick, cpu_bound=True)))
-                print(f"  {backend} x{w} (CPU-bound): {cpu_bound[-1]['actor_steps_per_s']:,.0f} steps/s", flush=True)
+                print(f"  {backend} x{w} (CPU-bound): {cpu_bound[-1]['env_steps_per_s']:,.0f} steps/s", flush=True)
         sizes = []
         if "ray" in backends:
             for length in ROLLOUT_LENGTHS:
                 sizes.append(measure(config("ray", 2, length, args.quick)))
-                print(f"  ray T={length}: {sizes[-1]['actor_steps_per_s']:,.0f} steps/s", flush=True)
+                print(f"  ray T={length}: {sizes[-1]['env_steps_per_s']:,.0f} steps/s", flush=True)
     finally:
         if "ray" in backends:
             ray.shutdown()

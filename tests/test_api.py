@@ -71,6 +71,7 @@ def test_early_stop_ends_the_run_before_its_budget(tmp_path: Path) -> None:
     assert run.status == "stopped"
     saved = results_of(run.out)
     assert saved["status"] == "stopped", "results.json says the run was stopped"
+    assert saved["stop_reason"] == f"EarlyStop: {early.reason}" and saved["stop_reason"].startswith("EarlyStop: mean return")
     assert 0 < saved["counts"]["env_steps"] < BUDGET
     assert saved["config"]["algorithm"]["lr"] == 5e-4, "a hyperparameter keyword reaches the run"
     assert (run.out / "checkpoint" / "run_state.json").is_file(), "stopped as on Ctrl-C: the final checkpoint is committed"
@@ -179,4 +180,5 @@ def test_ctrl_c_stops_the_run_writes_it_and_reaches_the_caller(tmp_path: Path) -
         janus.train("dqn", env="CartPole-v1", total_env_steps=BUDGET, out=tmp_path / "run", callbacks=[CtrlC()])
     saved = results_of(tmp_path / "run")
     assert saved["status"] == "interrupted" and saved["counts"]["env_steps"] < BUDGET
+    assert saved["stop_reason"] == "SIGINT received (Ctrl-C)"
     assert signal.getsignal(signal.SIGINT) is before, "the caller's handler is back"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from janus.harness.report import annotate, write_results
-from janus.result import RunResult, as_dict
+from janus.result import RunResult, as_dict, env_steps_rate
 
 
 def result(**kw) -> RunResult:
     base = dict(name="r", config={"placement": "cpu_pageable", "workload": {"algo": "synthetic"}}, samples_per_s=10.0,
-                actor_steps_per_s=5.0, wall_s=2.0,
+                env_steps_per_s=5.0, wall_s=2.0,
                 stage_s={"rollout": 1.0, "collect": 0.5, "select": 0.25, "update": 1.5, "learner_wait": 0.1, "actor_blocked": 0.0},
                 counts={"updates": 4}, runtime={"learner_utilization": 0.75, "learner_wait_s": 0.1})
     return RunResult(**{**base, **kw})
@@ -40,3 +40,13 @@ def test_results_json_holds_the_runtime_figures(tmp_path: Path) -> None:
     assert run["runtime"] == {"learner_utilization": 0.75, "learner_wait_s": 0.1}
     assert run["ideal"]["bound_s"] == 1.5 and run["speedup_vs_baseline"] == 1.0
     assert annotate([result(name="baseline")])[0] == annotate([result(name="baseline").to_dict()])[0]
+
+
+def test_a_result_written_before_the_rename_reads_its_rate_as_env_steps_per_s(tmp_path: Path) -> None:
+    """results.json said ``actor_steps_per_s`` before it said ``env_steps_per_s``: both read as one rate."""
+    old = {k: v for k, v in result().to_dict().items() if k != "env_steps_per_s"}
+    old["actor_steps_per_s"] = 7.0
+    assert RunResult.from_dict(old).env_steps_per_s == 7.0
+    assert env_steps_rate(old) == 7.0 and env_steps_rate(result()) == 5.0
+    write_results(tmp_path, "janus compare", [old], baseline="r")
+    assert "7.0" in (tmp_path / "results.csv").read_text().splitlines()[1].split(",")

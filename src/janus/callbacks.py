@@ -5,9 +5,15 @@ two looks at the Orchestrator's status), never from a component: a hook that tak
 next poll, not the actors or the learner. A hook that returns ``True`` stops the run: it stops as
 for Ctrl-C (workers drained, final checkpoint committed, results written) with status ``stopped``.
 
-Built-ins, each one small: :class:`Progress` prints, :class:`EarlyStop` stops at a mean return,
+Built-ins, each one small: :class:`Progress` prints the progress line instead of the run's own,
+:class:`EarlyStop` stops at a mean return or after evaluations without improvement,
 :class:`Checkpoint` and :class:`Evaluation` set the runtime's own checkpoint and evaluation
-settings (:meth:`Callback.settings`: the ``janus train`` flags they stand for).
+settings (:meth:`Callback.settings`: the ``janus train`` flags they stand for). Each line prints
+once: the run prints each evaluation itself, and :class:`Progress` replaces its progress line.
+
+Why a run stopped is printed and recorded in results.json (``stop_reason``): a callback's
+:attr:`Callback.reason` (``EarlyStop: mean return 480.2 >= 475 at 31,000 env steps``), the budget
+reached, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -75,10 +81,17 @@ class Callback:
     """
 
     progress_every_s: float = 2.0
+    reason: str = ""
+    """Why this callback stopped the run, once it did (results.json's ``stop_reason`` says it after
+    the callback's name; "" for "asked to stop")."""
 
     def settings(self) -> dict[str, Any]:
         """``janus train`` flags (as keywords) this callback needs, e.g. ``{"eval_interval_steps": 5000}``."""
         return {}
+
+    def check(self, config: RunConfig) -> None:
+        """Raise :class:`~janus.errors.ConfigError` if this callback cannot work in a run of
+        ``config`` (the resolved configuration, before anything is written)."""
 
     def on_start(self, run: RunInfo) -> bool | None:
         """The run folder is open and the configuration resolved; the components start next."""
@@ -98,7 +111,12 @@ class Callback:
 
 
 class Progress(Callback):
-    """Prints a line every ``every_s`` seconds: env steps, share done, mean return, rate and ETA."""
+    """Prints a line every ``every_s`` seconds: env steps, share done, mean return, rate and ETA.
+
+    It replaces the run's own progress line (which would say the same): give it to print the
+    progress at your own pace or to your own ``stream`` (a log file, a notebook cell)."""
+
+    replaces_progress_line = True
 
     def __init__(self, every_s: float = 5.0, stream: TextIO | None = None) -> None:
         if not isinstance(every_s, (int, float)) or isinstance(every_s, bool) or not every_s >= 0:
@@ -115,25 +133,34 @@ class Progress(Callback):
 
 
 class EarlyStop(Callback):
-    """Stops the run once the mean return of the last 20 episodes reaches ``mean_return``, or once
-    it has not improved for ``patience`` looks (each ``every_s`` seconds apart)."""
+    """Stops the run once the mean return of the last 20 training episodes reaches ``mean_return``
+    (looked at every ``every_s`` seconds), or once ``patience`` periodic evaluations in a row have
+    not beaten the best evaluation's mean return so far. ``patience`` counts evaluations, so the run
+    must evaluate (``eval_interval_steps=``, or a :class:`Evaluation` callback): one that never
+    does is refused before it starts."""
 
     def __init__(self, mean_return: float | None = None, patience: int | None = None, every_s: float = 0.5) -> None:
         if mean_return is None and patience is None:
-            raise ConfigError("EarlyStop: give mean_return (stop when reached), patience (stop when the return stops "
-                              "improving) or both")
+            raise ConfigError("EarlyStop: give mean_return (stop when reached), patience (stop after that many "
+                              "evaluations without improvement) or both")
         if mean_return is not None and (isinstance(mean_return, bool) or not isinstance(mean_return, (int, float))
                                         or not math.isfinite(mean_return)):
             raise invalid("EarlyStop(mean_return)", mean_return, "a finite number")
         if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
-            raise invalid("EarlyStop(patience)", patience, "an integer >= 1 (looks without improvement)")
+            raise invalid("EarlyStop(patience)", patience, "an integer >= 1 (evaluations without improvement)")
         self.mean_return = mean_return
         self.patience = patience
         self.progress_every_s = every_s
         self.best: float | None = None
+        """The best evaluation's mean return so far."""
         self.stale = 0
+        """Evaluations since the best one."""
         self.reason = ""
-        """Why it stopped the run ("" while it has not)."""
+
+    def check(self, config: RunConfig) -> None:
+        if self.patience is not None and not config.runtime.eval_interval_steps:
+            raise ConfigError(f"EarlyStop(patience={self.patience}) counts evaluations, and this run never evaluates: "
+                              f"give eval_interval_steps=... (or janus.Evaluation(every_env_steps=...)) too")
 
     def on_start(self, run: RunInfo) -> None:
         """A new run (the next seed's, with ``seeds=``) starts from no best return."""
@@ -141,17 +168,22 @@ class EarlyStop(Callback):
 
     def on_progress(self, stats: ProgressStats) -> bool:
         ret = stats.mean_return
-        if ret is None:
-            return False
-        if self.mean_return is not None and ret >= self.mean_return:
+        if self.mean_return is not None and ret is not None and ret >= self.mean_return:
             self.reason = f"mean return {ret:.1f} >= {self.mean_return:g} at {stats.env_steps:,} env steps"
             return True
+        return False
+
+    def on_evaluation(self, evaluation: dict[str, Any]) -> bool:
+        ret = evaluation.get("mean_return")
+        if self.patience is None or not isinstance(ret, (int, float)):
+            return False
         if self.best is None or ret > self.best:
-            self.best, self.stale = ret, 0
+            self.best, self.stale = float(ret), 0
             return False
         self.stale += 1
-        if self.patience is not None and self.stale >= self.patience:
-            self.reason = f"no better mean return than {self.best:.1f} in {self.stale} looks"
+        if self.stale >= self.patience:
+            self.reason = (f"no evaluation beat the best mean return {self.best:.1f} in {self.stale} evaluations "
+                           f"(the last at {int(evaluation.get('env_steps', 0)):,} env steps)")
             return True
         return False
 
@@ -169,22 +201,15 @@ class Checkpoint(Callback):
 
 class Evaluation(Callback):
     """Evaluates the policy every ``every_env_steps`` env steps on ``episodes`` greedy episodes (the
-    runtime's Evaluator: results.json's ``evaluations``, the best policy in RUN_DIR/best), and prints each."""
+    runtime's Evaluator: results.json's ``evaluations``, the best policy in RUN_DIR/best). The run
+    prints each evaluation's line itself (once); :meth:`Callback.on_evaluation` hands each to code."""
 
-    def __init__(self, every_env_steps: int, episodes: int = 10, stream: TextIO | None = None) -> None:
+    def __init__(self, every_env_steps: int, episodes: int = 10) -> None:
         self.every_env_steps = every_env_steps  # validated with the flags they set
         self.episodes = episodes
-        self.stream = stream
 
     def settings(self) -> dict[str, Any]:
         return {"eval_interval_steps": self.every_env_steps, "eval_episodes": self.episodes}
-
-    def on_evaluation(self, evaluation: dict[str, Any]) -> None:
-        mean, std = evaluation.get("mean_return"), evaluation.get("std_return")
-        spread = f" ± {std:.1f}" if isinstance(std, (int, float)) else ""
-        print(f"janus: evaluation at {int(evaluation.get('env_steps', 0)):,} env steps: mean return "
-              f"{mean:.1f}{spread}" if isinstance(mean, (int, float)) else f"janus: evaluation {evaluation}",
-              file=self.stream or sys.stdout, flush=True)
 
 
 def merged_settings(callbacks: Sequence[Callback], given: dict[str, Any]) -> dict[str, Any]:
@@ -224,6 +249,25 @@ class CallbackHooks:
         if answer and not self._stop:
             self._stop, self.stopped_by = True, cb
 
+    @property
+    def replaces_progress_line(self) -> bool:
+        """A callback prints the progress instead of the run's own line (:class:`Progress`)."""
+        return any(getattr(cb, "replaces_progress_line", False) for cb in self.callbacks)
+
+    def check(self, cfg: RunConfig) -> None:
+        """:meth:`Callback.check` of each, before anything is written."""
+        for cb in self.callbacks:
+            cb.check(cfg)
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the callbacks stopped the run: ``EarlyStop: mean return 480.2 >= 475 at 31,000 env steps``."""
+        cb = self.stopped_by
+        if cb is None:
+            return ""
+        why = str(getattr(cb, "reason", "") or "")
+        return f"{type(cb).__name__}: {why}" if why else f"{type(cb).__name__} asked to stop"
+
     def start(self, out: Path, cfg: RunConfig) -> None:
         """Before the run: :meth:`Callback.on_start` of each."""
         self.out, self.total_env_steps = out, cfg.workload.total_env_steps
@@ -249,7 +293,7 @@ class CallbackHooks:
                 self._ask(cb, cb.on_evaluation(dict(evaluation)))
         self.evaluations_seen = len(evaluations)
         if self._stop:
-            raise StopRequested()
+            raise StopRequested(self.stop_reason)
 
     def _stats(self, status: dict[str, Any], steps: int, now: float) -> ProgressStats:
         curve = status.get("curve") or []

@@ -359,6 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="one run of one configuration", description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(train)
     train.add_argument("--name", default=None, help="Run name in the report [default train].")
+    train.add_argument("--verbose", action="store_true",
+                       help="Also print the data-path table (samples/s, stage times, speedup) and the runtime's message "
+                            "counts at the end (results.json holds them either way).")
     train.add_argument("--tensorboard", action="store_true",
                        help="Also write TensorBoard scalars to OUT/tensorboard as the run goes (every 2 s).")
     train.add_argument("--wandb", action="store_true",

@@ -97,18 +97,28 @@ def unread_fields(cfg: RunConfig) -> set[str]:
     return unread
 
 
+PER_INVOCATION = ("resume", "best_dir", "checkpoint_dir")
+"""Runtime fields ``janus train`` sets on each invocation (``--resume``; RUN_DIR/best; RUN_DIR/checkpoint
+unless the user chose a folder): not part of what a run records as its configuration."""
+
+
 def recorded(cfg: RunConfig) -> dict[str, Any]:
     """The run as ``config.yaml`` and ``results.json`` record it: :meth:`RunConfig.to_dict` without the
     fields the run never reads (:func:`unread_fields`), with its algorithm's every hyperparameter in
     ``algorithm:`` (defaults included, the data-path knobs that set some of them left at their own
-    place; see :meth:`~janus.algorithms.base.Algorithm.hyperparameters`). It loads back as the same
-    run (:func:`from_dict` on the algorithm's preset)."""
+    place; see :meth:`~janus.algorithms.base.Algorithm.hyperparameters`), and without what ``janus
+    train`` sets per invocation (:data:`PER_INVOCATION`; ``checkpoint_dir`` is kept where set). It
+    loads back as the same run (:func:`from_dict` on the algorithm's preset)."""
     from janus.algorithms.base import algorithm
 
     out = cfg.to_dict()
     for path in unread_fields(cfg):
         section, _, key = path.rpartition(".")
         (out[section] if section else out).pop(key, None)
+    for key in PER_INVOCATION:  # janus train sets them itself on each invocation
+        out["runtime"].pop(key, None)
+    if cfg.runtime.checkpoint_dir is not None:  # a folder of the user's choosing (else: none, or RUN_DIR/checkpoint)
+        out["runtime"]["checkpoint_dir"] = cfg.runtime.checkpoint_dir
     out.pop("algorithm", None)
     hyperparameters = algorithm(cfg.workload.algo).hyperparameters(cfg)
     if hyperparameters:

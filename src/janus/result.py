@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from janus.config import RunConfig
 
 STAGE_NAMES = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
+OLD_RATE_KEY = "actor_steps_per_s"
+"""The name ``env_steps_per_s`` had in results written before it was renamed."""
 
 
 @dataclass
@@ -31,7 +33,9 @@ class RunResult:
     name: str
     config: dict[str, Any]
     samples_per_s: float
-    actor_steps_per_s: float
+    env_steps_per_s: float
+    """Env steps (transitions the actors produced) per second of ``wall_s``; results written before
+    this name was used call it ``actor_steps_per_s`` (:meth:`from_dict` and :func:`env_steps_rate` read both)."""
     wall_s: float
     stage_s: dict[str, float]
     counts: dict[str, int]
@@ -44,15 +48,20 @@ class RunResult:
     """Episode ``return`` against ``env_steps`` and ``wall_s`` (RL runs)."""
     episodes: int | None = None
     final_mean_return: float | None = None
+    """Mean return of the last 20 episodes (RL runs)."""
     evaluations: list[dict[str, Any]] | None = None
     """Periodic evaluations (``runtime.eval_interval_steps``): env steps, parameter version, mean and
     std of the greedy episodes' returns, wall time."""
-    """Mean return of the last 20 episodes (RL runs)."""
     train_metrics: dict[str, list[float | None]] | None = None
     """The learner's training scalars as columns: ``wall_s``, ``env_steps``, ``updates`` and the
     mean of each metric over the updates of each row (DQN: ``loss``, ``q_mean``, ``grad_norm``, ``lr``,
     ``td_abs_mean`` and ``per_beta`` when prioritized, ``epsilon``; PPO: ``policy_loss``, ``value_loss``, ``entropy``,
     ``approx_kl``, ``clipfrac``, ``lr``), a row every few seconds (RL runs)."""
+    stop_reason: str | None = None
+    """Why the run ended: ``budget reached: 50,176 env steps``, a callback's (``EarlyStop: mean return
+    480.2 >= 475 at 31,000 env steps``), ``SIGINT received (Ctrl-C)``, ``SIGTERM received ...``."""
+    elapsed_s: float | None = None
+    """Seconds this session took in all: ``wall_s`` (its running time) plus start-up and shutdown."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run as ``results.json`` holds it (fields that are None are left out)."""
@@ -61,7 +70,10 @@ class RunResult:
     @classmethod
     def from_dict(cls, run: dict[str, Any]) -> RunResult:
         """The result of a run as results.json holds it (keys that are no field are left out)."""
-        return cls(**{k: v for k, v in run.items() if k in cls._names()})
+        given = dict(run)
+        if OLD_RATE_KEY in given:  # written before the rate was named env_steps_per_s
+            given.setdefault("env_steps_per_s", given.pop(OLD_RATE_KEY))
+        return cls(**{k: v for k, v in given.items() if k in cls._names()})
 
     # read access as the results.json dict
     def __getitem__(self, key: str) -> Any:
@@ -95,3 +107,9 @@ def reported_config(cfg: RunConfig) -> dict[str, Any]:
 def as_dict(run: RunResult | dict[str, Any]) -> dict[str, Any]:
     """A run as a plain dict (a :class:`RunResult` serialised, a loaded dict as is)."""
     return run.to_dict() if isinstance(run, RunResult) else run
+
+
+def env_steps_rate(run: RunResult | dict[str, Any]) -> float | None:
+    """A run's env steps per second, from a result of any age (``actor_steps_per_s`` before the rename)."""
+    value = run.get("env_steps_per_s")
+    return run.get(OLD_RATE_KEY) if value is None else value

@@ -44,6 +44,17 @@ def outcome_of(exc: KeyboardInterrupt) -> str:
     return str(getattr(exc, "outcome", "interrupted"))
 
 
+def reason_of(exc: KeyboardInterrupt) -> str:
+    """Why ``exc`` stopped a run, for the console and results.json's ``stop_reason``."""
+    if isinstance(exc, StopRequested):
+        return str(exc.args[0]) if exc.args and exc.args[0] else "a callback asked to stop"
+    if isinstance(exc, Terminated):
+        return f"{exc.args[0] if exc.args else 'SIGTERM'} received: stopped as for Ctrl-C"
+    if exc.args and str(exc.args[0]).startswith("SIG"):  # a stop signal that came as the run ended
+        return f"{exc.args[0]} received"
+    return "SIGINT received (Ctrl-C)"
+
+
 _windows: list[bool] = []  # innermost last: True inside interruptible(), False inside saving()
 _handler: StopSignals | None = None  # the handler installed in this process, if any
 

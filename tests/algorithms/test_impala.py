@@ -118,10 +118,13 @@ def test_appo_and_impala_differ_only_in_the_objective() -> None:
 def check_async_run(run: dict[str, Any], cfg: RunConfig) -> None:
     counts, rt = run["counts"], run["runtime"]
     budget = algorithm(cfg.workload.algo).budget(cfg)
-    assert counts["updates"] == budget.total_updates
-    assert counts["env_steps"] >= cfg.workload.total_env_steps  # stale items are replaced by newer ones
-    assert counts["transitions_produced"] == counts["env_steps"]  # rows of T steps, counted in steps
     lag = rt["policy_lag"]
+    # every item acted is trained whole or dropped whole as too stale (in the queue, or batch by batch at the learner)
+    dropped = lag["items_dropped_stale"] * cfg.updates_per_iteration + lag["batches_dropped_stale"]
+    assert counts["updates"] + dropped == budget.total_updates
+    # the workers act the budget in whole items, no more: within one item (a piece per worker) of total_env_steps
+    assert counts["env_steps"] == budget.env_steps and 0 <= budget.env_steps - cfg.workload.total_env_steps < cfg.rollout_transitions
+    assert counts["transitions_produced"] == counts["env_steps"]  # rows of T steps, counted in steps
     bound = algorithm(cfg.workload.algo).config(cfg).max_policy_lag
     assert lag["batches"] == counts["updates"] and 0 <= lag["mean"] <= lag["max"] <= bound
     assert 0 < rt["actor_utilization"] <= 1
@@ -158,3 +161,19 @@ def test_appo_on_ray_with_two_workers(ray_session: Any) -> None:
     assert run["runtime"]["backend"] == "ray"
     assert sorted(n for n in run["runtime"]["nodes"] if n.startswith("worker-")) == ["worker-0", "worker-1"]
     check_async_run(run, cfg)
+
+
+def test_the_budget_is_whole_items_and_a_resume_acts_only_those_left() -> None:
+    """Each worker acts the budget's items and stops (60,000 asked acted 62,976 when the workers ran
+    ahead until the learner finished); a resumed run continues from the items trained (those in the
+    queue at the commit are lost with it, as a PPO rollout not yet trained is)."""
+    from janus.runtime.plan import pieces_per_worker, resumed_counts
+
+    cfg = cfg_of("appo", 6000)
+    algo = algorithm("appo")
+    pacing, budget = algo.pacing(cfg), algo.budget(cfg)
+    assert cfg.rollout_transitions == 512 and budget.env_steps == 12 * 512 and pacing.max_pieces == 12
+    state = {"trained": 3 * cfg.updates_per_iteration, "env_steps": 5 * 512, "curve": [(0.1, 100, 9.0), (0.2, 2000, 9.0)]}
+    resumed = resumed_counts(cfg, pacing, state)
+    assert resumed["env_steps"] == 3 * 512 and resumed["curve"] == [(0.1, 100, 9.0)]
+    assert pieces_per_worker(cfg, pacing, budget, state) == 12 - 3

@@ -67,7 +67,7 @@ def assert_counts(run: dict[str, Any], cfg: RunConfig) -> None:
         assert counts["updates"] == algorithm(cfg.workload.algo).budget(cfg).total_updates
     else:
         assert counts["transitions_produced"] >= algorithm(cfg.workload.algo).config(cfg).learning_starts
-    assert run["actor_steps_per_s"] > 0 and run["samples_per_s"] > 0
+    assert run["env_steps_per_s"] > 0 and run["samples_per_s"] > 0
 
 
 # -------------------------------------------------------------------------------------- learning
@@ -213,7 +213,7 @@ def test_tensorboard_scalars_round_trip(tmp_path: Path) -> None:
     from janus.harness.tensorboard import write_scalars
 
     run = {
-        "wall_s": 4.0, "actor_steps_per_s": 1500.0, "samples_per_s": 9000.0,
+        "wall_s": 4.0, "env_steps_per_s": 1500.0, "samples_per_s": 9000.0,
         "stage_s": {"rollout": 2.5, "collect": 0.25, "select": 0.5, "update": 3.0, "learner_wait": 0.1, "actor_blocked": 0.0},
         "learning_curve": {"wall_s": [1.0, 2.0, 2.0, 4.0], "env_steps": [1000, 2000, 2000, 6000], "return": [10.0, 20.0, 30.0, 60.0]},
     }
@@ -245,7 +245,7 @@ def test_tensorboard_scalars_of_a_real_run(tmp_path: Path) -> None:
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
     assert [e.value for e in acc.Scalars("episode/return")] == run["learning_curve"]["return"]
-    assert acc.Scalars("run/env_steps_per_s")[0].value == pytest.approx(run["actor_steps_per_s"])
+    assert acc.Scalars("run/env_steps_per_s")[0].value == pytest.approx(run["env_steps_per_s"])
 
 
 def test_cli_train_tensorboard_flag_writes_scalars(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ TINY = ["--iterations", "3", "--config", str(ROOT / "configs" / "default.yaml")]
 
 
 def _run(name: str, sps: float, wall: float = 1.0) -> dict:
-    return {"name": name, "samples_per_s": sps, "actor_steps_per_s": sps / 2, "wall_s": wall,
+    return {"name": name, "samples_per_s": sps, "env_steps_per_s": sps / 2, "wall_s": wall,
             "stage_s": {"rollout": 0.2, "collect": 0.1, "select": 0.1, "update": 0.4}}
 
 
@@ -28,7 +28,7 @@ def test_summary_is_the_median_run_whole_with_every_repeat() -> None:
     runs = [_run("a", 100, wall=3.0), _run("b", 50), _run("a", 300, wall=1.0), _run("a", 200, wall=2.0)]
     a, b = summarize(runs)
     assert a["samples_per_s"] == 200 and a["wall_s"] == 2.0, "the median run's own figures, not mixed"
-    assert a["repeats"] == {"runs": 3, "samples_per_s": [100, 300, 200], "actor_steps_per_s": [50, 150, 100],
+    assert a["repeats"] == {"runs": 3, "samples_per_s": [100, 300, 200], "env_steps_per_s": [50, 150, 100],
                             "wall_s": [3.0, 1.0, 2.0]}
     assert "repeats" not in b, "a configuration run once is reported as it ran"
     even = summarize([_run("c", 10), _run("c", 40), _run("c", 20), _run("c", 30)])[0]

@@ -19,7 +19,7 @@ def make_run(name: str, sps: float, wall: float, stages: tuple[float, ...], **kn
               "workload": {"num_actors": 2, "obs_shape": [64]}}
     config.update(knobs)
     keys = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
-    return {"name": name, "config": config, "samples_per_s": sps, "actor_steps_per_s": sps / 2,
+    return {"name": name, "config": config, "samples_per_s": sps, "env_steps_per_s": sps / 2,
             "wall_s": wall, "stage_s": dict(zip(keys, stages)), "counts": {"updates": 100}}
 
 
@@ -77,7 +77,7 @@ def test_speedup_without_baseline_is_none(runs: list[dict[str, Any]]) -> None:
 def test_table_has_every_run_and_header(runs: list[dict[str, Any]]) -> None:
     table = format_table(runs)
     lines = table.splitlines()
-    for header in ("config", "samples/s", "steps/s", "wall", "rollout", "collect", "select",
+    for header in ("config", "samples/s", "env-steps/s", "wall", "rollout", "collect", "select",
                    "update", "l.wait", "blocked", "speedup", "ideal", "eff"):
         assert header in lines[0]
     for run in runs:
@@ -134,7 +134,7 @@ def test_write_results_files(tmp_path: Path, runs: list[dict[str, Any]]) -> None
     header, body = rows[0], rows[1:]
     assert len(body) == len(runs)
     for col in ("name", "placement", "overlap_collect", "overlap_select", "g_collect", "g_select",
-                "is_on_policy", "batch_size", "samples_per_s", "actor_steps_per_s", "wall_s",
+                "is_on_policy", "batch_size", "samples_per_s", "env_steps_per_s", "wall_s",
                 "rollout_s", "collect_s", "select_s", "update_s", "learner_wait_s", "actor_blocked_s",
                 "speedup_vs_baseline", "ideal_speedup", "efficiency"):
         assert col in header

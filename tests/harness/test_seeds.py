@@ -100,7 +100,7 @@ def test_each_seeds_run_gets_every_flag_given_and_its_own_seed_and_out(tmp_path:
 # ---- the aggregate, from seed folders --------------------------------------------------------------
 def _seed_folder(folder: Path, final: float, slope: float) -> None:
     steps = list(range(10, 1010, 10))
-    run = {"name": "train", "status": "finished", "final_mean_return": final, "actor_steps_per_s": 1000.0 + final,
+    run = {"name": "train", "status": "finished", "final_mean_return": final, "env_steps_per_s": 1000.0 + final,
            "episodes": len(steps), "learning_curve": {"env_steps": steps, "return": [slope * s for s in steps]}}
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps({"runs": [run]}))

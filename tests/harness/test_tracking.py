@@ -155,7 +155,7 @@ def test_the_wandb_writer_gets_the_scalars_tensorboard_gets(tmp_path: Path) -> N
               "evaluations": [{"env_steps": 200, "mean_return": 9.0, "std_return": 1.0, "episodes": 2, "wall_s": 1.0}]}
     live(status, lambda: {})  # type: ignore[arg-type, return-value]
     live.finish({"wall_s": 1.0, "learning_curve": {"env_steps": [100, 200], "wall_s": [0.5, 1.0], "return": [3.0, 5.0]},
-                 "evaluations": status["evaluations"], "samples_per_s": 10.0, "actor_steps_per_s": 200.0})
+                 "evaluations": status["evaluations"], "samples_per_s": 10.0, "env_steps_per_s": 200.0})
     tensorboard = {tag: [(step, value) for step, value, _ in events] for tag, events in read_scalars(tmp_path / "tb").items()}
     wandb: dict[str, list[tuple[int, float]]] = {}
     for tag, value, step in recording.scalars:

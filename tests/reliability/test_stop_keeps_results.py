@@ -228,7 +228,7 @@ def test_resume_writes_the_results_a_stop_lost_from_the_final_commit(finished_dq
     moved = ("checkpoint_dir", "best_dir", "resume")  # the run was copied here and is resumed
     for config in (rebuilt["config"], original["config"]):
         for key in moved:
-            config["runtime"].pop(key)
+            config["runtime"].pop(key, None)
     assert rebuilt["config"] == original["config"]  # the resolved configuration, as the run recorded it
     for key in ("updates", "env_steps", "run_updates", "run_env_steps"):
         assert rebuilt["counts"][key] == original["counts"][key], key

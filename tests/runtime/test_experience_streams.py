@@ -199,7 +199,7 @@ def test_live_results_of_a_process_run_count_env_steps(process_runs: dict[str, d
     for run in process_runs.values():
         counts = run["live"]["before"]["counts"]
         assert counts["env_steps"] >= counts["transitions_produced"] > 0  # before: env_steps 0, steps/s 0
-        assert run["live"]["before"]["actor_steps_per_s"] > 0
+        assert run["live"]["before"]["env_steps_per_s"] > 0
 
 
 def test_live_results_of_a_local_run_count_env_steps() -> None:

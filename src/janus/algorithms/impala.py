@@ -237,11 +237,12 @@ class Impala(GymAlgorithm):
                           max_staleness=a.max_policy_lag, row_steps=cfg.workload.rollout_length)
 
     def budget(self, cfg: Any) -> Budget:
-        """``total_env_steps`` in items (rounds of one trajectory per env of every worker), each
-        trained ``num_epochs x num_minibatches`` times; the workers act until the learner is done
-        (a stale item is dropped, and replaced by one acted later)."""
+        """``total_env_steps`` in whole items (rounds of one trajectory per env of every worker):
+        each worker acts that many pieces and no more, and each item is trained ``num_epochs x
+        num_minibatches`` times, or dropped whole as too stale (its batches are then counted as
+        dropped, not trained: the run still ends once every item is trained or dropped)."""
         items = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
-        return Budget(items * cfg.updates_per_iteration, 0)
+        return Budget(items * cfg.updates_per_iteration, items, env_steps=items * cfg.rollout_transitions)
 
     def publish_every(self, cfg: Any) -> int:
         """One version per item trained (``num_epochs x num_minibatches`` updates), as Sample
@@ -254,8 +255,8 @@ class Impala(GymAlgorithm):
         piece = w.envs_per_actor  # rows (trajectories) per piece
         return Pacing(samples_per_insert=0.0, min_size_to_sample=cfg.minibatch_size,
                       error_buffer=default_error_buffer(0.0, piece, w.num_actors, cfg.minibatch_size),
-                      publish_every=self.publish_every(cfg), piece_steps=w.rollout_length, pieces_per_rollout=1, max_pieces=0,
-                      lockstep=False)
+                      publish_every=self.publish_every(cfg), piece_steps=w.rollout_length, pieces_per_rollout=1,
+                      max_pieces=self.budget(cfg).iterations, lockstep=False)
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GymActorSide:
         w = cfg.workload

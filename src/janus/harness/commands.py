@@ -25,7 +25,8 @@ from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summ
 from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
-from janus.result import RunResult
+from janus.harness.train_report import acts_in_env, budget_reason, ended, train_summary, whole_budget
+from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def plan(args: argparse.Namespace, cfg: RunConfig) -> tuple[list[RunConfig], lis
         configs = [replace(cfg, name=args.name or (cfg.name if named else "train"))]
     else:
         configs, skipped = sweep_configs(cfg, args.sweep)
-    configs = resolve_all(configs)
+    configs = [whole_budget(c) for c in resolve_all(configs)]
     baseline = "baseline" if args.command == "compare" else configs[0].name
     return configs, skipped, baseline
 
@@ -129,14 +130,14 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tu
         runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
                           best_dir=str(out_dir / "best"))
         cfg = replace(cfg, runtime=runtime)
-    saved = recorded(cfg)  # resolved, every hyperparameter, nothing the run does not read
-    # resume is per invocation; a checkpoint folder of the user's choosing is kept (absolute), the
-    # default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
+    # resolved, every hyperparameter, nothing the run does not read nor what janus train sets per
+    # invocation (resume, RUN_DIR/best); a checkpoint folder of the user's choosing is kept
+    # (absolute), the default one (OUT/checkpoint) is not, so a run folder can be moved and still resumed
+    saved = recorded(cfg)
     chosen = cfg.runtime.checkpoint_dir
-    if chosen is not None and Path(chosen).resolve() == (out_dir / "checkpoint").resolve():
-        chosen = None
-    saved["runtime"] = {**saved["runtime"], "checkpoint_dir": str(Path(chosen).resolve()) if chosen else None, "resume": False,
-                        "best_dir": None}  # RUN_DIR/best, wherever the folder moves
+    saved["runtime"].pop("checkpoint_dir", None)
+    if chosen is not None and Path(chosen).resolve() != (out_dir / "checkpoint").resolve():
+        saved["runtime"]["checkpoint_dir"] = str(Path(chosen).resolve())
     return cfg, yaml.safe_dump(saved, sort_keys=False)
 
 
@@ -177,9 +178,9 @@ def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any], comma
           f"it stopped before writing its results; writing them from {Path(str(cfg.runtime.checkpoint_dir)) / 'run_state.json'} "
           f"(nothing is trained)", flush=True)
     run = result_from_run_state(cfg, state)
-    paths = write_files(command, out_dir, [run], [], run.name)
-    print(f"\n{run.name}: mean return of the last 20 episodes {run.final_mean_return:.1f} ({run.episodes} episodes)"
-          if run.final_mean_return is not None else "", flush=True)
+    run.stop_reason = budget_reason(run.to_dict())
+    paths = write_files(command, out_dir, [run], [], run.name, train=True)
+    print("\n" + train_summary(run.to_dict()), flush=True)
     print("wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     return 0
 
@@ -191,6 +192,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
         from janus.harness.tune_command import run_tune
 
         return run_tune(args, cfg)
+    if hooks is not None:
+        hooks.check(cfg)  # a callback that cannot work in this run is refused before anything is written
     repeats_of(args)  # a bad --repeats is refused before anything is written
     if getattr(args, "wandb", False):
         from janus.harness.wandb_log import require_wandb
@@ -284,7 +287,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                       f"workers_per_node={c.runtime.workers_per_node or c.workload.num_actors}", flush=True)
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
-        progress = progress_line(c)
+        progress = progress_line(c, quiet=hooks is not None and hooks.replaces_progress_line)
         live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         if hooks is not None:
             hooks.start(out_dir, c)
@@ -293,6 +296,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
             partial = getattr(exc, "partial_result", None)
             if partial is not None:
+                ended(partial, stopping.reason_of(exc), time.perf_counter() - progress.start)
                 progress.finish(f"{stopping.outcome_of(exc)} after {partial['wall_s']:.2f}s; writing the run so far")
                 if live is not None:
                     live.finish(partial)
@@ -311,8 +315,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         if live is not None:
             live.finish(run)
         total_s = time.perf_counter() - progress.start  # the progress line's clock: start-up and shutdown too
-        progress.finish(f"{run['samples_per_s']:,.0f} samples/s in {run['wall_s']:.2f}s of running "
-                        f"({total_s:.1f}s with start-up and shutdown)")
+        ended(run, budget_reason(as_dict(run)), total_s)
+        done = (f"{int(run['counts'].get('run_env_steps', 0)):,} env steps, {run['env_steps_per_s']:,.0f} env-steps/s"
+                if args.command == "train" and run.get("learning_curve") is not None else f"{run['samples_per_s']:,.0f} samples/s")
+        progress.finish(f"{done} in {run['wall_s']:.2f}s of running ({total_s:.1f}s with start-up and shutdown)")
         runs.append(run)
     summary = summarize(runs)
     if probed is not None:
@@ -390,7 +396,7 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     from janus.runtime.plan import plan_of
 
     def save(so_far: Any) -> None:
-        write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline)
+        write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline, train=True)
 
     tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
@@ -410,12 +416,16 @@ def wandb_opener(args: argparse.Namespace, out_dir: Path, cfg: RunConfig) -> Cal
     return lambda: WandbWriter(out_dir, project, f"{out_dir.name}/{cfg.name}", reported_config(cfg))
 
 
-def progress_line(cfg: RunConfig) -> ProgressLine:
-    """The progress line of one configuration: an RL run's in env steps, the synthetic workload's in updates."""
+def progress_line(cfg: RunConfig, quiet: bool = False) -> ProgressLine:
+    """The progress line of one configuration: an RL run's in env steps, the synthetic workload's in
+    updates (``quiet``: not drawn, a :class:`janus.Progress` callback prints it instead; its
+    evaluation and final lines still are)."""
     from janus.algorithms.base import algorithm
 
     label = f"  {cfg.name}"
-    return EnvStepProgress(label) if algorithm(cfg.workload.algo).has_policy else ProgressLine(label)
+    line = EnvStepProgress(label) if algorithm(cfg.workload.algo).has_policy else ProgressLine(label)
+    line.quiet = quiet
+    return line
 
 
 def evaluation_lines(cfg: RunConfig, progress: ProgressLine) -> EvaluationLines | None:
@@ -454,12 +464,14 @@ def command_line(label: str, args: argparse.Namespace | None = None) -> str:
     return "janus " + " ".join(argv)
 
 
-def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]], baseline: str) -> dict[str, Path]:
+def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]], baseline: str,
+                train: bool = False) -> dict[str, Path]:
     """learning_curve.png, results.csv, chart.png and results.json of ``runs``, each written
-    atomically; results.json last, so once it is rewritten the other files are of the same run."""
+    atomically; results.json last, so once it is rewritten the other files are of the same run.
+    ``train``: chart.png is the run's learning curve (return vs env steps), not its throughput."""
     out_dir.mkdir(parents=True, exist_ok=True)
     curve = write_learning_curve(out_dir / "learning_curve.png", runs)
-    paths = write_results(out_dir, command, runs, skipped, baseline=baseline)
+    paths = write_results(out_dir, command, runs, skipped, baseline=baseline, learning_chart=train)
     if curve is not None:
         paths["learning_curve"] = curve
     return paths
@@ -467,17 +479,26 @@ def write_files(command: str, out_dir: Path, runs: list[Any], skipped: list[dict
 
 def write_outputs(args: argparse.Namespace, label: str, out_dir: Path, runs: list[Any], skipped: list[dict[str, Any]],
                   baseline: str) -> None:
-    """The table, results.json/csv, charts and learning curve of ``runs`` (TensorBoard: :class:`LiveRun`)."""
-    annotated = annotate(runs, baseline=baseline)
-    print()
-    print(format_table(annotated, baseline=baseline))
-    paths = write_files(command_line(label, args), out_dir, runs, skipped, baseline)
+    """The table, results.json/csv, charts and learning curve of ``runs`` (TensorBoard: :class:`LiveRun`).
+
+    A train run leads with its return, evaluations, env-steps/s and time; its data-path table and
+    runtime figures are printed with ``--verbose`` only (results.json holds them always)."""
+    train = getattr(args, "command", label) == "train"
+    rl = any(acts_in_env(as_dict(r)) for r in runs)  # a synthetic train run measures the data path: its table leads
+    verbose = bool(getattr(args, "verbose", False)) or not train or not rl
+    if verbose:
+        print()
+        print(format_table(annotate(runs, baseline=baseline), baseline=baseline))
+    paths = write_files(command_line(label, args), out_dir, runs, skipped, baseline, train=train)
     for run in runs:
-        if "runtime" in run:
+        if verbose and "runtime" in run:
             print(runtime_summary(run["runtime"], run["name"]))
-        if "final_mean_return" in run:
+        if train:
+            hint = None if verbose else ("verbose=True" if getattr(args, "invocation", None) else "--verbose")
+            print("\n" + train_summary(as_dict(run), hint))
+        elif "final_mean_return" in run:
             print(f"\n{run['name']}: mean return of the last 20 episodes {run['final_mean_return']:.1f} "
-                  f"({run['episodes']} episodes, {run['actor_steps_per_s']:,.0f} env-steps/s)")
+                  f"({run['episodes']} episodes, {run['env_steps_per_s']:,.0f} env-steps/s)")
     if getattr(args, "tensorboard", False):
         paths["tensorboard"] = out_dir / "tensorboard"
     if getattr(args, "wandb", False):

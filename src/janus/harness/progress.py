@@ -31,6 +31,9 @@ class ProgressLine:
         self._next_quarter = 0.25
         self._shown_total = False
         self.note = ""
+        self.quiet = False
+        """Not drawn (a ``janus.Progress`` callback prints the progress instead); events and the
+        final line still are."""
         # done at the first call, and when: the rate counts from there, so neither a resumed run's
         # earlier work nor the start-up before the first report (spawning workers) lowers it
         self.first_done: int | None = None
@@ -41,6 +44,8 @@ class ProgressLine:
         now = time.perf_counter()
         if self.first_done is None:
             self.first_done, self.first_at = done, now
+        if self.quiet:
+            return
         frac = done / total if total else 1.0
         if self.tty:
             if now - self._last < self.interval and done < total:

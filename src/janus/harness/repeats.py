@@ -14,7 +14,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from janus.result import as_dict
+from janus.result import as_dict, env_steps_rate
 
 DEFAULT_REPEATS = 3  # compare and eval; --quick (a smoke test) runs each configuration once
 SMOKE_NOTE = ("smoke test (--quick): a tiny workload that checks the command runs end to end; its figures "
@@ -48,7 +48,7 @@ def summarize(runs: Sequence[Any]) -> list[dict[str, Any]]:
             median["repeats"] = {
                 "runs": len(group),
                 "samples_per_s": [_sps(r) for r in group],
-                "actor_steps_per_s": [float(r.get("actor_steps_per_s") or 0.0) for r in group],
+                "env_steps_per_s": [float(env_steps_rate(r) or 0.0) for r in group],
                 "wall_s": [float(r.get("wall_s") or 0.0) for r in group],
             }
         out.append(median)

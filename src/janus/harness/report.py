@@ -3,7 +3,7 @@
 A *run* is a :class:`~janus.result.RunResult` (fresh from the runtime) or its dict (loaded from
 ``results.json``, as :meth:`~janus.result.RunResult.to_dict` wrote it)::
 
-    {"name": str, "config": {...}, "samples_per_s": float, "actor_steps_per_s": float,
+    {"name": str, "config": {...}, "samples_per_s": float, "env_steps_per_s": float,
      "wall_s": float, "stage_s": {"rollout", "collect", "select", "update",
      "learner_wait", "actor_blocked": seconds}, "counts": {...}}
 
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from janus import fileio
-from janus.harness.curves import CURVE_WINDOW, moving_mean, wrapped
+from janus.harness.curves import CURVE_WINDOW, learning_curve_figure, moving_mean, wrapped
 from janus.harness.repeats import spread_notes, sps_range
-from janus.result import RunResult, as_dict
+from janus.result import RunResult, as_dict, env_steps_rate
 
 WORK_STAGES = ("rollout", "collect", "select", "update")
 """Stages that do work; with perfect overlap only the slowest of them remains."""
@@ -114,7 +114,7 @@ def _rate(value: Any) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
-COLUMNS = ("config", "samples/s", "steps/s", "wall", "rollout", "collect", "select", "update",
+COLUMNS = ("config", "samples/s", "env-steps/s", "wall", "rollout", "collect", "select", "update",
            "l.wait", "blocked", "speedup", "ideal", "eff")
 
 
@@ -137,7 +137,7 @@ def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> 
         rows.append([
             str(run.get("name", "?")), _rate(run.get("samples_per_s")),
             *(([f"{_rate(span[0])}-{_rate(span[1])}" if span else "-"]) if ranged else []),
-            _rate(run.get("actor_steps_per_s")), f"{_f(run.get('wall_s')):.2f}",
+            _rate(env_steps_rate(run)), f"{_f(run.get('wall_s')):.2f}",
             *(f"{_stage(run, s):.2f}" for s in STAGES),
             _x(run["speedup_vs_baseline"]), _x(ideal["ideal_speedup"]), _pct(ideal["efficiency"]),
             *([_return(run.get("final_mean_return"))] if returns else []),
@@ -149,8 +149,9 @@ def format_table(runs: Iterable[dict[str, Any]], baseline: str = "baseline") -> 
         return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=False)]).rstrip()
 
     rule = "-" * len(line(list(columns)))
-    legend = ("samples/s: learner, steps/s: actors; times in s (l.wait: learner waiting for data, "
-              "blocked: actors blocked)\n"
+    legend = ("samples/s: transitions the learner trained on per second; env-steps/s: transitions the actors produced\n"
+              "per second (the synthetic workload's actors step a simulated env); times in s (l.wait: learner waiting\n"
+              "for data, blocked: actors blocked)\n"
               f"speedup: samples/s vs '{baseline}'; ideal = serial/bound; eff = bound/wall"
               + ("; return: mean of the last 20 training episodes" if returns else ""))
     if ranged:
@@ -244,7 +245,7 @@ def _jsonable(value: Any) -> Any:
 CSV_RETURNS = ("algo", "env", "env_steps", "episodes", "final_mean_return", "best_mean_return", "best_return")
 """RL columns of ``results.csv`` (empty for runs that act in no environment: the synthetic workload): the env steps of the whole run, the
 mean return of the last 20 episodes, the best such 20-episode mean and the best single return."""
-CSV_HEADER = ("name", "status", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "actor_steps_per_s", "wall_s",
+CSV_HEADER = ("name", "status", *CSV_KNOBS, *CSV_RETURNS, "samples_per_s", "env_steps_per_s", "wall_s",
               *(f"{s}_s" for s in STAGES), "speedup_vs_baseline", "ideal_speedup", "efficiency")
 """The columns of ``results.csv``, in order."""
 
@@ -277,7 +278,7 @@ def _csv_row(run: dict[str, Any]) -> dict[str, Any]:
     cfg = run.get("config") or {}
     row: dict[str, Any] = {"name": run.get("name"), "status": run.get("status"), **{k: cfg.get(k) for k in CSV_KNOBS},
                            **return_summary(run)}
-    row.update({k: run.get(k) for k in ("samples_per_s", "actor_steps_per_s", "wall_s")})
+    row.update(samples_per_s=run.get("samples_per_s"), env_steps_per_s=env_steps_rate(run), wall_s=run.get("wall_s"))
     row.update({f"{s}_s": _stage(run, s) for s in STAGES})
     row.update(speedup_vs_baseline=run["speedup_vs_baseline"],
                ideal_speedup=run["ideal"]["ideal_speedup"], efficiency=run["ideal"]["efficiency"])
@@ -344,10 +345,13 @@ def chart_figure(command: str, runs: list[dict[str, Any]]) -> Any:
 
 def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, Any]],
                   skipped: list[dict[str, Any]] | None = None,
-                  meta: dict[str, Any] | None = None, baseline: str = "baseline") -> dict[str, Path]:
+                  meta: dict[str, Any] | None = None, baseline: str = "baseline",
+                  learning_chart: bool = False) -> dict[str, Path]:
     """Write ``results.csv``, ``chart.png`` and, last, ``results.json`` into ``out_dir`` (created).
 
     ``meta`` is merged over :func:`collect_meta`. Returns ``{"json", "csv", "chart"}`` paths.
+    ``learning_chart`` (a train run): chart.png is the return vs env steps, evaluations marked,
+    where the runs have a learning curve (else, and for compare and eval, the throughput chart).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -365,7 +369,11 @@ def write_results(out_dir: str | Path, command: str, runs: Iterable[dict[str, An
         writer = csv.DictWriter(fh, fieldnames=CSV_HEADER)
         writer.writeheader()
         writer.writerows(rows)
-    write_chart(paths["chart"], command, runs)
+    curve = learning_curve_figure(runs, by_wall_time=False) if learning_chart else None
+    if curve is not None:
+        fileio.save_figure(curve, paths["chart"], dpi=110)
+    else:
+        write_chart(paths["chart"], command, runs)
     fileio.write_text(paths["json"], json.dumps(_jsonable(doc), indent=2) + "\n")  # last: the others are there
     return paths
 

@@ -12,6 +12,7 @@ from typing import Any
 from janus import fileio
 from janus.harness import seeds as stats
 from janus.harness.report import CURVE_WINDOW
+from janus.result import env_steps_rate
 
 
 def per_seed_record(seed: int, folder: Path, code: int | None) -> dict[str, Any]:
@@ -23,7 +24,7 @@ def per_seed_record(seed: int, folder: Path, code: int | None) -> dict[str, Any]
     run = json.loads(path.read_text(encoding="utf-8"))["runs"][0]
     curve = run.get("learning_curve") or {}
     return {"seed": seed, "out": str(folder), "status": run.get("status", "finished"),
-            "final_return": run.get("final_mean_return"), "env_steps_per_s": run.get("actor_steps_per_s"),
+            "final_return": run.get("final_mean_return"), "env_steps_per_s": env_steps_rate(run),
             "episodes": run.get("episodes"),
             "curve": {"env_steps": list(curve.get("env_steps", [])), "return": list(curve.get("return", []))}}
 

@@ -263,7 +263,7 @@ class SyncLoop:
         return RunResult(
             name=cfg.name, config=reported_config(cfg), status=outcome,
             samples_per_s=self.trained * cfg.minibatch_size / wall if wall > 0 else 0.0,
-            actor_steps_per_s=self.transitions / wall if wall > 0 else 0.0,
+            env_steps_per_s=self.transitions / wall if wall > 0 else 0.0,
             wall_s=wall,
             stage_s={"rollout": sum(self.rollout_s), "collect": stats.collect_s, "select": stats.select_s,
                      "update": self.update_s, "learner_wait": stats.learner_wait_s, "actor_blocked": stats.actor_blocked_s},

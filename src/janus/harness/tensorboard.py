@@ -261,10 +261,9 @@ def write_run_totals(writer: ScalarWriter, run: dict[str, Any], when: float) -> 
     """The run's overall rates, wall time and stage seconds, once, at its last env step."""
     curve = run.get("learning_curve") or {}
     last_step = int(curve["env_steps"][-1]) if curve.get("env_steps") else 0
-    for key in ("actor_steps_per_s", "samples_per_s"):
+    for key in ("env_steps_per_s", "samples_per_s"):
         if key in run:
-            tag = "run/env_steps_per_s" if key == "actor_steps_per_s" else f"run/{key}"
-            writer.add_scalar(tag, float(run[key]), last_step, walltime=when)
+            writer.add_scalar(f"run/{key}", float(run[key]), last_step, walltime=when)
     writer.add_scalar("run/wall_s", float(run.get("wall_s", 0.0)), last_step, walltime=when)
     for stage, seconds in (run.get("stage_s") or {}).items():
         writer.add_scalar(f"stage_s/{stage}", float(seconds), last_step, walltime=when)

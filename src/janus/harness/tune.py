@@ -182,7 +182,7 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
     ``plain``: the search successive halving is measured against (``janus tune --search plain``):
     candidates in the same random order, each at the last rung's budget, until the rungs' share
     of the time is spent."""
-    metric = "actor_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
+    metric = "env_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
     defaults = defaults_of(cfg)
     out = TuneResult(defaults=defaults, metric=metric)
     deadline = time.monotonic() + budget_s

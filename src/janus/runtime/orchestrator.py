@@ -156,6 +156,8 @@ class Orchestrator(Component):
         self.trained = int(initial.get("trained", 0))
         self.inserted = int(initial.get("inserted", 0))  # the TrajectoryManager confirms it on restore
         self.pieces_inserted = 0  # worker pieces inserted by this session (the TrajectoryManager's report)
+        self.batches_dropped = 0  # batches of on-policy items the replay dropped as too stale (never trained)
+        self.trainer_dropped = 0  # batches the Trainer dropped as too stale (never trained)
         self.total_pieces = total_pieces
         self.all_pieces = all_pieces and total_pieces > 0
         self.flushed = False
@@ -200,8 +202,10 @@ class Orchestrator(Component):
         elif msg.sender == self.tm:
             self.inserted = int(msg.counters.get("inserted", self.inserted))
             self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
+            self.batches_dropped = int(msg.counters.get("batches_dropped", self.batches_dropped))
         elif msg.sender == self.trainer:
             self.trained = int(msg.counters.get("trained", self.trained))
+            self.trainer_dropped = int(msg.counters.get("batches_dropped", self.trainer_dropped))
             self._add_metrics(msg.counters)
         elif "episode_returns" in msg.counters:  # a worker's piece: its counts, the learning curve, its actor metrics
             instance = int(msg.counters.get("instance", self.restarts.get(msg.sender, 0)))
@@ -284,7 +288,9 @@ class Orchestrator(Component):
         if self.finished or self.failure:
             return False
         self._maybe_evaluate()
-        if self.trained >= self.total_updates and (not self.all_pieces or self.pieces_inserted >= self.total_pieces):
+        # batches of items dropped as too stale are never trained: every piece in, each item trained or dropped
+        if (self.trained + self.batches_dropped + self.trainer_dropped >= self.total_updates
+                and (not self.all_pieces or self.pieces_inserted >= self.total_pieces)):
             if not self.evaluation_pending:  # the last evaluation asked for is part of the run
                 self.stop_all("goal reached")
             return False

@@ -180,13 +180,20 @@ def resumed_counts(cfg: RunConfig, pacing: Pacing, state: dict[str, Any]) -> dic
     resume and acted again (:func:`pieces_per_worker`), so the run continues from the env steps of
     the rollouts trained: the steps and episodes of the lost one are not counted twice, and the
     run ends at its env-step budget, as one that was never stopped does."""
-    if not pacing.lockstep or not state:
+    if not trains_what_it_acts(cfg, pacing) or not state:
         return state
     w = cfg.workload
     steps = rounds_trained(cfg, state) * pacing.pieces_per_rollout * pacing.piece_steps * w.envs_per_actor * w.num_actors
     if int(state.get("env_steps", 0)) <= steps:
         return state
     return {**state, "env_steps": steps, "curve": [c for c in state.get("curve", []) if c[1] <= steps]}
+
+
+def trains_what_it_acts(cfg: RunConfig, pacing: Pacing) -> bool:
+    """On-policy with a budget of pieces (PPO's lockstep, IMPALA/APPO's queue): each round acted is
+    trained whole, and one acted but not trained at a commit is lost with a resume (the queue is not
+    checkpointed), so a resumed run continues from the rounds trained."""
+    return pacing.lockstep or (bool(pacing.max_pieces) and algorithm(cfg.workload.algo).is_on_policy(cfg))
 
 
 def rounds_trained(cfg: RunConfig, state: Mapping[str, Any]) -> int:
@@ -202,7 +209,7 @@ def pieces_per_worker(cfg: RunConfig, pacing: Pacing, budget: Budget, state: Map
     p = pacing
     if not p.max_pieces or not state:
         return p.max_pieces
-    if p.lockstep:  # the rollouts trained on: one acted but not yet trained at the commit is lost, and acted again
+    if trains_what_it_acts(cfg, p):  # the rollouts trained on: one acted but not yet trained at the commit is lost, and acted again
         done_rounds = rounds_trained(cfg, state)
     elif budget.env_steps:
         round_steps = p.piece_steps * cfg.workload.envs_per_actor * cfg.workload.num_actors

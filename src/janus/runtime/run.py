@@ -136,7 +136,8 @@ def new_trajectory_manager(plan: RunPlan, shared: SharedBuffer | None = None) ->
         warm_up()
     return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"),
                              put_wait_s=0.0 if plan.serial else 0.02, resumed=plan.resumed,
-                             sample_batch=plan.cfg.minibatch_size // plan.spec.row_steps)
+                             sample_batch=plan.cfg.minibatch_size // plan.spec.row_steps,
+                             batches_per_item=plan.cfg.updates_per_iteration if plan.spec.on_policy else 0)
 
 
 def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:
@@ -409,7 +410,7 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
         config=reported_config(cfg),
         status=outcome,
         samples_per_s=trained * cfg.minibatch_size / wall,
-        actor_steps_per_s=transitions / wall,
+        env_steps_per_s=transitions / wall,
         wall_s=wall,
         stage_s={
             "rollout": rollout_s,
@@ -493,7 +494,7 @@ def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult
     return RunResult(
         name=cfg.name, config=reported_config(cfg), status="finished",
         samples_per_s=trained * cfg.minibatch_size / wall if wall > 0 else 0.0,
-        actor_steps_per_s=steps / wall if wall > 0 else 0.0, wall_s=wall, stage_s={}, counts=counts,
+        env_steps_per_s=steps / wall if wall > 0 else 0.0, wall_s=wall, stage_s={}, counts=counts,
         runtime={"backend": cfg.runtime.backend, "worker_restarts": dict(state.get("restarts", {})),
                  "results_from": RESULTS_FROM_RUN_STATE},
         evaluations=[dict(e) for e in state.get("evaluations", [])] if evaluation_on(cfg, algorithm(cfg.workload.algo)) else None,

@@ -80,6 +80,7 @@ class Trainer(Component):
         self.latest: LoadParamsMsg | None = None
         self.pending: list[FetchParamsMsg] = []
         self.trained = 0
+        self.dropped_reported = 0  # batches dropped as too stale, as last told to the Orchestrator
         self.reported = 0  # `trained` as last told to the Orchestrator
         self.metrics: dict[str, float] = {}  # of the last update
         self.metric_sums: dict[str, float] = {}  # over the updates since the last report
@@ -216,9 +217,10 @@ class Trainer(Component):
         """Report batches trained when the mailbox is drained or every ``report_every`` batches
         (not per batch: on Ray each count is a remote call), with the sums of the learner's
         metrics since the last report (``metric.<name>``) over ``metric_updates`` updates."""
-        if self.trained != self.reported:
-            self.reported = self.trained
-            counts: dict[str, float] = {"trained": self.trained}
+        dropped = int(self.counters.get("batches_dropped_stale", 0))  # never to be trained
+        if self.trained != self.reported or dropped != self.dropped_reported:
+            self.reported, self.dropped_reported = self.trained, dropped
+            counts: dict[str, float] = {"trained": self.trained, "batches_dropped": dropped}
             if self.metric_updates:
                 counts["metric_updates"] = self.metric_updates
                 counts.update({f"metric.{k}": v for k, v in self.metric_sums.items()})

@@ -50,10 +50,13 @@ class TrajectoryManager(Component):
         resumed: the commit record of the run being resumed (``{}``: a fresh run): the limiter
             continues its counts from the transitions restored and the batches trained.
         sample_batch: transitions one trained batch sampled (the limiter's sampled count on resume).
+        batches_per_item: on-policy, the batches each queue item is served as: an item dropped as
+            too stale is reported as that many batches that will never be trained.
     """
 
     def __init__(self, name: str, orchestrator: str, buffer: JanusBuffer, checkpoint: Checkpointer | None = None,
-                 put_wait_s: float = 0.02, resumed: Mapping[str, Any] | None = None, sample_batch: int = 1) -> None:
+                 put_wait_s: float = 0.02, resumed: Mapping[str, Any] | None = None, sample_batch: int = 1,
+                 batches_per_item: int = 0) -> None:
         super().__init__(name)
         self.orchestrator = orchestrator
         self.buffer = buffer  # the JanusBuffer it hosts and owns: closed by close(), started or not
@@ -66,6 +69,8 @@ class TrajectoryManager(Component):
         self.inserted = 0
         self.pieces = 0  # worker pieces inserted by this process
         self.reported = 0  # `inserted` as last told to the Orchestrator
+        self.dropped_reported = 0  # batches of stale items dropped, as last told
+        self.batches_per_item = batches_per_item
         self.sample_lock = threading.Lock()  # remote clients' calls come on several threads
         self.learner_version = -1  # the newest a remote learner told
         self.version_lock = threading.Lock()  # not the sample lock: a sample may wait 0.2 s for data
@@ -180,10 +185,13 @@ class TrajectoryManager(Component):
         return put or (bool(self.waiting) and self.put_wait_s > 0)  # pieces wait: poll for room, not the inbox
 
     def _report_inserted(self) -> None:
-        """One count for every insert drained since the last step, not one per insert."""
-        if self.inserted != self.reported:
-            self.reported = self.inserted
-            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces}))
+        """One count for every insert drained since the last step, not one per insert; with them,
+        the batches of the items the on-policy queue dropped as too stale (never to be trained)."""
+        dropped = self.buffer.stats.items_dropped_stale * self.batches_per_item
+        if self.inserted != self.reported or dropped != self.dropped_reported:
+            self.reported, self.dropped_reported = self.inserted, dropped
+            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces,
+                                                               "batches_dropped": dropped}))
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         """The run ends: the limiter stops holding inserts back (nothing samples any more), so every
