@@ -681,12 +681,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse ``argv``; an unknown flag exits 2 with ``janus <cmd>: error:`` naming it (and close matches)."""
     register_custom_algorithm(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    from janus.cli_help import algo_asked, algo_help
+    from janus.cli_help import FlagCatalogue, algo_asked, algo_help
 
     algo = algo_asked(sys.argv[1:] if argv is None else argv)
     if algo is not None:  # janus train --algo X --help: X's flags first
         command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
-        print(algo_help(command, algo), end="")
+        catalogue = FlagCatalogue(JANUS_FLAGS, WORKLOAD_FLAGS, RUNTIME_FLAGS, tuple(NETWORK_FLAGS), hyperparameters,
+                                  _hyperparameter_docs, reads)
+        print(algo_help(command, algo, catalogue), end="")
         raise SystemExit(0)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
