@@ -262,6 +262,18 @@ class Schedule:
         """Whether ``cand`` at ``share`` is expected to finish before ``until``."""
         return self.left(until) > 0 and self.estimate(cand, share) <= self.left(until)
 
+    def rung_fraction(self, shares: Sequence[float]) -> float:
+        """The fraction of the search's time left that the first of the rungs at ``shares`` gets:
+        each later rung runs 1/ETA as many trials at ETA times the share, so when start-up dominates
+        a trial the later rungs cost little and the first gets most; when the work dominates, each
+        rung costs about the same."""
+        seen = list(self.costs.values())
+        if not seen:
+            return 1 / len(shares)
+        startup, per_share = statistics.median(c[0] for c in seen), statistics.median(c[1] for c in seen)
+        costs = [(startup + per_share * share) / ETA ** k for k, share in enumerate(shares)]
+        return costs[0] / sum(costs) if sum(costs) > 0 else 1 / len(shares)
+
     def final_share(self, cands: Sequence[Candidate], most: float, trials: int) -> float:
         """The largest share up to ``most`` at which ``trials`` runs of the slowest of ``cands`` fit
         in the time left (each in its slot, at :data:`FIT` of it); 0.0 when even start-up does not."""
@@ -333,7 +345,8 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
     done(warm)
     for rung in range(1 if plain else rungs):
         share = first_share * ETA ** rung
-        rung_end = plan.search_end if plain else clock() + plan.left(plan.search_end) / (rungs - rung)
+        shares = [first_share * ETA ** k for k in range(rung, rungs)]
+        rung_end = plan.search_end if plain else clock() + plan.left(plan.search_end) * plan.rung_fraction(shares)
         results: list[Trial] = []
         for cand in alive:
             if not plan.fits(cand, share, rung_end):  # never start what cannot finish in its phase
