@@ -292,3 +292,28 @@ def test_tune_json_is_kept_with_the_trials_so_far_on_a_stop(tmp_path: Path) -> N
     data = json.loads((out / "tune.json").read_text())
     assert data["status"] == "stopped" and data["trials"] and data["trials"][0]["warmup"]
     assert data["best"] is not None or data["trials"][0]["throughput"] is None
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])  # the synchronous loop and the runtime
+def test_a_real_trial_is_stopped_at_its_deadline_and_measured_on_what_it_did(overlap: str) -> None:
+    import time
+
+    from janus.harness.tune_command import run_trial
+
+    flags = ("--backend", "local", "--overlap_collect", overlap, "--overlap_select", overlap)
+    assert not run_trial(resolve(_cfg("--quick", *flags)), float("inf"))["cut"]  # warm: kernels loaded
+    cfg = resolve(_cfg(*flags, "--iterations", "100000"))
+    start = time.monotonic()
+    result = run_trial(cfg, 3.0)
+    assert result["cut"] and result["samples_per_s"] > 0 and 0 < result["wall_s"] < 60
+    assert time.monotonic() - start < 60, "stopped long before its 100,000 iterations"
+
+
+def test_the_deadline_never_fires_into_the_tunes_own_code() -> None:
+    import time
+
+    from janus.harness.tune_command import deadline
+
+    with deadline(0.01) as fired:  # outside a run's start-up or poll loop: nothing is raised
+        time.sleep(0.3)
+    assert fired == [False]

@@ -45,19 +45,20 @@ class TrialTimedOut(RuntimeError):
 
 @contextlib.contextmanager
 def deadline(seconds: float) -> Iterator[list[bool]]:
-    """Raise :class:`TrialDeadline` in the main thread after ``seconds`` where a stop may be
-    raised (a run's start-up and poll loop: :func:`janus.stopping.interruptible`), else retry
-    every 0.1 s. Yields ``[fired]``. In another thread (no signals there) nothing is bounded."""
+    """Raise :class:`TrialDeadline` in the main thread after ``seconds``, inside a run's start-up
+    or poll loop (:func:`janus.stopping.interruptible`, where it stops the run cleanly), else
+    retry every 0.1 s until the block ends (never into the tune's own code). Yields ``[fired]``.
+    In another thread (no signals there) nothing is bounded."""
     fired = [False]
     if threading.current_thread() is not threading.main_thread() or seconds == float("inf"):
         yield fired
         return
 
     def alarm(signum: int, frame: object) -> None:
-        fired[0] = True
-        if stopping.raises_now():
+        if stopping.in_interruptible():
+            fired[0] = True
             raise TrialDeadline()
-        signal.setitimer(signal.ITIMER_REAL, 0.1)  # in a saving block: once it ends
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # saving, or between runs: try again
 
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
