@@ -162,7 +162,7 @@ class FakeMachine:
     """A clock and a runner: a trial costs ``startup`` + ``per_share`` x its share seconds (x ``slow``
     for the settings ``slow_if`` picks), and a runner given less time cuts it at its deadline."""
 
-    def __init__(self, cfg, startup: float = 1.0, per_share: float = 27.0, slow: float = 1.0, slow_if=None,
+    def __init__(self, cfg, startup=1.0, per_share: float = 27.0, slow: float = 1.0, slow_if=None,
                  speed=None) -> None:
         self.cfg, self.startup, self.per_share, self.slow, self.slow_if = cfg, startup, per_share, slow, slow_if
         self.speed = speed or (lambda c: {"samples_per_s": _speed(c)})
@@ -176,10 +176,14 @@ class FakeMachine:
         self.started.append((self.now, allowed))
         share = c.workload.iterations / self.cfg.workload.iterations
         work = self.per_share * share * (self.slow if self.slow_if and self.slow_if(c) else 1.0)
-        if self.startup + work > allowed:
+        startup = self.startup(c) if callable(self.startup) else self.startup
+        if startup > allowed:
             self.now += max(allowed, 0.0)
-            return {**self.speed(c), "wall_s": max(allowed - self.startup, 0.0), "cut": True}
-        self.now += self.startup + work
+            raise RuntimeError("did not start within its deadline")
+        if startup + work > allowed:
+            self.now += max(allowed, 0.0)
+            return {**self.speed(c), "wall_s": max(allowed - startup, 0.0), "cut": True}
+        self.now += startup + work
         return {**self.speed(c), "wall_s": work}
 
 
@@ -317,3 +321,14 @@ def test_the_deadline_never_fires_into_the_tunes_own_code() -> None:
     with deadline(0.01) as fired:  # outside a run's start-up or poll loop: nothing is raised
         time.sleep(0.3)
     assert fired == [False]
+
+
+def test_the_first_trial_on_a_backend_is_not_cut_by_another_backends_estimate() -> None:
+    cfg = _cfg()
+    space = search_space(cfg, ["local", "process"], cpus=2)
+    # a process trial starts processes: far above a local trial's start-up
+    machine = FakeMachine(cfg, startup=lambda c: 8.0 if c.runtime.backend == "process" else 0.5)
+    result = successive_halving(cfg, space, machine.run, 300.0, clock=machine.clock)
+    process = [t for t in result.trials if t.candidate.backend == "process"]
+    assert process and not any(t.cut or t.throughput is None for t in process)
+    assert machine.now <= 300.0

@@ -239,12 +239,14 @@ class Schedule:
             self.costs[trial.candidate] = (max(0.0, trial.wall_s - trial.run_s), trial.run_s / trial.share)
 
     def cost(self, cand: Candidate) -> tuple[float, float] | None:
-        """``cand``'s (start-up s, run s per share): its own if it ran, else the median of those seen."""
+        """``cand``'s (start-up s, run s per share): its own if it ran, else the median of those
+        seen on its backend (a process trial starts processes, a local one does not); None when
+        none has run there yet (its first trial then gets the time left in its phase)."""
         if cand in self.costs:
             return self.costs[cand]
-        if not self.costs:
+        seen = [c for k, c in self.costs.items() if k.backend == cand.backend]
+        if not seen:
             return None
-        seen = list(self.costs.values())
         return statistics.median(c[0] for c in seen), statistics.median(c[1] for c in seen)
 
     def estimate(self, cand: Candidate, share: float) -> float:
