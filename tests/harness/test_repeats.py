@@ -74,3 +74,11 @@ def test_real_training_shows_the_return_beside_the_speed() -> None:
     header = table.splitlines()[0]
     assert header.rstrip().endswith("return") and "455.5" in table and "180.0" in table
     assert "return" not in format_table([_run("baseline", 100)]).splitlines()[0], "synthetic: no return column"
+
+
+def test_ranges_overlap_is_the_one_test_compare_and_tune_share() -> None:
+    from janus.harness.repeats import ranges_overlap
+
+    assert ranges_overlap([1.0, 3.0], [2.0, 5.0]) and ranges_overlap([1.0, 2.0], [2.0, 3.0]), "touching ranges overlap"
+    assert not ranges_overlap([1.0, 1.5], [2.0, 3.0]) and not ranges_overlap([4.0], [1.0, 3.0])
+    assert not ranges_overlap([], [1.0]), "nothing measured is no overlap"
