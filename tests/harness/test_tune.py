@@ -332,3 +332,34 @@ def test_the_first_trial_on_a_backend_is_not_cut_by_another_backends_estimate() 
     process = [t for t in result.trials if t.candidate.backend == "process"]
     assert process and not any(t.cut or t.throughput is None for t in process)
     assert machine.now <= 300.0
+
+
+def test_where_the_defaults_lead_the_search_the_best_other_setting_is_paired_against_them() -> None:
+    cfg = _cfg()
+    space = search_space(cfg, ["local"], cpus=2)
+    defaults = defaults_of(cfg)
+    calls = [0]
+
+    def search_speed(c):  # the short runs favour the defaults, then g=8
+        calls[0] += 1
+        knobs = (c.janus.g_select, c.janus.overlap_collect, c.janus.overlap_select)
+        if knobs == (defaults.granularity, defaults.overlap_collect, defaults.overlap_select):
+            return {"samples_per_s": 1000.0}
+        return {"samples_per_s": 500.0 if c.janus.g_select == 8 else 10.0}
+
+    machine = FakeMachine(cfg, startup=0.0, per_share=1.0, speed=search_speed)
+    first = successive_halving(cfg, space, machine.run, 1e6, clock=machine.clock)
+    searched = len(first.trials) - 2 * FINAL_ROUNDS
+    assert first.runner_up is not None and first.runner_up.granularity == 8 and first.verdict == "lost"
+
+    def speed(c):  # the same search; in the paired rounds g=8 is ahead beyond the spread
+        if calls[0] >= searched:
+            calls[0] += 1
+            return {"samples_per_s": 2000.0 if c.janus.g_select == 8 else 1000.0}
+        return search_speed(c)
+
+    calls[0] = 0
+    machine = FakeMachine(cfg, startup=0.0, per_share=1.0, speed=speed)
+    result = successive_halving(cfg, space, machine.run, 1e6, clock=machine.clock)
+    assert [t.candidate for t in result.trials[:searched]] == [t.candidate for t in first.trials[:searched]]
+    assert result.verdict == "gain" and result.best.granularity == 8 and result.gain == pytest.approx(2.0)

@@ -8,7 +8,8 @@ setting with fewer would win by doing less. Candidates are compared by successiv
 halving (Jamieson and Talwalkar 2016; Li et al.'s Hyperband builds on it): every candidate runs a
 short share of the workload, the best third goes on with three times the budget, and so on, so a
 poor setting costs one short run and the time goes to the contenders. The defaults are always a
-candidate. The winner and the defaults are then run again, interleaved, and the gain is the ratio
+candidate. The winner (or, where the defaults led, the best other setting: a short trial's lead
+is noisy either way) and the defaults are then run again, interleaved, and the gain is the ratio
 of their medians; where their ranges overlap it is not a measured difference and the defaults stay.
 
 The budget is a promise (:class:`Schedule`): the paired rounds' share of it is set aside up front,
@@ -43,7 +44,7 @@ from janus.harness.repeats import NOT_MEASURED, ranges_overlap
 BACKENDS = ("local", "process", "ray")
 ETA = 3  # successive halving keeps the best 1/ETA of a rung, with ETA times the budget
 MIN_SHARE = 1 / 27  # the first rung's share of the workload (three rungs of x3 reach 1/3)
-FINAL_ROUNDS = 3  # the winner and the defaults, interleaved: three each, for a range to compare
+FINAL_ROUNDS = 3  # the challenger and the defaults, interleaved: three each, for a range to compare
 FINAL_FRACTION = 0.25  # of the budget, set aside up front for the paired rounds
 CUT_FACTOR = 2.0  # a trial may take this many times its estimate before it is cut
 FIT = 0.8  # a paired round's work is sized to this fraction of its slot (start-up varies)
@@ -145,18 +146,18 @@ class Trial:
     wall_s: float = 0.0  # the whole trial, start-up included
     error: str = ""
     final_return: float | None = None
-    final: bool = False  # a run of the final paired rounds (the winner against the defaults)
+    final: bool = False  # a run of the final paired rounds (the challenger against the defaults)
     warmup: bool = False  # the defaults' first run (kernels, first allocations): recorded, not ranked
     cut: bool = False  # stopped at its deadline, measured on what it did
     run_s: float = 0.0  # the run's own clock (start-up excluded)
 
 
 VERDICTS = {
-    "defaults": "no setting beat the defaults: best.yaml holds them",
+    "defaults": "no other setting ran: best.yaml holds the defaults",
     "gain": "gain over the defaults: {gain:.2f}x (medians of the paired rounds, ranges apart)",
     "within_spread": ("gain over the defaults: {gain:.2f}x, " + NOT_MEASURED + " (within the paired runs' spread: "
                       "their ranges overlap): best.yaml holds the defaults"),
-    "lost": "the search's winner lost the paired rounds to the defaults ({gain:.2f}x): best.yaml holds the defaults",
+    "lost": "the challenger lost the paired rounds to the defaults ({gain:.2f}x): best.yaml holds the defaults",
     "not_measured": ("the paired rounds could not run in the budget left (or failed): the gain is not measured, "
                      "best.yaml holds the defaults"),
 }
@@ -171,15 +172,15 @@ class TuneResult:
     final: dict[str, list[float]] = field(default_factory=dict)  # "best"/"defaults" -> throughputs
     metric: str = "samples_per_s"
     stopped_early: bool = False
-    runner_up: Candidate | None = None  # the search's winner, when the paired rounds kept the defaults
+    runner_up: Candidate | None = None  # the challenger, when the paired rounds kept the defaults
     verdict: str = ""  # a key of VERDICTS once the search ended
     budget_s: float = 0.0
     elapsed_s: float = 0.0  # on the tune's clock, when it ended (or the last trial did)
 
     @property
     def gain(self) -> float | None:
-        """The winner's median throughput over the defaults' in the final paired rounds (1.0 when
-        the search ended at the defaults)."""
+        """The challenger's median throughput over the defaults' in the final paired rounds (1.0
+        when nothing else ran)."""
         if self.verdict == "defaults" or (self.best is not None and self.best == self.defaults and not self.final):
             return 1.0
         best, base = self.final.get("best"), self.final.get("defaults")
@@ -324,6 +325,7 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
     pool = [c for c in candidates if c != defaults]
     random.Random(seed).shuffle(pool)
     alive = [defaults, *pool]
+    standing: list[Candidate] = []  # the last rung ranked, fastest first
     total = len(alive) + 1
     count = 0
 
@@ -358,26 +360,29 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
             results.append(trial)
             done(trial)
         ranked = sorted((t for t in results if t.throughput is not None), key=_rank)
-        if not ranked:
+        if not ranked or (rung > 0 and len(ranked) < 2):  # a rung cut to one trial compares nothing
             break
-        alive = [t.candidate for t in ranked[: max(1, math.ceil(len(results) / ETA))]]
+        standing = [t.candidate for t in ranked]
+        alive = standing[: max(1, math.ceil(len(results) / ETA))]
         total = count + len(alive)
         if len(alive) == 1 or out.stopped_early:
             break
     if not any(t.throughput is not None and not t.warmup for t in out.trials):
         out.best, out.verdict = defaults, "not_measured"
         return _ended(out, plan)
-    best = alive[0]
-    if best == defaults:  # nothing beat them: no gain to measure
+    # the paired rounds: the search's winner against the defaults, or, where the defaults led, the
+    # best other setting of the last rung ranked (a short trial's lead is noisy either way)
+    challenger = next((c for c in standing if c != defaults), None)
+    if challenger is None:  # nothing else ran: no gain to measure
         out.best, out.verdict = defaults, "defaults"
         return _ended(out, plan)
-    _paired_rounds(cfg, out, plan, (best, defaults), (rungs, last_share), run, metric, done)
+    _paired_rounds(cfg, out, plan, (challenger, defaults), (rungs, last_share), run, metric, done)
     return _ended(out, plan)
 
 
 def _paired_rounds(cfg: RunConfig, out: TuneResult, plan: Schedule, pair: tuple[Candidate, Candidate],
                    at: tuple[int, float], run: Runner, metric: str, done: Callable[[Trial], None]) -> None:
-    """The winner and the defaults (``pair``), interleaved, at rung ``at[0]`` and at most share
+    """The challenger and the defaults (``pair``), interleaved, at rung ``at[0]`` and at most share
     ``at[1]``, each run sized to fit the time set aside; the verdict: a gain only where the two
     ranges do not overlap (as ``janus compare`` reads them)."""
     best, defaults = pair

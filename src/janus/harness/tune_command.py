@@ -177,13 +177,13 @@ def format_tune(result: TuneResult) -> str:
     assert result.best is not None and result.defaults is not None
     lines.append("")
     if result.runner_up is not None:
-        lines.append(f"winner:   {result.runner_up.label()}")
-    lines.append(f"best:     {result.best.label()}")
-    lines.append(f"defaults: {result.defaults.label()}")
+        lines.append(f"challenger: {result.runner_up.label()}")
+    lines.append(f"best:       {result.best.label()}")
+    lines.append(f"defaults:   {result.defaults.label()}")
     for name in ("best", "defaults"):
         values = result.final.get(name, [])
         if values:
-            who = "winner" if name == "best" else name
+            who = "challenger" if name == "best" else name
             lines.append(f"  {who}: {', '.join(f'{v:,.0f}' for v in values)} ({result.metric}, paired rounds)")
     gain = result.gain
     lines.append(VERDICTS.get(result.verdict, "").format(gain=gain if gain is not None else float("nan")))
@@ -229,13 +229,13 @@ def write_tune(out_dir: Path, cfg: RunConfig, result: TuneResult) -> list[Path]:
     """``best.yaml`` (what ``janus train --config`` takes) and ``tune.json`` (every trial)."""
     best = recorded(resolve(best_config(cfg, result)))
     if result.runner_up is not None:
-        header = (f"# written by janus tune: the defaults; the search's winner ({result.runner_up.label()}) "
+        header = (f"# written by janus tune: the defaults; the challenger ({result.runner_up.label()}) "
                   f"{KEPT_BECAUSE[result.verdict]}\n")
     elif result.verdict == "gain" and result.gain is not None and result.best is not None:
         header = (f"# written by janus tune: {result.best.label()}; gain over the defaults {result.gain:.2f}x "
                   f"({result.metric})\n")
     else:
-        header = "# written by janus tune: the defaults (no setting beat them)\n"
+        header = "# written by janus tune: the defaults (no other setting could be measured against them)\n"
     path = out_dir / "best.yaml"
     fileio.write_text(path, header + yaml.safe_dump(best, sort_keys=False))
     return [path, write_json(out_dir, result, "finished")]
