@@ -83,6 +83,7 @@ def test_a_spent_budget_starts_nothing() -> None:
     space = search_space(cfg, ["local"], cpus=2)
     result = successive_halving(cfg, space, lambda c, s: {"samples_per_s": _speed(c)}, budget_s=0.0)
     assert result.trials == [] and result.best == result.defaults and result.verdict == "not_measured"
+    assert result.gain is None and "not measured" in format_tune(result)
 
 
 def test_a_refused_setting_is_recorded_not_fatal() -> None:

@@ -181,7 +181,7 @@ class TuneResult:
     def gain(self) -> float | None:
         """The challenger's median throughput over the defaults' in the final paired rounds (1.0
         when nothing else ran)."""
-        if self.verdict == "defaults" or (self.best is not None and self.best == self.defaults and not self.final):
+        if self.verdict == "defaults":
             return 1.0
         best, base = self.final.get("best"), self.final.get("defaults")
         if not best or not base or statistics.median(base) <= 0:
