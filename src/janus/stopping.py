@@ -167,6 +167,12 @@ def in_interruptible() -> bool:
     return _main_thread() and bool(_windows) and _windows[-1]
 
 
+def signalled() -> bool:
+    """Whether the handler installed in this process has received a stop signal (SIGINT, SIGTERM
+    or SIGHUP), raised or recorded."""
+    return _handler is not None and _handler.first is not None
+
+
 def raise_if_stopped() -> None:
     """In an :func:`interruptible` window (or outside any block): raise the stop recorded by a
     :func:`saving` block nested in it, if any."""

@@ -289,13 +289,13 @@ def test_tune_json_is_kept_with_the_trials_so_far_on_a_stop(tmp_path: Path) -> N
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=120)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert code == 130
+    assert proc.returncode == 130, err
     data = json.loads((out / "tune.json").read_text())
-    assert data["status"] == "stopped" and data["trials"] and data["trials"][0]["warmup"]
+    assert data["status"] == "stopped" and data["trials"] and data["trials"][0]["warmup"], (data, err)
     assert data["best"] is not None or data["trials"][0]["throughput"] is None
 
 
@@ -319,9 +319,21 @@ def test_the_deadline_never_fires_into_the_tunes_own_code() -> None:
 
     from janus.harness.tune_command import deadline
 
-    with deadline(0.01) as fired:  # outside a run's start-up or poll loop: nothing is raised
+    with deadline(0.01) as raised:  # outside a run's start-up or poll loop: nothing is raised
         time.sleep(0.3)
-    assert fired == [False]
+    assert raised == []
+
+
+def test_a_stop_signal_is_never_taken_for_a_trials_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from janus import stopping
+    from janus.harness.tune_command import TrialDeadline, is_deadline
+
+    raised = [TrialDeadline()]
+    assert is_deadline(raised[0], raised) and not is_deadline(KeyboardInterrupt(), [])
+    # Ctrl-C landing as a cut trial unwinds: it replaces the deadline's exception, and stops the tune
+    monkeypatch.setattr(stopping, "_handler", stopping.StopSignals())
+    stopping._handler.first = "SIGINT"  # type: ignore[union-attr]
+    assert not is_deadline(KeyboardInterrupt(), raised) and not is_deadline(raised[0], raised)
 
 
 def test_the_first_trial_on_a_backend_is_not_cut_by_another_backends_estimate() -> None:

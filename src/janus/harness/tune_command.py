@@ -44,26 +44,26 @@ class TrialTimedOut(RuntimeError):
 
 
 @contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[list[bool]]:
+def deadline(seconds: float) -> Iterator[list[TrialDeadline]]:
     """Raise :class:`TrialDeadline` in the main thread after ``seconds``, inside a run's start-up
     or poll loop (:func:`janus.stopping.interruptible`, where it stops the run cleanly), else
-    retry every 0.1 s until the block ends (never into the tune's own code). Yields ``[fired]``.
-    In another thread (no signals there) nothing is bounded."""
-    fired = [False]
+    retry every 0.1 s until the block ends (never into the tune's own code). Yields the list of
+    what it raised. In another thread (no signals there) nothing is bounded."""
+    raised: list[TrialDeadline] = []
     if threading.current_thread() is not threading.main_thread() or seconds == float("inf"):
-        yield fired
+        yield raised
         return
 
     def alarm(signum: int, frame: object) -> None:
         if stopping.in_interruptible():
-            fired[0] = True
-            raise TrialDeadline()
+            raised.append(TrialDeadline())
+            raise raised[-1]
         signal.setitimer(signal.ITIMER_REAL, 0.1)  # saving, or between runs: try again
 
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
     try:
-        yield fired
+        yield raised
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -89,17 +89,25 @@ def trial_backend(cfg: RunConfig) -> Backend | None:
     return backend
 
 
+def is_deadline(exc: KeyboardInterrupt, raised: list[TrialDeadline]) -> bool:
+    """Whether ``exc`` is the trial's deadline, not a stop signal (Ctrl-C, SIGTERM: those stop the tune).
+    Ray turns an exception raised inside ray.get into a plain KeyboardInterrupt: one after the
+    deadline fired, with no stop signal received, is the deadline."""
+    if stopping.signalled() or not raised:
+        return False
+    return exc is raised[-1] or type(exc) is KeyboardInterrupt
+
+
 def run_trial(cfg: RunConfig, allowed_s: float) -> dict[str, Any]:
     """One tune trial, stopped at ``allowed_s`` seconds and then measured on what it did
-    (``cut``: True). A stop signal from outside (Ctrl-C, SIGTERM) is raised on, not taken as the deadline."""
+    (``cut``: True). A stop signal (Ctrl-C, SIGTERM) is raised on, never taken for the deadline."""
     cut = False
-    with deadline(allowed_s) as fired:
+    with deadline(allowed_s) as raised:
         try:
             result: Any = (run_sync_loop(cfg) if on_synchronous_loop(cfg)
                            else run_runtime(cfg, backend=trial_backend(cfg)))
-        except KeyboardInterrupt as exc:  # Ray turns an exception raised inside ray.get into a plain one
-            if not (isinstance(exc, TrialDeadline) or fired[0]) or isinstance(exc, (stopping.Terminated,
-                                                                                     stopping.Aborted)):
+        except KeyboardInterrupt as exc:
+            if not is_deadline(exc, raised):
                 raise
             result = getattr(exc, "partial_result", None)
             if result is None:
