@@ -376,3 +376,14 @@ def test_where_the_defaults_lead_the_search_the_best_other_setting_is_paired_aga
     result = successive_halving(cfg, space, machine.run, 1e6, clock=machine.clock)
     assert [t.candidate for t in result.trials[:searched]] == [t.candidate for t in first.trials[:searched]]
     assert result.verdict == "gain" and result.best.granularity == 8 and result.gain == pytest.approx(2.0)
+
+
+def test_a_rung_cut_short_by_the_clock_still_leaves_the_next_rung_its_time() -> None:
+    cfg = _cfg()
+    space = search_space(cfg, ["local", "process"], cpus=2)
+    machine = FakeMachine(cfg, startup=0.5, per_share=60.0)
+    result = successive_halving(cfg, space, machine.run, 200.0, clock=machine.clock)
+    per_rung = [len([t for t in result.trials if t.rung == k and not t.final and not t.warmup]) for k in range(3)]
+    assert per_rung[1] < -(-per_rung[0] // ETA), "rung 1 was cut short by the clock"
+    assert per_rung[2] >= 1 and result.stopped_early, "rung 2 still ran in the search's time left"
+    assert machine.now <= 200.0

@@ -47,7 +47,7 @@ MIN_SHARE = 1 / 27  # the first rung's share of the workload (three rungs of x3 
 FINAL_ROUNDS = 3  # the challenger and the defaults, interleaved: three each, for a range to compare
 FINAL_FRACTION = 0.25  # of the budget, set aside up front for the paired rounds
 CUT_FACTOR = 2.0  # a trial may take this many times its estimate before it is cut
-FIT = 0.8  # a paired round's work is sized to this fraction of its slot (start-up varies)
+FIT = 0.9  # a paired round's work is sized to this fraction of its slot (start-up varies)
 
 Runner = Callable[[RunConfig, float], Any]
 """``run(config, allowed_s)``: runs a configuration within about ``allowed_s`` seconds and returns
@@ -365,7 +365,7 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
         standing = [t.candidate for t in ranked]
         alive = standing[: max(1, math.ceil(len(results) / ETA))]
         total = count + len(alive)
-        if len(alive) == 1 or out.stopped_early:
+        if len(alive) == 1 or plan.left(plan.search_end) <= 0:  # a rung cut short still leaves the next its time
             break
     if not any(t.throughput is not None and not t.warmup for t in out.trials):
         out.best, out.verdict = defaults, "not_measured"
@@ -376,7 +376,7 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
     if challenger is None:  # nothing else ran: no gain to measure
         out.best, out.verdict = defaults, "defaults"
         return _ended(out, plan)
-    _paired_rounds(cfg, out, plan, (challenger, defaults), (rungs, last_share), run, metric, done)
+    _paired_rounds(cfg, out, plan, (challenger, defaults), (rungs, 1.0), run, metric, done)
     return _ended(out, plan)
 
 
