@@ -89,6 +89,10 @@ def trial_backend(cfg: RunConfig) -> Backend | None:
     return backend
 
 
+RATES = ("samples_per_s", "actor_steps_per_s", "env_steps_per_s")
+"""The throughputs a trial hands back, by the names a run's result may give them."""
+
+
 def is_deadline(exc: KeyboardInterrupt, raised: list[TrialDeadline]) -> bool:
     """Whether ``exc`` is the trial's deadline, not a stop signal (Ctrl-C, SIGTERM: those stop the tune).
     Ray turns an exception raised inside ray.get into a plain KeyboardInterrupt: one after the
@@ -113,8 +117,8 @@ def run_trial(cfg: RunConfig, allowed_s: float) -> dict[str, Any]:
             if result is None:
                 raise TrialTimedOut(f"did not start within its {allowed_s:.1f}s") from None
             cut = True
-    return {"samples_per_s": result["samples_per_s"], "actor_steps_per_s": result["actor_steps_per_s"],
-            "wall_s": result["wall_s"], "final_mean_return": result.get("final_mean_return"), "cut": cut}
+    rates = {key: result.get(key) for key in RATES if result.get(key) is not None}  # whichever the result names
+    return {**rates, "wall_s": result["wall_s"], "final_mean_return": result.get("final_mean_return"), "cut": cut}
 
 
 def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
