@@ -388,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(tu)
     tu.add_argument("--budget_s", type=float, default=600.0, metavar="SECONDS",
-                    help="Wall time to spend searching, including the final paired runs [default 600].")
+                    help="The tune's wall time, all of it: the warm-up, every trial (each cut at its deadline) and "
+                         "the final paired runs (a quarter of it, set aside up front) [default 600].")
     tu.add_argument("--search", choices=("halving", "plain"), default="halving",
                     help="halving: successive halving (short runs first, the best third goes on); plain: every "
                          "candidate at the full trial budget until the time is spent (for comparison) [default halving].")

@@ -172,6 +172,18 @@ def interruptible() -> Iterator[None]:
         _windows.pop()
 
 
+def in_interruptible() -> bool:
+    """Whether the main thread is inside an :func:`interruptible` window now (a run's start-up or
+    poll loop), where an exception raised by a signal handler stops the run cleanly."""
+    return _main_thread() and bool(_windows) and _windows[-1]
+
+
+def signalled() -> bool:
+    """Whether the handler installed in this process has received a stop signal (SIGINT, SIGTERM
+    or SIGHUP), raised or recorded."""
+    return _handler is not None and _handler.first is not None
+
+
 def raise_if_stopped() -> None:
     """In an :func:`interruptible` window (or outside any block): raise the stop recorded by a
     :func:`saving` block nested in it, if any."""

@@ -93,3 +93,11 @@ def test_the_compare_chart_shows_each_configurations_range_as_an_error_bar() -> 
     assert [t.xy[1] for t in left.texts] == [120, 320], "the speedup is written above the error bar"
     once = chart_figure("compare", annotate([_run("baseline", 100), _run("janus", 300)])).axes[0]
     assert not [c for c in once.containers if isinstance(c, ErrorbarContainer)], "a single run has no range"
+
+
+def test_ranges_overlap_is_the_one_test_compare_and_tune_share() -> None:
+    from janus.harness.repeats import ranges_overlap
+
+    assert ranges_overlap([1.0, 3.0], [2.0, 5.0]) and ranges_overlap([1.0, 2.0], [2.0, 3.0]), "touching ranges overlap"
+    assert not ranges_overlap([1.0, 1.5], [2.0, 3.0]) and not ranges_overlap([4.0], [1.0, 3.0])
+    assert not ranges_overlap([], [1.0]), "nothing measured is no overlap"

@@ -61,6 +61,15 @@ def sps_range(run: dict[str, Any]) -> tuple[float, float] | None:
     return (min(values), max(values)) if values else None
 
 
+NOT_MEASURED = "not a measured difference"
+"""What a difference of medians within overlapping ranges is (compare, eval and tune say it alike)."""
+
+
+def ranges_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether the ranges (min to max) of two sets of repeated measurements overlap."""
+    return bool(a) and bool(b) and not (max(a) < min(b) or max(b) < min(a))
+
+
 def spread_notes(runs: Sequence[dict[str, Any]]) -> list[str]:
     """A note for every pair of configurations whose samples/s ranges overlap: the difference of
     their medians is not a measured difference."""
@@ -68,10 +77,10 @@ def spread_notes(runs: Sequence[dict[str, Any]]) -> list[str]:
     for i, a in enumerate(runs):
         for b in runs[i + 1:]:
             ra, rb = sps_range(a), sps_range(b)
-            if ra is None or rb is None or ra[1] < rb[0] or rb[1] < ra[0]:
+            if ra is None or rb is None or not ranges_overlap(ra, rb):
                 continue
             hi, lo = (a, b) if _sps(a) >= _sps(b) else (b, a)
             diff = _sps(hi) / _sps(lo) - 1.0 if _sps(lo) > 0 else 0.0
             notes.append(f"{hi['name']} vs {lo['name']}: medians {diff:+.0%} apart, within their spread "
-                         f"(ranges overlap): not a measured difference")
+                         f"(ranges overlap): {NOT_MEASURED}")
     return notes
