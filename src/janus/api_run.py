@@ -53,7 +53,7 @@ class TrainedRun:
         if self._policy is None:
             from janus.policy import load_policy
 
-            self._policy = load_policy(self.out)
+            self._policy = load_policy(self.out, trust=True)  # the run this process trained: its own modules
         return self._policy
 
 
