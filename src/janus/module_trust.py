@@ -63,7 +63,7 @@ def check_run_folder_modules(raw: Mapping[str, Any], run_dir: Path, trust: bool)
         if why is not None:
             raise ConfigError(
                 f"{str(run_dir / 'config.yaml')!r} names module {shown(module, 120)} ({key}), which {why}; "
-                f"janus did not import it: load the folder only if you trust its code, with "
+                f"janus did not import it: a run folder's own code runs only if you trust it: "
                 f"load_policy(folder, trust=True) / evaluate(folder, trust=True) / janus rollout --trust")
 
 
@@ -75,10 +75,11 @@ def not_installed(module: str, run_dir: Path) -> str | None:
     refused = _refused_places(run_dir)
     safe_path = [p for p in sys.path if not _is_refused(p, refused)]
     found = _walk(parts, safe_path, imported=False)
-    if found is None:
-        return ("is not an installed package (it is not on the import path outside the current folder "
-                "and the run folder's folders)")
     ordinary = _walk(parts, list(sys.path), imported=True)
+    if found is None and ordinary is None:
+        return "is not installed here (no folder on the import path holds it; install it or put it on PYTHONPATH)"
+    if found is None:
+        return "is not an installed package (only the current folder or the run folder's own folders hold it)"
     if ordinary != found:
         return ("is not the installed module an import would load (the current folder or a folder near the run "
                 "folder provides it)")

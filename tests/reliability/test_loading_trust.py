@@ -113,12 +113,24 @@ def test_an_oversized_hidden_in_config_yaml_is_refused_before_it_is_allocated(
         janus.load_policy(finished_dqn_run)
 
 
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny PPO run on Pendulum (Box actions): PPO's predict raised a torch error on NaN."""
+    out = tmp_path_factory.mktemp("ppo") / "run"
+    janus.train("ppo", env="Pendulum-v1", total_env_steps=64, num_actors=1, envs_per_actor=2, rollout_length=16,
+                backend="local", out=out)
+    return out
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_predict_of_a_non_finite_observation_is_a_clear_error(finished_dqn_run: Path, bad: float) -> None:
-    policy = janus.load_policy(finished_dqn_run)
-    obs = np.zeros((3, 4), dtype=np.float32)
-    obs[1, 2] = bad
-    with pytest.raises(ValueError, match=r"observation 1 of 3 holds NaN or an infinity"):
+def test_predict_of_a_non_finite_observation_is_a_clear_error(finished_dqn_run: Path, ppo_run: Path, algo: str,
+                                                              bad: float) -> None:
+    policy = janus.load_policy(finished_dqn_run if algo == "dqn" else ppo_run)
+    obs = np.zeros((3, *policy.observation_space.shape), dtype=np.float32)
+    obs[1, -1] = bad
+    with pytest.raises(ValueError, match=r"^predict: observation 1 of 3 holds NaN or an infinity") as err:
         policy.predict(obs)
+    assert isinstance(err.value, ConfigError) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match=r"observation 0 of 1"):
-        policy.predict(obs[1])
+        policy.predict(obs[1], deterministic=False)

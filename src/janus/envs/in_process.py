@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import os
 import pickle
 import re
 import types
@@ -62,8 +63,8 @@ def register_in_process(env: Any) -> str:
         raise invalid("env", env, "a Gymnasium id (a str), a zero-argument callable returning a gymnasium.Env, "
                                   "or a gymnasium.Env instance")
     env_id = f"{NAMESPACE}/{re.sub(r'[^A-Za-z0-9_]', '_', str(name)).strip('_') or 'env'}_{factory_digest(env)}-v0"
-    if env_id not in gym.registry:  # the same digest: the same factory, already registered in this process
-        gym.register(env_id, entry_point=entry)
+    gym.registry.pop(env_id, None)  # the same digest registered before: this object is the one to build from now
+    gym.register(env_id, entry_point=entry)
     return env_id
 
 
@@ -102,7 +103,10 @@ def factory_digest(env: Any) -> str:
     What cannot be pickled or named counts by its ``repr`` (an address: a digest of this session only)."""
     h = hashlib.sha256()
     module = getattr(env, "__module__", None) or getattr(type(env), "__module__", "")
-    _feed(h, env, 0, frozenset(), str(module))
+    try:
+        _feed(h, env, 0, frozenset(), str(module))
+    except Exception:  # noqa: BLE001 - a value whose repr or hash raises: a digest of this object only
+        return hashlib.sha256(f"{object.__repr__(env)}:{os.getpid()}".encode()).hexdigest()[:DIGEST_CHARS]
     return h.hexdigest()[:DIGEST_CHARS]
 
 
