@@ -134,3 +134,31 @@ def test_predict_of_a_non_finite_observation_is_a_clear_error(finished_dqn_run: 
     assert isinstance(err.value, ConfigError) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match=r"observation 0 of 1"):
         policy.predict(obs[1], deterministic=False)
+
+
+def test_an_oversized_network_asked_for_by_a_new_run_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^network too large: hidden widths \[50000, 50000\].*2,500,350,001 parameters"):
+        janus.train("ppo", env="CartPole-v1", net_arch=[50_000, 50_000], total_env_steps=64, backend="local",
+                    out=tmp_path / "run")
+    assert not list((tmp_path / "run").rglob("*")), "nothing is left that blocks a rerun"
+
+
+ENV_MODULE = '''
+import gymnasium as gym
+gym.register("JanusTrustCartPole-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=50)
+'''
+
+
+def test_a_run_trained_from_a_module_in_the_cwd_is_the_callers_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training from one's own folder is not loading someone else's: ``janus.train(...).policy`` imports
+    as training did; loading the same folder afresh asks for ``trust``."""
+    (tmp_path / "my_trust_envs.py").write_text(ENV_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    monkeypatch.delitem(sys.modules, "my_trust_envs", raising=False)
+    run = janus.train("dqn", env="my_trust_envs:JanusTrustCartPole-v0", total_env_steps=200, learning_starts=64,
+                      backend="local", out=tmp_path / "runs" / "mine")
+    assert run.policy.predict(np.zeros(4, dtype=np.float32)) in (0, 1)
+    with pytest.raises(ConfigError, match="names module 'my_trust_envs'"):
+        janus.load_policy(run.out)
+    assert janus.load_policy(run.out, trust=True).cfg.workload.env == "my_trust_envs:JanusTrustCartPole-v0"

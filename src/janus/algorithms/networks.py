@@ -270,9 +270,10 @@ def check_mlp_size(in_features: int, hidden: tuple[int, ...], out_features: int)
     params = sum((a + 1) * b for a, b in itertools.pairwise(widths))
     limit = max_network_params()
     if params > limit:
-        raise ConfigError(f"invalid algorithm.hidden: {shown(list(hidden), 120)} makes a network of {params:,} "
-                          f"parameters ({params * 4 / 2**30:,.1f} GiB of float32 weights), over the limit of "
-                          f"{limit:,}; set {MAX_PARAMS_VARIABLE}={params} to build it anyway")
+        raise ConfigError(f"network too large: hidden widths {shown(list(hidden), 120)} (algorithm.hidden or "
+                          f"critic_hidden, --net_arch) make {params:,} parameters ({params * 4 / 2**30:,.1f} GiB of "
+                          f"float32 weights), over the limit of {limit:,}; set {MAX_PARAMS_VARIABLE}={params} to "
+                          f"build it anyway")
     return params
 
 
