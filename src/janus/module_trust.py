@@ -72,6 +72,8 @@ def not_installed(module: str, run_dir: Path) -> str | None:
     parts = module.split(".")
     if not all(p.isidentifier() for p in parts):
         return "is not a module name"
+    if module in sys.builtin_module_names:
+        return None  # compiled into the interpreter: no file anywhere
     refused = _refused_places(run_dir)
     safe_path = [p for p in sys.path if not _is_refused(p, refused)]
     found = _walk(parts, safe_path, imported=False)
@@ -79,7 +81,8 @@ def not_installed(module: str, run_dir: Path) -> str | None:
     if found is None and ordinary is None:
         return "is not installed here (no folder on the import path holds it; install it or put it on PYTHONPATH)"
     if found is None:
-        return "is not an installed package (only the current folder or the run folder's own folders hold it)"
+        return ("is not an installed package (janus finds it only through the current folder or the run folder's "
+                "own folders, or through an import hook it does not follow)")
     if ordinary != found:
         return ("is not the installed module an import would load (the current folder or a folder near the run "
                 "folder provides it)")

@@ -95,6 +95,16 @@ def test_an_installed_module_loads_without_trust(hostile: Path) -> None:
     assert policy.predict(np.zeros(4, dtype=np.float32)) in (0, 1)
 
 
+@pytest.mark.parametrize("module", ["json", "sys", "collections.abc", "numpy", "gymnasium.envs.classic_control",
+                                    "janus.envs.image_catch"])
+def test_installed_modules_of_every_kind_qualify(hostile: Path, module: str) -> None:
+    """The standard library (a file, a compiled-in module, a package's submodule), site-packages and
+    janus itself (an editable install here), with '' and the attacker's folder on the path."""
+    from janus.module_trust import not_installed
+
+    assert not_installed(module, hostile) is None
+
+
 def test_an_oversized_hidden_in_config_yaml_is_refused_before_it_is_allocated(
         tmp_path: Path, finished_dqn_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     run = tmp_path / "run"
