@@ -8,6 +8,7 @@ near 1e20 made the saved variance ``inf`` and the feature silently 0.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -81,6 +82,15 @@ def test_factory_ids_follow_the_factory_not_the_order() -> None:
     first = register_in_process(seven)
     assert register_in_process(seven) == first and register_in_process(five) != first
     assert first in gym.registry and first.startswith("janus_api/lambda_")
+    def cartpole(steps: int) -> gym.Env:
+        return gym.make("CartPole-v1", max_episode_steps=steps)
+
+    def acrobot(steps: int) -> gym.Env:
+        return gym.make("Acrobot-v1", max_episode_steps=steps)
+
+    acrobot.__qualname__ = cartpole.__qualname__  # the same name: only the code tells them apart
+    digests = {factory_digest(functools.partial(f, n)) for f in (cartpole, acrobot) for n in (5, 7)}
+    assert len(digests) == 4 and factory_digest(functools.partial(cartpole, 5)) in digests
     instance = gym.make("CartPole-v1", max_episode_steps=7)
     assert register_in_process(instance) != register_in_process(gym.make("CartPole-v1", max_episode_steps=9))
 

@@ -102,7 +102,10 @@ def factory_digest(env: Any) -> str:
     same code and values in any session, different for a different factory (see the module doc).
     What cannot be pickled or named counts by its ``repr`` (an address: a digest of this session only)."""
     h = hashlib.sha256()
-    module = getattr(env, "__module__", None) or getattr(type(env), "__module__", "")
+    target = env
+    while isinstance(target, functools.partial):  # a partial's home is its function's module
+        target = target.func
+    module = getattr(target, "__module__", None) or getattr(type(target), "__module__", "")
     try:
         _feed(h, env, 0, frozenset(), str(module))
     except Exception:  # noqa: BLE001 - a value whose repr or hash raises: a digest of this object only
