@@ -53,8 +53,9 @@ def evaluate(policy: Any, env: str | Callable[[], Any] | Any | None = None, epis
     or a run folder (its last checkpoint; ``RUN_DIR/best`` for the best evaluated policy).
     ``env``: the run's own environment when None; else a Gymnasium id, a zero-argument factory
     returning a ``gymnasium.Env``, or an instance (copied), whose spaces must match the policy's.
-    ``seed`` seeds the environment (episode ``i`` continues from the reset of episode ``i - 1``);
-    ``deterministic``: the policy's most likely action (else sampled, as in training). ``trust``: a
+    A run folder trained on a factory is loaded with ``env`` when it is that factory (see
+    :func:`janus.load_policy`). ``seed`` seeds the environment (episode ``i`` continues from the
+    reset of episode ``i - 1``); ``deterministic``: the policy's most likely action (else sampled, as in training). ``trust``: a
     run folder's own modules may be imported (:func:`janus.load_policy`'s ``trust``).
     """
     from janus.config import SEED_LIMIT
@@ -67,12 +68,26 @@ def evaluate(policy: Any, env: str | Callable[[], Any] | Any | None = None, epis
     deterministic = checked_bool("deterministic", deterministic)
     trust = checked_bool("trust", trust)
     if isinstance(policy, (str, Path)):
-        policy = load_policy(policy, trust=trust)
+        policy = load_policy(policy, trust=trust, env=env if _trained_on_an_env_object(policy, env) else None)
     if not isinstance(policy, Policy):
         raise invalid("policy", shown(policy), "a janus Policy (janus.load_policy) or a janus train run folder")
     env_id, env_kwargs = _environment(policy, env)
     returns, lengths = play_episodes(policy, episodes, seed, deterministic, env_id=env_id, env_kwargs=env_kwargs)
     return EvaluationResult(returns, lengths)
+
+
+def _trained_on_an_env_object(folder: str | Path, env: Any) -> bool:
+    """Whether ``env`` is a factory or instance and the run at ``folder`` was trained on one: then
+    ``env`` is what rebuilds it (:func:`janus.load_policy`'s ``env``, checked to be the run's)."""
+    from janus.config import read_yaml
+    from janus.envs.in_process import NAMESPACE, is_in_process
+    from janus.policy import locate
+
+    if not is_in_process(env):
+        return False
+    workload = read_yaml(locate(folder)[0] / "config.yaml").get("workload")
+    run_env = workload.get("env") if isinstance(workload, dict) else None
+    return isinstance(run_env, str) and run_env.startswith(f"{NAMESPACE}/")
 
 
 def _environment(policy: Any, env: Any) -> tuple[str, dict[str, Any]]:

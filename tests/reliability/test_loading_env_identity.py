@@ -41,13 +41,15 @@ seven = lambda: gym.make("CartPole-v1", max_episode_steps=7)  # this session's f
 register_in_process(seven)
 out = {}
 for name, call in [("plain", lambda: janus.evaluate(run, episodes=3).lengths),
-                   ("seven", lambda: janus.load_policy(run, env=seven).cfg.workload.env)]:
+                   ("seven", lambda: janus.load_policy(run, env=seven).cfg.workload.env),
+                   ("evaluate_seven", lambda: janus.evaluate(run, env=seven, episodes=1).lengths)]:
     try:
         out[name] = call()
     except janus.ConfigError as exc:
         out[name] = "refused: " + str(exc)
 policy = janus.load_policy(run, env=cartpole)  # the run's own factory, in this session
 out["own"] = [policy.cfg.workload.env, janus.evaluate(policy, episodes=1).lengths]
+out["evaluate_own"] = janus.evaluate(run, env=cartpole, episodes=1).lengths
 print(json.dumps(out))
 '''
 
@@ -68,8 +70,10 @@ def test_a_factory_run_never_loads_into_another_sessions_factory(tmp_path: Path)
     out = json.loads(loaded.stdout.strip().splitlines()[-1])
     assert out["plain"].startswith("refused: ") and "load_policy(folder, env=factory)" in out["plain"], out
     assert out["seven"].startswith("refused: ") and "not the factory the run was trained on" in out["seven"], out
+    assert "not the factory the run was trained on" in out["evaluate_seven"], out
     own_env, lengths = out["own"]
     assert own_env == run_env and lengths[0] > 7, "the run's own factory: CartPole's episodes, not 7-step ones"
+    assert out["evaluate_own"] == lengths, "janus.evaluate(folder, env=factory) loads it the same way"
 
 
 def test_factory_ids_follow_the_factory_not_the_order() -> None:
