@@ -10,10 +10,12 @@ import argparse
 import copy
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from janus import stopping
 from janus.callbacks import Callback, CallbackHooks, merged_settings
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 
 PATH_FLAGS = {"out", "config", "resume"}
 """Keywords whose value is a path."""
+CHECKED_ELSEWHERE = {"algo", "seeds"}
+"""Keywords their own code checks: algo (a name or package.module:Name: the registry) and seeds
+(:mod:`janus.api_seeds`)."""
 
 
 @dataclass
@@ -53,7 +58,7 @@ class TrainedRun:
         if self._policy is None:
             from janus.policy import load_policy
 
-            self._policy = load_policy(self.out)
+            self._policy = load_policy(self.out, trust=True)  # the run this process trained: its own modules
         return self._policy
 
 
@@ -201,8 +206,71 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
             if not isinstance(value, (str, Path)):
                 raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a path (str or pathlib.Path)")
             value = Path(value)
+        elif name not in CHECKED_ELSEWHERE:
+            value = typed_keyword(name, train_actions()[name], value)
         setattr(args, names[name], value)
     return args
+
+
+@functools.lru_cache(maxsize=1)
+def train_actions() -> dict[str, argparse.Action]:
+    """``janus train``'s flags: name -> the argparse action that reads it (its type, its nargs)."""
+    from janus.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {o[2:]: a for a in sub.choices["train"]._actions for o in a.option_strings if o.startswith("--")}
+
+
+def typed_keyword(name: str, action: argparse.Action, value: Any) -> Any:
+    """A keyword's value checked against the type its flag parses to, as strictly as the flag: an
+    on/off flag takes a bool (numpy's too), never ``"no"`` or 1; an int flag an int (not a bool, nor
+    a float); a float flag a real number (not a bool); a text flag a str; a JSON flag a mapping.
+    numpy scalars become Python ones. Values of the configuration are validated further by it
+    (ranges, choices); None is "not given". Raises :class:`ConfigError` naming the keyword."""
+    from janus.cli import _bool, _mapping, _number
+
+    if value is None:
+        return None
+    if isinstance(value, np.generic):  # numpy's bool_, int64, float32 ...: the Python value
+        value = value.item()
+    kind = action.type
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) or kind is _bool:
+        if not isinstance(value, bool):
+            raise _wrong_type(name, value, "True or False (a bool)")
+        return value
+    if action.dest.startswith("sb3__"):
+        return value  # Stable-Baselines3's names: janus.sb3 checks them, naming janus's equivalent
+    if action.nargs in ("+", "*"):
+        if isinstance(value, (list, tuple)):
+            try:
+                return type(value)(typed_keyword(name, _Element(kind), v) for v in value)
+            except ConfigError as exc:
+                accepted = str(exc).rpartition("accepted: ")[2]
+                raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a list, each item {accepted}") from None
+        return value  # e.g. net_arch as SB3's dict: the configuration checks it
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _wrong_type(name, value, "an int")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise _wrong_type(name, value, "a number (int or float)")
+    if kind is _number and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
+        raise _wrong_type(name, value, f"a number (or the text --{name} takes)")
+    if (kind is None or kind is str) and not isinstance(value, str):
+        raise _wrong_type(name, value, "a str")
+    if kind is _mapping and not isinstance(value, Mapping):
+        raise _wrong_type(name, value, "a dict")
+    return value
+
+
+class _Element(argparse.Action):
+    """The action of one item of a list flag (``--net_arch 64 64``): the list flag's type."""
+
+    def __init__(self, kind: Any) -> None:
+        super().__init__(option_strings=[], dest="", type=kind)
+
+
+def _wrong_type(name: str, value: Any, accepted: str) -> ConfigError:
+    return ConfigError(f"invalid {name}: got {shown(value)} ({type(value).__name__}); accepted: {accepted}")
 
 
 def invocation_of(algo: str | None, env: Any, flags: dict[str, Any]) -> str:

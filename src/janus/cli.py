@@ -384,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--seed", type=int, default=0, help="Seed of the environment [default 0].")
     ro.add_argument("--video", type=Path, default=None, metavar="FILE.gif",
                     help="Also record the first episode as an animated GIF (the environment must render rgb_array).")
+    ro.add_argument("--trust", action="store_true",
+                    help="Import the modules the run folder's config.yaml names (module:EnvId, package.module:Name) "
+                         "even when they are not installed packages: only for a folder whose code you trust.")
     tu = sub.add_parser("tune", help="search the data-path knobs for a workload (successive halving); writes best.yaml",
                         description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(tu)

@@ -46,30 +46,48 @@ class EvaluationResult:
 
 
 def evaluate(policy: Any, env: str | Callable[[], Any] | Any | None = None, episodes: int = 10, seed: int = 0,
-             deterministic: bool = True) -> EvaluationResult:
+             deterministic: bool = True, *, trust: bool = False) -> EvaluationResult:
     """Play ``episodes`` whole episodes of ``policy`` and return their returns and lengths.
 
     ``policy``: a :class:`~janus.policy.Policy` (``janus.load_policy(...)``, ``janus.train(...).policy``)
     or a run folder (its last checkpoint; ``RUN_DIR/best`` for the best evaluated policy).
     ``env``: the run's own environment when None; else a Gymnasium id, a zero-argument factory
     returning a ``gymnasium.Env``, or an instance (copied), whose spaces must match the policy's.
-    ``seed`` seeds the environment (episode ``i`` continues from the reset of episode ``i - 1``);
-    ``deterministic``: the policy's most likely action (else sampled, as in training).
+    A run folder trained on a factory is loaded with ``env`` when it is that factory (see
+    :func:`janus.load_policy`). ``seed`` seeds the environment (episode ``i`` continues from the
+    reset of episode ``i - 1``); ``deterministic``: the policy's most likely action (else sampled, as in training). ``trust``: a
+    run folder's own modules may be imported (:func:`janus.load_policy`'s ``trust``).
     """
     from janus.config import SEED_LIMIT
-    from janus.policy import Policy, load_policy, play_episodes
+    from janus.policy import Policy, checked_bool, load_policy, play_episodes
 
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise invalid("episodes", episodes, "an integer >= 1")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
         raise invalid("seed", seed, f"an integer in [0, {SEED_LIMIT - 1:,}]")
+    deterministic = checked_bool("deterministic", deterministic)
+    trust = checked_bool("trust", trust)
     if isinstance(policy, (str, Path)):
-        policy = load_policy(policy)
+        policy = load_policy(policy, trust=trust, env=env if _trained_on_an_env_object(policy, env) else None)
     if not isinstance(policy, Policy):
         raise invalid("policy", shown(policy), "a janus Policy (janus.load_policy) or a janus train run folder")
     env_id, env_kwargs = _environment(policy, env)
     returns, lengths = play_episodes(policy, episodes, seed, deterministic, env_id=env_id, env_kwargs=env_kwargs)
     return EvaluationResult(returns, lengths)
+
+
+def _trained_on_an_env_object(folder: str | Path, env: Any) -> bool:
+    """Whether ``env`` is a factory or instance and the run at ``folder`` was trained on one: then
+    ``env`` is what rebuilds it (:func:`janus.load_policy`'s ``env``, checked to be the run's)."""
+    from janus.config import read_yaml
+    from janus.envs.in_process import NAMESPACE, is_in_process
+    from janus.policy import locate
+
+    if not is_in_process(env):
+        return False
+    workload = read_yaml(locate(folder)[0] / "config.yaml").get("workload")
+    run_env = workload.get("env") if isinstance(workload, dict) else None
+    return isinstance(run_env, str) and run_env.startswith(f"{NAMESPACE}/")
 
 
 def _environment(policy: Any, env: Any) -> tuple[str, dict[str, Any]]:

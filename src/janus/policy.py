@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from janus.config import RunConfig, from_dict, read_yaml, resolve
-from janus.errors import CheckpointError, ConfigError
+from janus.errors import CheckpointError, ConfigError, shown
 from janus.fileio import checking_path
 
 TRAINER_FILE = "trainer.pt"
@@ -84,6 +84,8 @@ class Policy:
         Discrete observations as integers, Dict and Tuple ones as dicts and tuples (a batch: each leaf
         stacked on a leading axis), encoded here as in training (:mod:`janus.envs.observations`).
         With ``normalize_obs`` the network normalises them by the statistics saved with it.
+        An observation holding NaN or an infinity is a :class:`ConfigError` naming it (the same for
+        every algorithm: no action is made up from it).
         """
         if self.encoder is not None:
             x, single = self.encoder.encode_any(obs)
@@ -94,6 +96,8 @@ class Policy:
             if not single and x.shape[1:] != shape:
                 raise ConfigError(f"predict: observation of shape {x.shape}; expected {shape} or (batch, *{shape})")
             x = x[None] if single else x
+        deterministic = checked_bool("deterministic", deterministic)
+        check_finite(x)
         action = np.asarray(self.acting.act(x, deterministic))
         space: Any = self.action_space  # a Box (low, high) or a Discrete (start), told apart by attribute
         if hasattr(space, "low"):
@@ -103,13 +107,33 @@ class Policy:
         return action[0] if single else action
 
 
-def load_policy(path: str | Path) -> Policy:
-    """The policy saved at ``path`` (a run folder, ``RUN_DIR/best``, ``RUN_DIR/checkpoint`` or a file)."""
+def load_policy(path: str | Path, *, trust: bool = False, env: Any = None) -> Policy:
+    """The policy saved at ``path`` (a run folder, ``RUN_DIR/best``, ``RUN_DIR/checkpoint`` or a file).
+
+    ``trust``: import the modules the folder's config.yaml names (``workload.env: module:EnvId``,
+    ``workload.algo: package.module:Name``) even when they are not installed packages; by default
+    such a module is refused before anything is imported (:mod:`janus.module_trust`): a folder
+    from elsewhere must not run its own code. ``env``: for a run trained on a Python factory or
+    instance (``janus.train(env=make_env)``), that factory again, checked to be the run's
+    (:func:`janus.envs.in_process.loadable_env_id`); a network larger than
+    :data:`janus.algorithms.networks.MAX_NETWORK_PARAMS` allows is refused before it is built.
+    """
     from janus.algorithms.base import CheckpointedLearnerSide, algorithm, names
     from janus.buffer.state_file import load_state
+    from janus.envs.in_process import loadable_env_id
+    from janus.module_trust import check_run_folder_modules
 
+    trust = checked_bool("trust", trust)
     run_dir, found = locate(path)
-    cfg = resolve(from_dict(read_yaml(run_dir / "config.yaml")))
+    raw = read_yaml(run_dir / "config.yaml")
+    check_run_folder_modules(raw, run_dir, trust)
+    workload = raw.get("workload")
+    run_env = workload.get("env") if isinstance(workload, dict) else None
+    if isinstance(run_env, str) or env is not None:  # before validation builds the env: never a different one
+        env_id = loadable_env_id(run_env, env)
+        if env_id != run_env and isinstance(workload, dict):
+            raw = {**raw, "workload": {**workload, "env": env_id}}
+    cfg = resolve(from_dict(raw))
     algo = algorithm(cfg.workload.algo)
     if not algo.has_policy:
         with_policy = [n for n in names() if algorithm(n).has_policy]
@@ -124,6 +148,22 @@ def load_policy(path: str | Path) -> Policy:
     state = load_state(found, fmt="janus.trainer")
     cast(CheckpointedLearnerSide, learner).load_state_dict(state["learner"])
     return Policy(cfg, learner, found)
+
+
+def check_finite(x: np.ndarray) -> None:
+    """Refuse (one line, :class:`ConfigError`) observations ``x`` (a batch, encoded) holding NaN or an infinity."""
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
+        bad = np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(axis=1))
+        raise ConfigError(f"predict: observation {int(bad[0])} of {len(x)} holds NaN or an infinity (or a value past float32's range) "
+                          f"({shown(x[bad[0]].tolist(), 120)}); a policy acts on finite observations only")
+
+
+def checked_bool(name: str, value: Any) -> bool:
+    """``value`` as a bool: True, False or a numpy bool; anything else (``"no"``, 1, None) is a
+    :class:`ConfigError` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ConfigError(f"invalid {name}: got {shown(value)} ({type(value).__name__}); accepted: True or False (a bool)")
 
 
 def episode_returns(policy: Policy, episodes: int, seed: int = 0, deterministic: bool = True, *,

@@ -31,6 +31,8 @@ vector observations only.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -38,6 +40,8 @@ import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
+
+from janus.errors import ConfigError, shown
 
 MIN_SIDE = 8
 """Smallest height and width of an image observation (smaller arrays go to the MLP)."""
@@ -241,8 +245,42 @@ def _global_module_hooks() -> bool:
                 or getattr(m, "_global_backward_hooks", None) or getattr(m, "_global_backward_pre_hooks", None))
 
 
+MAX_NETWORK_PARAMS = 200_000_000
+"""Parameters one MLP may have (800 MB of float32 weights, as much again for each copy an algorithm
+keeps and its optimiser's state); more is refused before anything is allocated, a run's
+config.yaml too (a ``hidden: [100000000]`` of a folder from elsewhere). The environment variable
+:data:`MAX_PARAMS_VARIABLE` raises it, deliberately."""
+MAX_PARAMS_VARIABLE = "JANUS_MAX_NETWORK_PARAMS"
+
+
+def max_network_params() -> int:
+    """:data:`MAX_NETWORK_PARAMS`, or the positive integer :data:`MAX_PARAMS_VARIABLE` sets."""
+    text = os.environ.get(MAX_PARAMS_VARIABLE, "").strip().replace("_", "")
+    if not text:
+        return MAX_NETWORK_PARAMS
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"invalid {MAX_PARAMS_VARIABLE}: got {shown(text, 40)}; accepted: a positive integer "
+                          f"(the parameters one network may have)")
+    return int(text)
+
+
+def check_mlp_size(in_features: int, hidden: tuple[int, ...], out_features: int) -> int:
+    """The parameters of :func:`mlp`'s network; a :class:`ConfigError` when over :func:`max_network_params`."""
+    widths = [int(in_features), *(int(h) for h in hidden), int(out_features)]
+    params = sum((a + 1) * b for a, b in itertools.pairwise(widths))
+    limit = max_network_params()
+    if params > limit:
+        raise ConfigError(f"network too large: hidden widths {shown(list(hidden), 120)} (algorithm.hidden or "
+                          f"critic_hidden, --net_arch) make {params:,} parameters ({params * 4 / 2**30:,.1f} GiB of "
+                          f"float32 weights), over the limit of {limit:,}; set {MAX_PARAMS_VARIABLE}={params} to "
+                          f"build it anyway")
+    return params
+
+
 def mlp(in_features: int, hidden: tuple[int, ...], out_features: int, activation: type[nn.Module] = nn.ReLU) -> MLP:
-    """Linear layers of widths ``hidden`` with ``activation`` between them, then a linear head."""
+    """Linear layers of widths ``hidden`` with ``activation`` between them, then a linear head (checked
+    first by :func:`check_mlp_size`)."""
+    check_mlp_size(in_features, hidden, out_features)
     layers: list[nn.Module] = []
     width = in_features
     for h in hidden:

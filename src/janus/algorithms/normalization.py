@@ -24,25 +24,35 @@ import torch
 from torch import nn
 
 from janus.envs.reward_scaling import merged_moments
+from janus.errors import TrainingDiverged
 
 
 class RunningNorm(nn.Module):
-    """Normalises observations of ``shape`` by running statistics (see the module doc)."""
+    """Normalises observations of ``shape`` by running statistics (see the module doc), kept in
+    float64 (checkpoints hold them so; float32 ones of older checkpoints load into them)."""
 
     mean: torch.Tensor
     var: torch.Tensor
     count: torch.Tensor
 
-    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, eps: float = 1e-8) -> None:
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, eps: float = 1e-8,
+                 what: str = "normalize_obs: the observations'") -> None:
+        """``what``: whose statistics these are, as an error names them."""
         super().__init__()
+        self.what = what
         self.shape, self.clip, self.eps = tuple(shape), float(clip), float(eps)
-        self.register_buffer("mean", torch.zeros(self.shape))
-        self.register_buffer("var", torch.ones(self.shape))
+        # float64: the variance of observations near 1e20 (their squares) overflows float32 to inf,
+        # which would silently zero the feature; a checkpoint's float32 statistics load into these
+        self.register_buffer("mean", torch.zeros(self.shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(self.shape, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         self._pending: list[torch.Tensor] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ((x.float() - self.mean) * torch.rsqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
+        """``x`` normalised (in float64: a finite observation gives a finite value, then clipped to
+        ``[-clip, clip]``; an infinity clips too, NaN stays NaN), as float32."""
+        scale = torch.rsqrt(self.var.to(torch.float64) + self.eps)
+        return ((x.to(torch.float64) - self.mean.to(torch.float64)) * scale).clamp(-self.clip, self.clip).float()
 
     @torch.no_grad()
     def observe(self, obs: torch.Tensor) -> None:
@@ -61,6 +71,11 @@ class RunningNorm(nn.Module):
         batch_var = (squares / n - batch_mean.square()).clamp_min(0.0)
         new_count, mean, var = merged_moments(self.count.to(torch.float64), self.mean.to(torch.float64),
                                               self.var.to(torch.float64), n, batch_mean, batch_var)
+        if not (torch.isfinite(mean).all() and torch.isfinite(var).all()):
+            raise TrainingDiverged(
+                f"{self.what} running mean or variance is no longer finite (a value was NaN or infinite, or past "
+                f"1e154): normalising by it would make them NaN or 0; scale the environment, or train without "
+                f"{self.what.partition(':')[0]}")
         self.mean.copy_(mean)
         self.var.copy_(var)
         self.count.copy_(new_count[(0,) * len(self.shape)] if self.shape else new_count)
@@ -87,4 +102,4 @@ def obs_norm(enabled: bool, shape: tuple[int, ...]) -> RunningNorm | None:
 
 def reward_norm(enabled: bool) -> RunningNorm | None:
     """The discounted-return statistics of ``normalize_reward`` when ``enabled``, else None."""
-    return RunningNorm(()) if enabled else None
+    return RunningNorm((), what="normalize_reward: the discounted returns'") if enabled else None

@@ -92,7 +92,7 @@ def run_rollout(args: argparse.Namespace) -> int:
     """``janus rollout``: greedy episodes of a saved policy."""
     from janus.harness.rollout import rollout
 
-    cfg, returns, video = rollout(args.checkpoint, args.episodes, args.seed, args.video)
+    cfg, returns, video = rollout(args.checkpoint, args.episodes, args.seed, args.video, trust=args.trust)
     mean, std = statistics.fmean(returns), statistics.pstdev(returns)
     print(f"janus rollout: {cfg.workload.algo} on {cfg.workload.env}, {len(returns)} episode{'s' if len(returns) != 1 else ''}: "
           f"mean return {mean:.1f} (std {std:.1f}, min {min(returns):.1f}, max {max(returns):.1f})")

@@ -51,15 +51,15 @@ def run_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: bo
 
 
 def rollout(checkpoint: str | Path, episodes: int, seed: int = 0,
-            video: str | Path | None = None) -> tuple[RunConfig, list[float], Video | None]:
+            video: str | Path | None = None, *, trust: bool = False) -> tuple[RunConfig, list[float], Video | None]:
     """Returns of ``episodes`` greedy episodes of the policy saved at ``checkpoint`` (and the
-    ``--video`` of the first one, if asked for)."""
+    ``--video`` of the first one, if asked for); ``trust``: ``--trust`` (:func:`janus.load_policy`'s)."""
     if episodes < 1:
         raise ConfigError(f"invalid --episodes: got {episodes}; accepted: an integer >= 1")
     if not 0 <= seed < SEED_LIMIT:  # the range janus train accepts (Gymnasium refuses negative seeds)
         raise ConfigError(f"invalid --seed: got {seed}; accepted: an integer in [0, {SEED_LIMIT - 1:,}]")
     if video is not None:
         check_video_path(video)  # before loading anything
-    policy = load_policy(checkpoint)
+    policy = load_policy(checkpoint, trust=trust)
     returns, recorded = run_episodes(policy, episodes, seed, video=video)
     return policy.cfg, returns, recorded
