@@ -362,9 +362,10 @@ class Orchestrator(Component):
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
         self.component_counters.pop(worker, None)
-        crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
-        if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, like an error
-            self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
+        if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, and counted like an error
+            crash_loop = self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
+        else:
+            crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
         if crash_loop is not None:
             self.failure = crash_loop
             self.stop_all(crash_loop)

@@ -16,6 +16,7 @@ from janus.runtime.messages import WorkerDownMsg
 from janus.runtime.stats import MessageStats
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
+WORKER_STOP_S = 5.0  # how long a worker may take to stop at shutdown before it is abandoned (hung)
 
 
 class LocalOutbox:
@@ -46,8 +47,12 @@ class LocalBackend:
     name = "local"
     outbox_type: type[LocalOutbox] = LocalOutbox  # what a hosted component sends through
 
-    def __init__(self, serial: bool = False) -> None:
+    def __init__(self, serial: bool = False, worker_stop_s: float = WORKER_STOP_S) -> None:
         self.serial = serial
+        self.worker_stop_s = worker_stop_s
+        self.abandoned: list[str] = []
+        """Workers that did not stop when told (hung, e.g. in ``env.step``): left running, never
+        joined, as ``"<name> (instance <n>)"``; :func:`janus.runtime.run.run_runtime` reports them."""
         self._scheduler: threading.Thread | None = None
         self._halt = threading.Event()
         self.factories: dict[str, Callable[[], Component]] = {}
@@ -177,14 +182,25 @@ class LocalBackend:
         buffer. Nothing produced is dropped. Components built but never started (a later one
         could not be built) are closed. Returns the threads still alive and the components whose
         ``close()`` raised.
+
+        A worker whose thread does not end within ``worker_stop_s`` (hung in its environment:
+        Python cannot kill a thread), and a replaced one still running, is *abandoned*, not
+        joined: its daemon thread is left to the interpreter's exit, it is listed in
+        :attr:`abandoned`, and the rest of the run stops with ``timeout`` of its own.
         """
         from janus.runtime.messages import StopMsg
 
-        deadline = time.monotonic() + timeout
-        alive: list[str] = []
         if self.serial:
-            return self._shutdown_serial(deadline)
-        for role in SHUTDOWN_ORDER:
+            return self._shutdown_serial(time.monotonic() + timeout)
+        alive: list[str] = []
+        workers = [h for n, h in self.hosts.items() if self.roles[n] == "worker"]
+        for host in workers:
+            host.post(StopMsg("shutdown"))
+        worker_deadline = time.monotonic() + self.worker_stop_s
+        for host in workers + [h for h in self.retired if self.roles.get(h.component.name) == "worker"]:
+            alive += self._join_worker(host, worker_deadline)
+        deadline = time.monotonic() + timeout
+        for role in SHUTDOWN_ORDER[1:]:
             group = [h for n, h in self.hosts.items() if self.roles[n] == role]
             for host in group:
                 host.post(StopMsg("shutdown"))
@@ -198,6 +214,17 @@ class LocalBackend:
                 else:
                     alive += close_component(host)
         return alive
+
+    def _join_worker(self, host: Host, deadline: float) -> list[str]:
+        """Join a worker's thread until ``deadline``; abandon it (:attr:`abandoned`) if it is still
+        running then. Returns how closing it failed, if it did."""
+        if host.thread is None:
+            return close_component(host)
+        host.thread.join(max(0.0, deadline - time.monotonic()))
+        if host.thread.is_alive():
+            self.abandoned.append(f"{host.component.name} (instance {host.instance})")
+            return []
+        return [] if host.close_failure is None else [host.close_failure]
 
     def _shutdown_serial(self, deadline: float) -> list[str]:
         from janus.runtime.messages import StopMsg

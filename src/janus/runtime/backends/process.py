@@ -48,7 +48,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, cast
 
-from janus.runtime.backends.local import LocalBackend, LocalOutbox
+from janus.runtime.backends.local import WORKER_STOP_S, LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
 from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg
 from janus.runtime.shm import (
@@ -299,7 +299,7 @@ class ProcessBackend(LocalBackend):
     outbox_type = ProcessOutbox
 
     def __init__(self, cfg: Any = None, slots_per_worker: int = SLOTS_PER_WORKER, start_timeout_s: float = 120.0) -> None:
-        super().__init__(serial=False)
+        super().__init__(serial=False, worker_stop_s=cfg.runtime.pong_timeout_s if cfg is not None else WORKER_STOP_S)
         self.slots = slots_per_worker
         self.start_timeout_s = start_timeout_s
         self.ctx = mp.get_context("spawn")
@@ -529,15 +529,19 @@ class ProcessBackend(LocalBackend):
             workers = list(self.workers.values())
         for wp in workers:
             self._to_worker(wp, ("msg", StopMsg("shutdown")))
-        for wp in workers:  # "done" arrives after every piece the worker sent
+        # "done" arrives after every piece the worker sent; one that does not stop within
+        # worker_stop_s is hung (e.g. in env.step) and is killed below, not waited for
+        workers_deadline = min(deadline, time.monotonic() + self.worker_stop_s)
+        for wp in workers:
             while not wp.done.wait(0.02):
                 if not wp.process.is_alive() and not wp.conn.poll():
                     break
-                if time.monotonic() > deadline or self._receiver is None or not self._receiver.is_alive():
+                if time.monotonic() > workers_deadline or self._receiver is None or not self._receiver.is_alive():
                     break
         alive = []
         for wp in [*workers, *self.retired_workers]:
-            wp.process.join(max(0.0, min(2.0, deadline - time.monotonic())))
+            grace = 2.0 if wp.done.is_set() else 0.2  # not done: hung, or dead already; killed at once
+            wp.process.join(max(0.0, min(grace, deadline - time.monotonic())))
             if wp.process.is_alive():
                 wp.process.kill()
                 wp.process.join(10.0)  # unmapping a large process can take seconds on a loaded machine
