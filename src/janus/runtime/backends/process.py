@@ -48,6 +48,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, cast
 
+from janus.envs.in_process import shipment
 from janus.runtime.backends.local import WORKER_STOP_S, LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
 from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg
@@ -189,8 +190,10 @@ def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
 
 
 def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str,
-                instance: int = 0) -> None:
-    """Entry point of a worker process: host the component until it stops, then report."""
+                instance: int = 0, env_shipment: bytes | None = None) -> None:
+    """Entry point of a worker process: host the component until it stops, then report.
+    ``env_shipment``: an environment object given to :func:`janus.train`, to register here first
+    (:func:`janus.envs.in_process.shipment`)."""
     # Ctrl-C, or a SIGTERM/SIGHUP to the whole process group (kill -- -PGID, scancel, a closed
     # terminal), reaches the learner too, which stops us cleanly and collects our counts; a worker
     # whose learner is gone exits by itself (_receive).
@@ -202,6 +205,10 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
     torch.set_num_threads(1)
     outbox = WorkerOutbox(name, conn, slots, ring_name)
     try:
+        if env_shipment is not None:
+            from janus.envs.in_process import register_shipped
+
+            register_shipped(env_shipment)
         component = factory()
         component.instance = instance  # its experience stream: a restarted worker's is not its predecessor's
         component.bind(outbox)
@@ -314,6 +321,8 @@ class ProcessBackend(LocalBackend):
         self._closing = threading.Event()  # shutdown began: no more (re)starts
         self._wlock = threading.RLock()
         self.skip_caller_main = False  # decided in start(): see janus.spawn
+        # an environment given to janus.train as a factory or an instance: its registration, pickled for the workers
+        self.env_shipment = shipment(cfg.workload.env) if cfg is not None else None
 
     # -- registration and start-up --
     def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
@@ -327,7 +336,8 @@ class ProcessBackend(LocalBackend):
         saved = {k: os.environ.get(k) for k in WORKER_ENV}
         os.environ.update(WORKER_ENV)  # the child's torch/BLAS read these at import
         try:
-            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance),
+            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance,
+                                                                   self.env_shipment),
                                     name=f"janus-{name}", daemon=False)  # its envs may be subprocesses
             with without_caller_main(self.skip_caller_main):  # janus.spawn: unguarded scripts and stdin too
                 proc.start()
