@@ -39,11 +39,19 @@ class Hanging(gym.Env):
     observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, always=False, at=40):
-        self.always, self.at, self.steps, self.t = always, at, 0, 0
+    def __init__(self, always=False, at=40, in_reset=False):
+        self.always, self.at, self.in_reset, self.steps, self.t = always, at, in_reset, 0, 0
+
+    def hang(self):
+        marker = os.environ["HANG_MARKER"]
+        if self.always or not os.path.exists(marker):
+            open(marker, "a").close()
+            threading.Event().wait()  # never returns
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        if self.in_reset:
+            self.hang()
         self.t = 0
         return np.zeros(4, np.float32), {}
 
@@ -51,14 +59,12 @@ class Hanging(gym.Env):
         self.steps += 1
         self.t += 1
         if self.steps == self.at:
-            marker = os.environ["HANG_MARKER"]
-            if self.always or not os.path.exists(marker):
-                open(marker, "a").close()
-                threading.Event().wait()  # never returns
+            self.hang()
         return np.full(4, 0.1 * float(action), np.float32), 1.0, self.t >= 20, False, {}
 
 gym.register("HangsOnce-v0", entry_point=Hanging)
 gym.register("HangsAlways-v0", entry_point=Hanging, kwargs={"always": True})
+gym.register("HangsInResetAlways-v0", entry_point=Hanging, kwargs={"always": True, "in_reset": True})
 '''
 
 
@@ -91,8 +97,12 @@ def test_a_worker_that_hangs_once_leaves_a_finished_run_with_its_results(tmp_pat
     assert "Traceback" not in done.stderr and "did not shut down cleanly" not in done.stderr
 
 
-def test_a_worker_that_always_hangs_stops_the_run_after_the_crash_loop_limit(tmp_path: Path) -> None:
-    done = train(tmp_path, "HangsAlways-v0", "local", 200_000)
+@pytest.mark.parametrize("env_id", ["HangsAlways-v0", "HangsInResetAlways-v0"])
+def test_a_worker_that_always_hangs_stops_the_run_after_the_crash_loop_limit(tmp_path: Path, env_id: str) -> None:
+    """In reset too: a restarted worker whose environment hangs as it starts was given the start
+    timeout (120 s, for a process to spawn) twice before the run stopped; it gets the pong timeout
+    once it is up, as the first instance does."""
+    done = train(tmp_path, env_id, "local", 200_000)
     assert done.returncode == 2, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("janus train: error:")]
     assert len(errors) == 1 and "failed 3 times in a row" in errors[0] and "not answering a ping" in errors[0], \

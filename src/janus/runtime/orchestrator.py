@@ -27,6 +27,7 @@ from janus.runtime.messages import (
     StartMsg,
     StopMsg,
     WorkerDownMsg,
+    WorkerUpMsg,
 )
 
 
@@ -379,6 +380,14 @@ class Orchestrator(Component):
                 or msg.instance != self.restarts.get(msg.worker, 0)):
             return  # stopping, not a worker, or an instance already replaced
         self._replace(msg.worker, time.monotonic())
+
+    def on_WorkerUpMsg(self, msg: WorkerUpMsg) -> None:
+        """A restarted worker's instance is up: from now on it must answer pings within the pong
+        timeout like any other (building and resetting its environments included, as for the
+        first instance), so one whose environment hangs as it starts is replaced in seconds."""
+        if msg.worker in self.starting and msg.instance == self.restarts.get(msg.worker, 0):
+            del self.starting[msg.worker]
+            self.last_pong[msg.worker] = time.monotonic()
 
     def stall_diagnosis(self, idle_s: float) -> str:
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""

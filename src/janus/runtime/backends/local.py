@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from janus.runtime.component import Component, Host, closing_failed, error_text
-from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.stats import MessageStats
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
@@ -154,8 +154,10 @@ class LocalBackend:
             self.hosts[name] = host
         if host.done.is_set():
             self._on_exit(host)
-        elif not self.serial:
-            host.start_thread(on_exit=self._on_exit)
+        else:
+            if not self.serial:
+                host.start_thread(on_exit=self._on_exit)
+            self.deliver("orchestrator", WorkerUpMsg(name, host.instance))  # built: no spawn to wait for
         return error
 
     def kill(self, name: str) -> None:

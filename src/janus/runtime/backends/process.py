@@ -51,7 +51,7 @@ from typing import Any, cast
 from janus.envs.in_process import shipment
 from janus.runtime.backends.local import WORKER_STOP_S, LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
-from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg
+from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg, WorkerUpMsg
 from janus.runtime.shm import (
     SHM_DIR,
     Layout,
@@ -480,6 +480,8 @@ class ProcessBackend(LocalBackend):
             self.deliver(item[1], item[2])
         elif kind == "ready":
             wp.ready.set()
+            if wp.instance > 0:  # a restart's process is up: its pings time out as the first one's
+                self.deliver("orchestrator", WorkerUpMsg(wp.name, wp.instance))
         elif kind == "done":
             _, _, counters, error, stats, wp.close_failure = item
             wp.error = error

@@ -40,7 +40,7 @@ import torch
 from janus.errors import ConfigError, RunFailed
 from janus.runtime.backends.local import SHUTDOWN_ORDER, WORKER_STOP_S
 from janus.runtime.component import Component, Host
-from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.stats import MessageStats, payload_bytes
 from janus.runtime.trajectory_manager import TrajectoryManager
@@ -535,6 +535,8 @@ class ComponentActor:
             self._report_failure(self.host)
         else:
             self.host.start_thread(on_exit=on_exit)
+            if role == "worker" and instance > 0:  # a restart's actor is up: its pings time out as the first one's
+                self.outbox.send("orchestrator", WorkerUpMsg(name, instance))
 
     def _report_failure(self, host: Host) -> None:
         """A worker's component raised: tell the Orchestrator, which replaces it at once (a worker
