@@ -552,8 +552,8 @@ class ProcessBackend(LocalBackend):
                     break
         alive = []
         for wp in [*workers, *self.retired_workers]:
-            grace = 2.0 if wp.done.is_set() else 0.2  # not done: hung, or dead already; killed at once
-            wp.process.join(max(0.0, min(grace, deadline - time.monotonic())))
+            hung = not wp.done.is_set() and time.monotonic() > workers_deadline  # waited out: killed at once
+            wp.process.join(max(0.0, min(0.0 if hung else 2.0, deadline - time.monotonic())))
             if wp.process.is_alive():
                 wp.process.kill()
                 wp.process.join(10.0)  # unmapping a large process can take seconds on a loaded machine
