@@ -160,3 +160,17 @@ def test_the_local_shutdown_abandons_a_hung_worker_and_stops_the_others() -> Non
         assert all(h.done.is_set() for n, h in backend.hosts.items() if n != "worker-0")
     finally:
         release.set()
+
+
+def test_a_hang_under_the_serial_scheduler_stops_the_run_in_one_line(tmp_path: Path) -> None:
+    """Both overlaps off: every component runs in one scheduler thread, the Orchestrator too, so a
+    hung env.step held the whole run, with nothing to notice it, until the 3600 s run limit."""
+    done = train(tmp_path, "HangsOnce-v0", "local", 3000, "--overlap_collect", "0", "--overlap_select", "0",
+                 "--stall_timeout_s", "3")
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("janus train: error:")]
+    assert len(errors) == 1 and "did not return from a call for" in errors[0] and "serial scheduler" in errors[0], \
+        done.stderr[-3000:]
+    assert "worker-0 (instance 0, with the serial scheduler)" in done.stderr or \
+        "worker-1 (instance 0, with the serial scheduler)" in done.stderr
+    assert "Traceback" not in done.stderr

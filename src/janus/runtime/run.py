@@ -218,7 +218,8 @@ def make_backend(cfg: RunConfig) -> Backend:
         return RayBackend(cfg.runtime.address, cfg.runtime.max_calls_in_flight)
     from janus.runtime.backends.local import LocalBackend
 
-    return LocalBackend(serial=serial(cfg), worker_stop_s=cfg.runtime.pong_timeout_s)
+    return LocalBackend(serial=serial(cfg), worker_stop_s=cfg.runtime.pong_timeout_s,
+                        serial_hang_s=cfg.runtime.stall_timeout_s)
 
 
 def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Backend | None = None, timeout_s: float = 3600.0,
