@@ -39,8 +39,9 @@ class Hanging(gym.Env):
     observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, always=False, at=40, in_reset=False):
+    def __init__(self, always=False, at=40, in_reset=False, in_evaluation=False):
         self.always, self.at, self.in_reset, self.steps, self.t = always, at, in_reset, 0, 0
+        self.in_evaluation = in_evaluation  # only the evaluation's env hangs (and only its steps)
 
     def hang(self):
         marker = os.environ["HANG_MARKER"]
@@ -58,13 +59,15 @@ class Hanging(gym.Env):
     def step(self, action):
         self.steps += 1
         self.t += 1
-        if self.steps == self.at:
+        in_evaluation = threading.current_thread().name.startswith("evaluator")
+        if self.steps == self.at and in_evaluation == self.in_evaluation:
             self.hang()
         return np.full(4, 0.1 * float(action), np.float32), 1.0, self.t >= 20, False, {}
 
 gym.register("HangsOnce-v0", entry_point=Hanging)
 gym.register("HangsAlways-v0", entry_point=Hanging, kwargs={"always": True})
 gym.register("HangsInResetAlways-v0", entry_point=Hanging, kwargs={"always": True, "in_reset": True})
+gym.register("HangsInEvaluation-v0", entry_point=Hanging, kwargs={"in_evaluation": True, "at": 5})
 '''
 
 
@@ -91,7 +94,7 @@ def test_a_worker_that_hangs_once_leaves_a_finished_run_with_its_results(tmp_pat
     abandoned = run["runtime"]["workers_abandoned"]
     if backend == "local":  # a thread cannot be killed: left running, and said so in one line
         assert len(abandoned) == 1, (abandoned, done.stderr[-3000:])
-        assert done.stderr.count("janus: abandoned 1 worker thread(s) that did not stop") == 1
+        assert done.stderr.count("janus: abandoned 1 thread(s) that did not stop") == 1
     else:  # its process is killed
         assert abandoned == []
     assert "Traceback" not in done.stderr and "did not shut down cleanly" not in done.stderr
@@ -174,3 +177,19 @@ def test_a_hang_under_the_serial_scheduler_stops_the_run_in_one_line(tmp_path: P
     assert "worker-0 (instance 0, with the serial scheduler)" in done.stderr or \
         "worker-1 (instance 0, with the serial scheduler)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_evaluation_that_hangs_is_given_up_and_the_run_finishes(tmp_path: Path) -> None:
+    """The Evaluator plays in a thread of its own: a hung evaluation env held the run at its goal,
+    waiting for that evaluation, until the run limit (3600 s), the stall timeout excused."""
+    done = train(tmp_path, "HangsInEvaluation-v0", "local", 2000, "--eval_interval_steps", "1000",
+                 "--eval_episodes", "1", "--stall_timeout_s", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "hung").exists(), "the evaluation env hung"
+    run = json.loads((tmp_path / "run" / "results.json").read_text())["runs"][0]
+    assert run["status"] == "finished" and run["counts"]["env_steps"] >= 2000
+    assert len(run["runtime"]["evaluations_abandoned"]) == 1, run["runtime"]  # the one pending at the goal
+    assert "janus: gave up the evaluation at" in done.stderr
+    assert any(a.startswith("evaluator") for a in run["runtime"]["workers_abandoned"]), run["runtime"]
+    assert json.loads((tmp_path / "run" / "checkpoint" / "run_state.json").read_text())["trained"] == \
+        run["counts"]["updates"]  # the final commit

@@ -16,6 +16,7 @@ from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.stats import MessageStats
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
+ABANDONABLE = ("worker", "evaluator")  # roles whose hung thread a shutdown leaves running (they hold no run data)
 WORKER_STOP_S = 5.0  # how long a worker may take to stop at shutdown before it is abandoned (hung)
 
 
@@ -191,8 +192,8 @@ class LocalBackend:
         could not be built) are closed. Returns the threads still alive and the components whose
         ``close()`` raised.
 
-        A worker whose thread does not end within ``worker_stop_s`` (hung in its environment:
-        Python cannot kill a thread), and a replaced one still running, is *abandoned*, not
+        A worker or the Evaluator whose thread does not end within ``worker_stop_s`` (hung in its
+        environment: Python cannot kill a thread), and a replaced worker still running, is *abandoned*, not
         joined: its daemon thread is left to the interpreter's exit, it is listed in
         :attr:`abandoned`, and the rest of the run stops with ``timeout`` of its own.
         """
@@ -201,14 +202,16 @@ class LocalBackend:
         if self.serial:
             return self._shutdown_serial(time.monotonic() + timeout)
         alive: list[str] = []
-        workers = [h for n, h in self.hosts.items() if self.roles[n] == "worker"]
-        for host in workers:
+        # first what only produces (workers) or only reads (the Evaluator): neither holds data of the
+        # run, so one hung in its environment is abandoned after worker_stop_s, not waited for
+        producers = [h for n, h in self.hosts.items() if self.roles[n] in ABANDONABLE]
+        for host in producers:
             host.post(StopMsg("shutdown"))
         worker_deadline = time.monotonic() + self.worker_stop_s
-        for host in workers + [h for h in self.retired if self.roles.get(h.component.name) == "worker"]:
+        for host in producers + [h for h in self.retired if self.roles.get(h.component.name) == "worker"]:
             alive += self._join_worker(host, worker_deadline)
         deadline = time.monotonic() + timeout
-        for role in SHUTDOWN_ORDER[1:]:
+        for role in [r for r in SHUTDOWN_ORDER if r not in ABANDONABLE]:
             group = [h for n, h in self.hosts.items() if self.roles[n] == role]
             for host in group:
                 host.post(StopMsg("shutdown"))

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from janus.errors import ConfigError, RunFailed
-from janus.runtime.backends.local import SHUTDOWN_ORDER, WORKER_STOP_S
+from janus.runtime.backends.local import ABANDONABLE, SHUTDOWN_ORDER, WORKER_STOP_S
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.replay_client import ReplayClient
@@ -953,7 +953,7 @@ class RayBackend:
             for name in group:
                 outbox.send(name, StopMsg("shutdown"))
             left = max(0.1, deadline - time.monotonic())
-            if role == "worker":  # a worker that does not stop in this time is hung: killed below, not waited for
+            if role in ABANDONABLE:  # a worker or Evaluator not stopped in this time is hung: killed below, not waited for
                 left = min(left, WORKER_STOP_S)
             _wait_all([handles[n].wait_done.remote(left) for n in group], left)
         if "orchestrator" in handles:  # its summary after the drain, for orchestrator_status()
