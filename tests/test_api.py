@@ -152,7 +152,7 @@ def test_env_factory_and_instance_run_on_the_local_backend(tmp_path: Path) -> No
     assert run.status == "stopped" and results_of(run.out)["episodes"] >= 3
 
 
-@pytest.mark.parametrize("flags", [{"backend": "process"}, {"backend": "ray"}, {"vector_env": "async"}])
+@pytest.mark.parametrize("flags", [{"backend": "ray"}, {"vector_env": "async"}])  # process: see test_env_factory_processes.py
 def test_env_objects_refuse_other_processes(tmp_path: Path, flags: dict[str, Any]) -> None:
     with pytest.raises(janus.ConfigError, match="registered in this process only"):
         janus.train("dqn", env=lambda: gym.make("CartPole-v1"), out=tmp_path / "run", **flags)

@@ -46,8 +46,9 @@ def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *,
     space) on ``env`` and write the run folder ``out`` as ``janus train`` does.
 
     ``env``: a Gymnasium id; or a zero-argument callable returning a ``gymnasium.Env``, or an env
-    instance (copied for each environment of the run), both registered in this process
-    (:mod:`janus.envs.in_process`: the local backend only). ``callbacks``: :class:`~janus.callbacks.Callback`
+    instance (copied for each environment of the run), both registered in this process and run on
+    the ``local`` backend, or on ``backend="process"``, whose worker processes get them pickled by
+    cloudpickle (a hung ``env.step`` is then cut: :mod:`janus.envs.in_process`). ``callbacks``: :class:`~janus.callbacks.Callback`
     objects (progress, early stop, checkpoint, evaluation). ``flags``: any ``janus train`` flag by
     its name (``total_env_steps``, ``out``, ``seed``, ``lr``, ``batch_size``, ``num_workers``, ``backend`` ...),
     validated as the command validates it. Raises :class:`~janus.errors.ConfigError` for an unknown

@@ -70,11 +70,13 @@ def prepared(algo: str | None, env: Any, callbacks: Sequence[Callback],
     flags = merged_settings(hooks.callbacks, flags)
     invocation = invocation_of(algo, env, flags)
     if env is not None:
-        from janus.envs.in_process import check_in_process_settings, is_in_process, register_in_process
+        from janus.envs.in_process import check_in_process_settings, is_in_process, register_in_process, shipment
 
         if is_in_process(env):
             flags = check_in_process_settings(flags)
             env = register_in_process(env)
+            if flags["backend"] == "process":  # its worker processes get it pickled: a clear error now if it cannot be
+                shipment(env)
         flags["env"] = env
     args = train_arguments(algo, flags)
     args.invocation = invocation

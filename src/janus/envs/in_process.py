@@ -7,10 +7,15 @@ process only. The digest (:func:`factory_digest`) fingerprints the factory: its 
 closure and the globals it reads (an instance: its pickled state and its class), so two different
 factories never share an id, in one session or across sessions. So:
 
-* every environment of the run is built in this process: the ``local`` backend and the ``sync``
-  vector env; ``process`` and ``ray`` workers, and ``async`` sub-envs, start fresh interpreters that
-  do not know the id, and are refused with a message saying how to get there (register the
-  environment in a module of yours and pass ``env="your_module:YourEnv-v0"``);
+* the run's environments are built in this process (the ``local`` backend, the default) or in the
+  ``process`` backend's worker processes, which get the registration shipped with them: the entry
+  point pickled by :mod:`cloudpickle` (a module-level factory by reference, a lambda or a closure
+  by value; see :func:`shipment`). There a hung ``env.step`` can be cut: the worker's process is
+  killed and replaced, where a thread can only be abandoned. ``ray`` workers and ``async`` sub-envs
+  are refused with a message saying how to get there (register the environment in a module of
+  yours and pass ``env="your_module:YourEnv-v0"``). ``auto`` stays ``local``: a factory is the
+  caller's code and may share state with it (a closure that records what it built), which a copy
+  in another process would not;
 * an instance is never stepped itself: each environment of the run (one per actor copy, those of
   evaluation, the one that tells the spaces) is a ``copy.deepcopy`` of it, tried once here;
 * the run folder's policy loads in this process (``janus.train(...).policy``); elsewhere
@@ -38,6 +43,10 @@ NAMESPACE = "janus_api"
 DIGEST_CHARS = 16
 """Hex characters of the factory digest in a generated id (64 bits)."""
 _GENERATED = re.compile(rf"^{NAMESPACE}/(?P<name>.*?)(?:_(?P<digest>[0-9a-f]{{{DIGEST_CHARS}}}))?-v0$")
+_ENTRIES: dict[str, Callable[..., gym.Env]] = {}
+"""The ids :func:`register_in_process` registered, and their entry points (for :func:`shipment`)."""
+SHIPPED_BACKENDS = ("local", "process")
+"""Backends an environment object can run on (``process``: its registration is shipped, see :func:`shipment`)."""
 
 
 def is_in_process(env: Any) -> bool:
@@ -65,6 +74,7 @@ def register_in_process(env: Any) -> str:
     env_id = f"{NAMESPACE}/{re.sub(r'[^A-Za-z0-9_]', '_', str(name)).strip('_') or 'env'}_{factory_digest(env)}-v0"
     gym.registry.pop(env_id, None)  # the same digest registered before: this object is the one to build from now
     gym.register(env_id, entry_point=entry)
+    _ENTRIES[env_id] = entry
     return env_id
 
 
@@ -184,6 +194,36 @@ def _global_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def shipment(env_id: str) -> bytes | None:
+    """The registration of ``env_id`` for a worker process (:func:`register_shipped` there): its id
+    and entry point pickled with :mod:`cloudpickle`, or None for an id not made by
+    :func:`register_in_process` (a Gymnasium id, ``module:Id``: the worker imports what it needs).
+    Raises :class:`~janus.errors.ConfigError` when the factory (or instance) cannot be pickled."""
+    entry = _ENTRIES.get(env_id)
+    if entry is None:
+        return None
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps((env_id, entry))
+    except Exception as exc:  # noqa: BLE001 - whatever the factory holds (a lock, an open file, a socket)
+        what = entry.factory if isinstance(entry, _Built) else entry.env if isinstance(entry, _Copies) else entry
+        raise ConfigError(f"invalid env: {shown(what)} cannot be sent to the worker processes of backend='process' "
+                          f"(cloudpickle: {type(exc).__name__}: {exc}); use backend='local', or a factory that "
+                          f"builds what it holds inside the call") from None
+
+
+def register_shipped(blob: bytes) -> str:
+    """Register in this (worker) process an environment :func:`shipment` pickled; returns its id."""
+    import cloudpickle
+
+    env_id, entry = cloudpickle.loads(blob)
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=entry)
+    _ENTRIES[env_id] = entry
+    return str(env_id)
+
+
 class _Copies:
     """The entry point of an instance: a fresh deep copy each time (``env_kwargs`` are refused)."""
 
@@ -212,15 +252,18 @@ class _Built:
 
 
 def check_in_process_settings(flags: dict[str, Any]) -> dict[str, Any]:
-    """``flags`` with the backend and vector env an in-process environment needs (``local``, ``sync``),
-    in place of ``auto``; an explicit other choice is refused, saying why and what to do instead."""
+    """``flags`` with the backend and vector env an in-process environment needs: ``local`` or
+    ``process`` (``auto``: ``local``), and ``sync``; another explicit choice is refused, saying why and
+    what to do instead."""
     out = dict(flags)
-    for flag, needed in (("backend", "local"), ("vector_env", "sync")):
+    for flag, allowed in (("backend", SHIPPED_BACKENDS), ("vector_env", ("sync",))):
         given = out.get(flag, "auto")
-        if given not in ("auto", needed):
+        if given not in ("auto", *allowed):
+            use = " or ".join(repr(a) for a in allowed)
             raise ConfigError(f"{flag}={given!r} with an environment given as a Python object (a factory or an "
-                              f"instance): its id is registered in this process only, and {given!r} builds environments "
-                              f"in other processes; use {flag}={needed!r}, or register the environment with "
-                              f"gymnasium.register in a module of yours and pass env='your_module:YourEnv-v0'")
-        out[flag] = needed
+                              f"instance): its id is registered in this process only (and shipped to the worker "
+                              f"processes of backend='process'), and {given!r} builds environments in other processes; "
+                              f"use {flag}={use}, or register the environment with gymnasium.register in a module of "
+                              f"yours and pass env='your_module:YourEnv-v0'")
+        out[flag] = allowed[0] if given == "auto" else given
     return out

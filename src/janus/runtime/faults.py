@@ -8,8 +8,12 @@ short-lived instances produced, and ends "successfully" with no word of the erro
 is reported (:attr:`WorkerFaults.errors`, printed by the driver, kept in results.json), and a
 worker whose instances raise ``limit`` times in a row, each within ``window_s`` of its start,
 fails the run with the error (like systemd's start limit). An instance that ran longer before its
-error starts a new count; one that hung (no error) resets it, and is reported too
-(:meth:`WorkerFaults.record_unresponsive`: a stopped process, a deadlock). A bad setting
+error starts a new count. One that hung (went silent: no pong within the timeout; a stopped
+process, a deadlock, an ``env.step`` that never returns) is a fault of the same series
+(:meth:`WorkerFaults.record_unresponsive`): an environment that hangs every time stops the run after
+``limit`` replacements, not after dozens of them, each leaving a hung thread behind on the local
+backend. An instance replaced without an error nor a silence (crashed on purpose by the local
+backend's ``kill``) ends the series. A bad setting
 (:class:`~janus.errors.ConfigError`, e.g. an environment id a worker process cannot make) comes
 back on every restart by definition, so it fails the run at its first occurrence.
 """
@@ -87,12 +91,24 @@ class WorkerFaults:
         self._notice({"kind": "error", **entry})
         return verdict
 
-    def record_unresponsive(self, worker: str, silent_s: float, lived_s: float, at_s: float) -> None:
-        """A worker instance that did not answer pings for ``silent_s`` (a stopped or hung process)
-        was replaced: no error, so no crash-loop count, but a notice to announce."""
+    def record_unresponsive(self, worker: str, silent_s: float, lived_s: float, at_s: float) -> str | None:
+        """A worker instance that did not answer pings for ``silent_s`` (a stopped or hung process,
+        an ``env.step`` that does not return) was replaced: a notice to announce, and a fault of the
+        crash-loop series when it went silent within ``window_s`` of its start (``lived_s`` minus
+        the silence: the time it worked). Returns the run's failure message once ``limit`` such
+        faults (errors or hangs) come in a row, else None."""
         self.unresponsive_total += 1
+        worked = max(0.0, lived_s - silent_s)
+        n = self.in_a_row.get(worker, 0) + 1 if worked <= self.window_s else 1
+        self.in_a_row[worker] = n
+        verdict = None
+        if self.limit and n >= self.limit:
+            verdict = (f"worker {worker!r} failed {n} times in a row, each within {self.window_s:g}s of its (re)start, "
+                       f"the last by not answering a ping for {silent_s:.1f}s (hung: an environment step that does "
+                       f"not return?), so restarting it does not help")
         self._notice({"kind": "unresponsive", "worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
-                      "silent_s": round(silent_s, 3)})
+                      "silent_s": round(silent_s, 3), "in_a_row": n, "stopped_run": verdict is not None})
+        return verdict
 
     def _notice(self, entry: dict[str, Any]) -> None:
         self.notices.append(entry)

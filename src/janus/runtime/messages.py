@@ -154,8 +154,19 @@ class WorkerDownMsg:
     instance: int
 
 
+@dataclass(frozen=True)
+class WorkerUpMsg:
+    """Backend -> Orchestrator: instance ``instance`` of worker ``worker``, started by a restart, is
+    up (its process or actor spawned, its component built). Its pings then time out after the
+    pong timeout, as the first instance's do, not after the start timeout that a spawn may need: an
+    environment that hangs as it is built or reset is found in seconds."""
+
+    worker: str
+    instance: int
+
+
 MESSAGE_TYPES = (
     InsertTransitionMsg, PiecesAcceptedMsg, FlushMsg, FetchParamsMsg,
     LoadParamsMsg, StartMsg, StopMsg, PingMsg, PongMsg, CountsMsg, CheckpointMsg,
-    EvaluateMsg, WorkerDownMsg,
+    EvaluateMsg, WorkerDownMsg, WorkerUpMsg,
 )

@@ -27,6 +27,7 @@ from janus.runtime.messages import (
     StartMsg,
     StopMsg,
     WorkerDownMsg,
+    WorkerUpMsg,
 )
 
 
@@ -175,6 +176,8 @@ class Orchestrator(Component):
         self.stall_timeout_s = stall_timeout_s
         self.progress_at = time.monotonic()  # when inserted or trained last moved
         self.checkpoint_open = False  # a checkpoint was asked for and is not committed yet
+        self.goal_reached_at: float | None = None  # when the goal was reached with an evaluation still pending
+        self.evaluations_abandoned: list[int] = []  # env steps of evaluations that never came back (hung)
         # training scalars: one row (wall_s, env_steps, updates, mean of each learner metric since
         # the previous row, latest actor metrics averaged over workers) every metrics_interval_s
         self.metrics_interval_s = metrics_interval_s
@@ -291,7 +294,7 @@ class Orchestrator(Component):
         # batches of items dropped as too stale are never trained: every piece in, each item trained or dropped
         if (self.trained + self.batches_dropped + self.trainer_dropped >= self.total_updates
                 and (not self.all_pieces or self.pieces_inserted >= self.total_pieces)):
-            if not self.evaluation_pending:  # the last evaluation asked for is part of the run
+            if not self.evaluation_pending or self._evaluation_given_up():  # the last evaluation is part of the run
                 self.stop_all("goal reached")
             return False
         if self.total_pieces and not self.flushed and self.pieces_inserted >= self.total_pieces:
@@ -313,6 +316,19 @@ class Orchestrator(Component):
             self.send("evaluator", EvaluateMsg(self.env_steps))
             self.last_eval_asked = self.env_steps
             self.next_eval = (self.env_steps // self.eval_interval + 1) * self.eval_interval
+
+    def _evaluation_given_up(self) -> bool:
+        """At the goal, an evaluation still pending is waited for up to the stall timeout (nothing
+        else moves then); past it, it is given up (hung: an evaluation env that does not return)
+        and recorded in :attr:`evaluations_abandoned`, so the run ends rather than waiting forever."""
+        now = time.monotonic()
+        if self.goal_reached_at is None:
+            self.goal_reached_at = now
+        if not self.stall_timeout_s or now - self.goal_reached_at <= self.stall_timeout_s:
+            return False
+        self.evaluations_abandoned.append(self.last_eval_asked)
+        self.last_eval_asked = -1  # no longer pending
+        return True
 
     @property
     def evaluation_pending(self) -> bool:
@@ -362,9 +378,10 @@ class Orchestrator(Component):
         lived = now - self.instance_started.get(worker, now)  # the replaced instance's time
         self.instance_started[worker] = now
         self.component_counters.pop(worker, None)
-        crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
-        if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, like an error
-            self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
+        if error is None and silent_s is not None:  # stopped (SIGSTOP) or hung: announced, and counted like an error
+            crash_loop = self.faults.record_unresponsive(worker, silent_s, lived, self.elapsed_s)
+        else:
+            crash_loop = self.faults.record(worker, error, lived, self.elapsed_s)
         if crash_loop is not None:
             self.failure = crash_loop
             self.stop_all(crash_loop)
@@ -378,6 +395,14 @@ class Orchestrator(Component):
                 or msg.instance != self.restarts.get(msg.worker, 0)):
             return  # stopping, not a worker, or an instance already replaced
         self._replace(msg.worker, time.monotonic())
+
+    def on_WorkerUpMsg(self, msg: WorkerUpMsg) -> None:
+        """A restarted worker's instance is up: from now on it must answer pings within the pong
+        timeout like any other (building and resetting its environments included, as for the
+        first instance), so one whose environment hangs as it starts is replaced in seconds."""
+        if msg.worker in self.starting and msg.instance == self.restarts.get(msg.worker, 0):
+            del self.starting[msg.worker]
+            self.last_pong[msg.worker] = time.monotonic()
 
     def stall_diagnosis(self, idle_s: float) -> str:
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""
@@ -447,5 +472,5 @@ class Orchestrator(Component):
             "evaluations": list(self.evaluations), "retired_env_steps": self.produced("env_steps", retired_only=True),
             "retired_transitions": self.produced("transitions", retired_only=True),
             "worker_env_steps": self.produced("env_steps"), "worker_transitions": self.produced("transitions"),
-            "train_metrics": list(self.train_metrics),
+            "train_metrics": list(self.train_metrics), "evaluations_abandoned": list(self.evaluations_abandoned),
         }

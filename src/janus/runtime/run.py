@@ -218,7 +218,8 @@ def make_backend(cfg: RunConfig) -> Backend:
         return RayBackend(cfg.runtime.address, cfg.runtime.max_calls_in_flight)
     from janus.runtime.backends.local import LocalBackend
 
-    return LocalBackend(serial=serial(cfg))
+    return LocalBackend(serial=serial(cfg), worker_stop_s=cfg.runtime.pong_timeout_s,
+                        serial_hang_s=cfg.runtime.stall_timeout_s)
 
 
 def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Backend | None = None, timeout_s: float = 3600.0,
@@ -268,6 +269,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
         interrupted, wall = exc, time.perf_counter() - start
     finally:
         alive = backend.shutdown()
+        report_abandoned(backend, last[0])
         counters = backend.counters()
         failed = backend.fatal  # also an error while draining, after the goal was reached
         if failed is None and not backend.gcs_lost:  # Ray's coordinator lost: counts unknown
@@ -345,13 +347,28 @@ def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
               f"of its start stops the run). Its traceback:\n{faults['first_traceback'].rstrip()}",
               file=sys.stderr, flush=True)
     for e in new:
-        if e["kind"] == "unresponsive":
+        if e["kind"] == "unresponsive" and not e.get("stopped_run"):  # else the run's failure says it
             print(f"janus: worker {e['worker']!r} did not answer a ping for {e['silent_s']:.1f}s (a stopped or hung "
                   f"process); replaced it {e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
         elif not e["stopped_run"]:
             print(f"janus: worker {e['worker']!r} raised {e['error']} ({e['in_a_row']} in a row); restarted it "
                   f"{e['lived_s']:.1f}s after its start", file=sys.stderr, flush=True)
     return total
+
+
+def report_abandoned(backend: Backend, status: Mapping[str, Any]) -> None:
+    """One line on stderr for what hung and was left behind, if anything: the threads the backend's
+    shutdown abandoned (:attr:`janus.runtime.backends.local.LocalBackend.abandoned`), and the
+    evaluations the Orchestrator gave up at the goal (``status``: its last summary)."""
+    abandoned = getattr(backend, "abandoned", [])
+    if abandoned:
+        print(f"janus: abandoned {len(abandoned)} thread(s) that did not stop (hung, e.g. in env.step; left to exit "
+              f"with the process): {', '.join(abandoned)}", file=sys.stderr, flush=True)
+    given_up = status.get("evaluations_abandoned") or []
+    if given_up:
+        print(f"janus: gave up the evaluation at {', '.join(f'{s:,}' for s in given_up)} env steps: it did not finish "
+              f"within the stall timeout after the run reached its goal (hung?); results.json has the earlier ones",
+              file=sys.stderr, flush=True)
 
 
 def commit_final_checkpoint(plan: RunPlan, backend: Backend) -> None:
@@ -453,6 +470,9 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
             "worker_restarts": status.get("restarts", {}),
             "worker_errors": faults.get("recent", []),  # the newest 20
             "worker_errors_total": int(faults.get("total", 0)),
+            "workers_unresponsive": int(faults.get("unresponsive_total", 0)),  # replaced for going silent (hung)
+            "workers_abandoned": list(getattr(backend, "abandoned", [])),  # hung threads left running at the end
+            "evaluations_abandoned": list(status.get("evaluations_abandoned", [])),  # given up at the goal (hung)
             "stalls": status.get("stalls", 0),
             "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
             # only a backend spread over nodes (Ray) says where each component ran

@@ -12,10 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from janus.runtime.component import Component, Host, closing_failed, error_text
-from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.stats import MessageStats
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
+ABANDONABLE = ("worker", "evaluator")  # roles whose hung thread a shutdown leaves running (they hold no run data)
+WORKER_STOP_S = 5.0  # how long a worker may take to stop at shutdown before it is abandoned (hung)
 
 
 class LocalOutbox:
@@ -46,8 +48,16 @@ class LocalBackend:
     name = "local"
     outbox_type: type[LocalOutbox] = LocalOutbox  # what a hosted component sends through
 
-    def __init__(self, serial: bool = False) -> None:
+    def __init__(self, serial: bool = False, worker_stop_s: float = WORKER_STOP_S, serial_hang_s: float = 0.0) -> None:
         self.serial = serial
+        self.worker_stop_s = worker_stop_s
+        self.serial_hang_s = serial_hang_s
+        """Serial: a component inside one call (a message, a step) this long is hung, and fails the
+        run (the one scheduler thread cannot go on without it); 0: never (the run's stall timeout)."""
+        self._busy: tuple[str, float] | None = None  # serial: the component the scheduler is in, since when
+        self.abandoned: list[str] = []
+        """Workers that did not stop when told (hung, e.g. in ``env.step``): left running, never
+        joined, as ``"<name> (instance <n>)"``; :func:`janus.runtime.run.run_runtime` reports them."""
         self._scheduler: threading.Thread | None = None
         self._halt = threading.Event()
         self.factories: dict[str, Callable[[], Component]] = {}
@@ -96,6 +106,7 @@ class LocalBackend:
                 c = host.component
                 if host.done.is_set():
                     continue
+                self._busy = (name, time.monotonic())
                 try:
                     while not c.stopped:
                         try:
@@ -116,6 +127,7 @@ class LocalBackend:
                     host.error, host.error_text = exc, error_text(exc)
                     close_component(host)  # as a host thread closes its component on the way out
                     self._on_exit(host)
+                self._busy = None
             if not progressed:
                 time.sleep(0.0005)
 
@@ -149,8 +161,10 @@ class LocalBackend:
             self.hosts[name] = host
         if host.done.is_set():
             self._on_exit(host)
-        elif not self.serial:
-            host.start_thread(on_exit=self._on_exit)
+        else:
+            if not self.serial:
+                host.start_thread(on_exit=self._on_exit)
+            self.deliver("orchestrator", WorkerUpMsg(name, host.instance))  # built: no spawn to wait for
         return error
 
     def kill(self, name: str) -> None:
@@ -177,14 +191,27 @@ class LocalBackend:
         buffer. Nothing produced is dropped. Components built but never started (a later one
         could not be built) are closed. Returns the threads still alive and the components whose
         ``close()`` raised.
+
+        A worker or the Evaluator whose thread does not end within ``worker_stop_s`` (hung in its
+        environment: Python cannot kill a thread), and a replaced worker still running, is *abandoned*, not
+        joined: its daemon thread is left to the interpreter's exit, it is listed in
+        :attr:`abandoned`, and the rest of the run stops with ``timeout`` of its own.
         """
         from janus.runtime.messages import StopMsg
 
-        deadline = time.monotonic() + timeout
-        alive: list[str] = []
         if self.serial:
-            return self._shutdown_serial(deadline)
-        for role in SHUTDOWN_ORDER:
+            return self._shutdown_serial(time.monotonic() + timeout)
+        alive: list[str] = []
+        # first what only produces (workers) or only reads (the Evaluator): neither holds data of the
+        # run, so one hung in its environment is abandoned after worker_stop_s, not waited for
+        producers = [h for n, h in self.hosts.items() if self.roles[n] in ABANDONABLE]
+        for host in producers:
+            host.post(StopMsg("shutdown"))
+        worker_deadline = time.monotonic() + self.worker_stop_s
+        for host in producers + [h for h in self.retired if self.roles.get(h.component.name) == "worker"]:
+            alive += self._join_worker(host, worker_deadline)
+        deadline = time.monotonic() + timeout
+        for role in [r for r in SHUTDOWN_ORDER if r not in ABANDONABLE]:
             group = [h for n, h in self.hosts.items() if self.roles[n] == role]
             for host in group:
                 host.post(StopMsg("shutdown"))
@@ -199,9 +226,43 @@ class LocalBackend:
                     alive += close_component(host)
         return alive
 
+    def _join_worker(self, host: Host, deadline: float) -> list[str]:
+        """Join a worker's thread until ``deadline``; abandon it (:attr:`abandoned`) if it is still
+        running then. Returns how closing it failed, if it did."""
+        if host.thread is None:
+            return close_component(host)
+        host.thread.join(max(0.0, deadline - time.monotonic()))
+        if host.thread.is_alive():
+            self.abandoned.append(f"{host.component.name} (instance {host.instance})")
+            return []
+        return [] if host.close_failure is None else [host.close_failure]
+
+    def serial_hang(self) -> str | None:
+        """Serial: why the run cannot go on, when the scheduler has been inside one component's call
+        for longer than :attr:`serial_hang_s` (a hung ``env.step``), else None. A component other
+        than a worker is excused while a checkpoint or an evaluation is open (a long save, a long
+        evaluation: held on purpose, as the stall timeout excuses them)."""
+        busy = self._busy
+        if not self.serial or not self.serial_hang_s or busy is None:
+            return None
+        name, since = busy
+        stuck = time.monotonic() - since
+        if stuck <= self.serial_hang_s:
+            return None
+        orch: Any = self.hosts["orchestrator"].component
+        if self.roles.get(name) != "worker" and (getattr(orch, "checkpoint_open", False)
+                                                 or getattr(orch, "evaluation_pending", False)):
+            return None
+        return (f"{self.roles.get(name, 'component')} {name!r} did not return from a call for {stuck:.0f}s (hung: an "
+                f"environment step that does not return?); the serial scheduler (both overlaps off: the reproducible "
+                f"mode) runs every component in one thread and cannot replace it: turn an overlap on, or use the "
+                f"process backend, where a hung worker is replaced")
+
     def _shutdown_serial(self, deadline: float) -> list[str]:
         from janus.runtime.messages import StopMsg
 
+        if self.serial_hang() is not None:  # the scheduler will not come back: abandon it, close the rest here
+            return self._abandon_serial()
         for role in SHUTDOWN_ORDER:
             group = [h for n, h in self.hosts.items() if self.roles[n] == role]
             for host in group:
@@ -222,10 +283,30 @@ class LocalBackend:
                 alive += close_component(host)
         return alive
 
+    def _abandon_serial(self) -> list[str]:
+        """Shutdown of a serial run whose scheduler is hung in a component: that component and the
+        scheduler thread are abandoned (:attr:`abandoned`), every other component is closed here
+        (nothing else runs them now). Nothing is drained: the run failed, and resumes from its
+        last periodic commit."""
+        self._halt.set()
+        busy = self._busy
+        hung = busy[0] if busy is not None else ""
+        self.abandoned.append(f"{hung} (instance {self.hosts[hung].instance}, with the serial scheduler)" if hung in self.hosts
+                              else "the serial scheduler")
+        alive: list[str] = []
+        for role in SHUTDOWN_ORDER:
+            for host in [*(h for n, h in self.hosts.items() if self.roles[n] == role and n != hung),
+                         *(h for h in self.retired if self.roles.get(h.component.name) == role)]:
+                alive += close_component(host)
+        return alive
+
     def orchestrator_status(self) -> dict[str, Any]:
         orch = self.hosts["orchestrator"].component
         status = orch.summary()  # type: ignore[attr-defined]  # the Orchestrator component
         status["finished"] = orch.finished  # type: ignore[attr-defined]  # the Orchestrator component
+        hung = self.serial_hang()
+        if hung is not None and not status["failure"]:  # the Orchestrator, in the same thread, cannot see it
+            status["failure"] = hung
         return status
 
     def counters(self) -> dict[str, dict[str, float]]:

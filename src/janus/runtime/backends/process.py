@@ -48,9 +48,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, cast
 
-from janus.runtime.backends.local import LocalBackend, LocalOutbox
+from janus.envs.in_process import shipment
+from janus.runtime.backends.local import WORKER_STOP_S, LocalBackend, LocalOutbox
 from janus.runtime.component import Component, Host, error_text
-from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg
+from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg, WorkerUpMsg
 from janus.runtime.shm import (
     SHM_DIR,
     Layout,
@@ -189,8 +190,10 @@ def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
 
 
 def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str,
-                instance: int = 0) -> None:
-    """Entry point of a worker process: host the component until it stops, then report."""
+                instance: int = 0, env_shipment: bytes | None = None) -> None:
+    """Entry point of a worker process: host the component until it stops, then report.
+    ``env_shipment``: an environment object given to :func:`janus.train`, to register here first
+    (:func:`janus.envs.in_process.shipment`)."""
     # Ctrl-C, or a SIGTERM/SIGHUP to the whole process group (kill -- -PGID, scancel, a closed
     # terminal), reaches the learner too, which stops us cleanly and collects our counts; a worker
     # whose learner is gone exits by itself (_receive).
@@ -202,6 +205,10 @@ def worker_main(name: str, factory: Callable[[], Component], conn: Connection, s
     torch.set_num_threads(1)
     outbox = WorkerOutbox(name, conn, slots, ring_name)
     try:
+        if env_shipment is not None:
+            from janus.envs.in_process import register_shipped
+
+            register_shipped(env_shipment)
         component = factory()
         component.instance = instance  # its experience stream: a restarted worker's is not its predecessor's
         component.bind(outbox)
@@ -299,7 +306,7 @@ class ProcessBackend(LocalBackend):
     outbox_type = ProcessOutbox
 
     def __init__(self, cfg: Any = None, slots_per_worker: int = SLOTS_PER_WORKER, start_timeout_s: float = 120.0) -> None:
-        super().__init__(serial=False)
+        super().__init__(serial=False, worker_stop_s=cfg.runtime.pong_timeout_s if cfg is not None else WORKER_STOP_S)
         self.slots = slots_per_worker
         self.start_timeout_s = start_timeout_s
         self.ctx = mp.get_context("spawn")
@@ -314,6 +321,8 @@ class ProcessBackend(LocalBackend):
         self._closing = threading.Event()  # shutdown began: no more (re)starts
         self._wlock = threading.RLock()
         self.skip_caller_main = False  # decided in start(): see janus.spawn
+        # an environment given to janus.train as a factory or an instance: its registration, pickled for the workers
+        self.env_shipment = shipment(cfg.workload.env) if cfg is not None else None
 
     # -- registration and start-up --
     def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
@@ -327,7 +336,8 @@ class ProcessBackend(LocalBackend):
         saved = {k: os.environ.get(k) for k in WORKER_ENV}
         os.environ.update(WORKER_ENV)  # the child's torch/BLAS read these at import
         try:
-            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance),
+            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance,
+                                                                   self.env_shipment),
                                     name=f"janus-{name}", daemon=False)  # its envs may be subprocesses
             with without_caller_main(self.skip_caller_main):  # janus.spawn: unguarded scripts and stdin too
                 proc.start()
@@ -470,6 +480,8 @@ class ProcessBackend(LocalBackend):
             self.deliver(item[1], item[2])
         elif kind == "ready":
             wp.ready.set()
+            if wp.instance > 0:  # a restart's process is up: its pings time out as the first one's
+                self.deliver("orchestrator", WorkerUpMsg(wp.name, wp.instance))
         elif kind == "done":
             _, _, counters, error, stats, wp.close_failure = item
             wp.error = error
@@ -529,15 +541,19 @@ class ProcessBackend(LocalBackend):
             workers = list(self.workers.values())
         for wp in workers:
             self._to_worker(wp, ("msg", StopMsg("shutdown")))
-        for wp in workers:  # "done" arrives after every piece the worker sent
+        # "done" arrives after every piece the worker sent; one that does not stop within
+        # worker_stop_s is hung (e.g. in env.step) and is killed below, not waited for
+        workers_deadline = min(deadline, time.monotonic() + self.worker_stop_s)
+        for wp in workers:
             while not wp.done.wait(0.02):
                 if not wp.process.is_alive() and not wp.conn.poll():
                     break
-                if time.monotonic() > deadline or self._receiver is None or not self._receiver.is_alive():
+                if time.monotonic() > workers_deadline or self._receiver is None or not self._receiver.is_alive():
                     break
         alive = []
         for wp in [*workers, *self.retired_workers]:
-            wp.process.join(max(0.0, min(2.0, deadline - time.monotonic())))
+            hung = not wp.done.is_set() and time.monotonic() > workers_deadline  # waited out: killed at once
+            wp.process.join(max(0.0, min(0.0 if hung else 2.0, deadline - time.monotonic())))
             if wp.process.is_alive():
                 wp.process.kill()
                 wp.process.join(10.0)  # unmapping a large process can take seconds on a loaded machine

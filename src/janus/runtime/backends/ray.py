@@ -38,9 +38,9 @@ from typing import Any
 import torch
 
 from janus.errors import ConfigError, RunFailed
-from janus.runtime.backends.local import SHUTDOWN_ORDER
+from janus.runtime.backends.local import ABANDONABLE, SHUTDOWN_ORDER, WORKER_STOP_S
 from janus.runtime.component import Component, Host
-from janus.runtime.messages import WorkerDownMsg
+from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.stats import MessageStats, payload_bytes
 from janus.runtime.trajectory_manager import TrajectoryManager
@@ -413,6 +413,14 @@ def _lookup(name: str, namespace: str) -> Any:
         return None
 
 
+def _ready_value(ref: Any) -> Any:
+    """The value of a ref that is ready, or None (not ready, or its call failed)."""
+    try:
+        return ray.get(ref, timeout=0)
+    except Exception:  # noqa: BLE001 - not ready (GetTimeoutError) or failed: nothing to report
+        return None
+
+
 def _wait_all(refs: list[Any], timeout: float) -> None:
     """Wait until every ref is ready or ``timeout`` passed."""
     if refs:
@@ -527,6 +535,8 @@ class ComponentActor:
             self._report_failure(self.host)
         else:
             self.host.start_thread(on_exit=on_exit)
+            if role == "worker" and instance > 0:  # a restart's actor is up: its pings time out as the first one's
+                self.outbox.send("orchestrator", WorkerUpMsg(name, instance))
 
     def _report_failure(self, host: Host) -> None:
         """A worker's component raised: tell the Orchestrator, which replaces it at once (a worker
@@ -569,6 +579,14 @@ class ComponentActor:
 
     def forget(self, name: str) -> None:
         self.outbox.forget(name)
+
+    def release(self) -> list[str]:
+        """Run multiprocessing's exit-time clean-up now: the driver kills this actor next, which
+        skips it (``/dev/shm/sem.mp-*``, ``/tmp/pymp-*`` of async sub-envs; see
+        :mod:`janus.runtime.exit_cleanup`). Returns the paths it was to remove."""
+        from janus.runtime.exit_cleanup import run_exit_finalizers
+
+        return run_exit_finalizers()
 
     # a replay client in another actor (backends/ray_replay.py) calls these on the replay host
     def replay_sample(self, timeout: float) -> Any:
@@ -747,6 +765,7 @@ class RayBackend:
         self._last_poll = 0.0
         self._status: dict[str, Any] = {}
         self._final: dict[str, dict[str, Any]] | None = None
+        self.released: dict[str, list[str]] = {}  # actor -> named resources its early exit clean-up removed
 
     def add(self, name: str, role: str, factory: Callable[[], Component], node: str = "node-0") -> None:
         """Register a component (created at :meth:`start` and again on restart)."""
@@ -934,6 +953,8 @@ class RayBackend:
             for name in group:
                 outbox.send(name, StopMsg("shutdown"))
             left = max(0.1, deadline - time.monotonic())
+            if role in ABANDONABLE:  # a worker or Evaluator not stopped in this time is hung: killed below, not waited for
+                left = min(left, WORKER_STOP_S)
             _wait_all([handles[n].wait_done.remote(left) for n in group], left)
         if "orchestrator" in handles:  # its summary after the drain, for orchestrator_status()
             try:
@@ -949,6 +970,10 @@ class RayBackend:
             self.stats.dropped += f["stats"]["dropped"]
         self.stats.merge({"count": outbox.stats.count, "bytes": outbox.stats.bytes})
         self.stats.dropped += outbox.stats.dropped
+        # what the actors' exits would remove (async sub-envs' semaphores and temp folders), before the kill skips it
+        releases = {name: handle.release.remote() for name, handle in handles.items()}
+        _wait_all(list(releases.values()), 3.0)
+        self.released = {name: paths for name, ref in releases.items() if (paths := _ready_value(ref))}
         for handle in handles.values():
             try:
                 ray.kill(handle, no_restart=True)
