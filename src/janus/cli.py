@@ -726,6 +726,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         by = _stopped_by(exc)
         print(f"janus: interrupted{'' if by == 'SIGINT' else f' by {by}'} before the command started", file=sys.stderr)
         return _exit_code(by)
+    return run_parsed(args, signals)
+
+
+def run_parsed(args: argparse.Namespace, signals: StopSignals | None) -> int:
+    """Run the parsed command ``args`` under the stop-signal handler ``signals`` (installed by the
+    caller; None in another thread); returns the exit code. A seed's run of ``janus train --seeds``
+    starts here with its arguments as data (:mod:`janus.harness.seed_child`)."""
     try:
         code = _run(args)
     except KeyboardInterrupt as exc:
