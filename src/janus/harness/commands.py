@@ -308,9 +308,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 if hooks is not None and partial is not None:
                     hooks.end(partial)
             raise
-        except BaseException:
+        except BaseException as exc:
             if live is not None:
                 live.close()  # a failed run keeps the event file as last flushed
+            _say_failed(out_dir, exc)
             raise
         if live is not None:
             live.finish(run)
@@ -338,6 +339,17 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
+
+
+def _say_failed(out_dir: Path, exc: BaseException) -> None:
+    """A failed run's periodic results say ``failed`` (with why), never ``running`` (:mod:`~janus.harness.run_ending`)."""
+    from janus.harness.run_ending import mark_failed, reason_of_failure
+
+    try:
+        with stopping.saving():
+            mark_failed(out_dir, reason_of_failure(exc))
+    except OSError as err:  # the disk may still be full: the run's own error is the one raised
+        print(f"janus: could not mark {out_dir / 'results.json'} failed ({err.strerror or err})", file=sys.stderr)
 
 
 def placement_note(configs: list[RunConfig]) -> str | None:
@@ -398,7 +410,9 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     def save(so_far: Any) -> None:
         write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline, train=True)
 
-    tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
+    tensorboard = run_folder.inside(out_dir, "tensorboard", "--tensorboard") if getattr(args, "tensorboard", False) else None
+    if getattr(args, "wandb", False):
+        run_folder.inside(out_dir, "wandb", "--wandb")
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,

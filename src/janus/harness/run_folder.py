@@ -238,6 +238,17 @@ def nested_lock_held(path: Path) -> str | None:
     return None
 
 
+def inside(folder: Path, name: str, flag: str) -> Path:
+    """``folder/name``, where a run writes its ``flag`` output (``tensorboard``, ``wandb``...): refused
+    when it is a symbolic link or otherwise leads out of ``folder``, so a run never writes elsewhere."""
+    path = folder / name
+    if path.is_symlink() or not path.resolve().is_relative_to(folder.resolve()):
+        target = os.readlink(path) if path.is_symlink() else str(path.resolve())
+        raise RunFolderError(f"{flag}: {path} is a link to {target!r}, outside the run folder {str(folder)!r}; janus "
+                             f"writes only inside its run folder: remove the link (or move it aside) and run again")
+    return path
+
+
 def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
     """The locked, empty folder of a new run at ``path`` (an existing one moved aside with ``force``)."""
     check_out_path(path)
