@@ -115,15 +115,19 @@ def test_force_never_moves_a_folder_that_a_live_run_below_it_holds(tmp_path: Pat
     assert _status(out / "seed-0") == "interrupted"
 
 
-def test_each_seeds_arguments_travel_as_data_so_odd_values_arrive_as_given(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # --out=-dash: a folder whose name starts with a dash, here
-    assert main(["train", *CARTPOLE, "--total_env_steps", "300", "--learning_starts", "50", "--seeds", "0", "1",
-                 "--out=-dash", "--name=-x --not-a-flag"]) == 0
+def test_each_seeds_arguments_travel_as_data_so_odd_values_arrive_as_given(tmp_path: Path) -> None:
+    # --out=-dash: a folder whose name starts with a dash; --config /dev/stdin: a file only the parent
+    # can read (once), so each seed must get the configuration itself, not the path to read again
+    config = "workload:\n  total_env_steps: 300\nalgorithm:\n  learning_starts: 50\n"
+    done = subprocess.run([sys.executable, "-m", "janus", "train", *CARTPOLE, "--config", "/dev/stdin", "--seeds",
+                           "0", "1", "--out=-dash", "--name=-x --not-a-flag"], input=config, capture_output=True,
+                          text=True, cwd=tmp_path, env=ENV, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
     for s in (0, 1):
         run = json.loads((tmp_path / "-dash" / f"seed-{s}" / "results.json").read_text())["runs"][0]
         assert run["status"] == "finished" and run["config"]["seed"] == s
         assert run["config"]["name"] == "-x --not-a-flag"
+        assert run["config"]["workload"]["total_env_steps"] == 300 and run["config"]["algorithm"]["learning_starts"] == 50
     data = json.loads((tmp_path / "-dash" / "aggregate.json").read_text())
     assert [r["status"] for r in data["per_seed"]] == ["finished", "finished"]
 

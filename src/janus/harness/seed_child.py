@@ -1,9 +1,10 @@
 """One seed's run of ``janus train --seeds``, as its own process that dies with its parent.
 
 The parent (:mod:`janus.harness.seed_runs`) starts ``python -m janus.harness.seed_child`` and writes
-the seed's parsed arguments to its stdin as data (a pickled :class:`argparse.Namespace`: no command
-line is rebuilt as text, so a value such as ``--out=-dash`` or ``name="-x"`` arrives as it was
-given), then keeps that pipe open for the child's whole life.
+the seed's parsed arguments and its checked configuration to its stdin as data (a pickled
+:class:`argparse.Namespace` and :class:`~janus.config.RunConfig`: no command line is rebuilt as text,
+so a value such as ``--out=-dash`` or ``name="-x"`` arrives as it was given, and no config file is
+read again), then keeps that pipe open for the child's whole life.
 
 The child stops as on SIGTERM (a clean stop: final checkpoint, results written, status
 ``interrupted``) as soon as its parent is gone, so no seed outlives a killed ``janus train --seeds``
@@ -23,22 +24,25 @@ import pickle
 import signal
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from janus.config import RunConfig
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def send_payload(stream: IO[bytes], args: argparse.Namespace, parent: int) -> None:
-    """Write a seed's arguments ``args`` and its ``parent`` pid to the child's stdin ``stream``
-    (which the parent keeps open: its end is the child's signal to stop)."""
-    pickle.dump({"args": args, "parent": parent}, stream, protocol=pickle.HIGHEST_PROTOCOL)
+def send_payload(stream: IO[bytes], args: argparse.Namespace, cfg: RunConfig, parent: int) -> None:
+    """Write a seed's arguments ``args``, its configuration ``cfg`` and its ``parent`` pid to the
+    child's stdin ``stream`` (which the parent keeps open: its end is the child's signal to stop)."""
+    pickle.dump({"args": args, "config": cfg, "parent": parent}, stream, protocol=pickle.HIGHEST_PROTOCOL)
     stream.flush()
 
 
-def payload_error(args: argparse.Namespace) -> str | None:
-    """Why ``args`` cannot travel to a seed's process (a value that does not pickle), else None."""
+def payload_error(args: argparse.Namespace, cfg: RunConfig) -> str | None:
+    """Why ``args`` or ``cfg`` cannot travel to a seed's process (a value that does not pickle), else None."""
     try:
-        pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dumps((args, cfg), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - any value pickle refuses, in its own words
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -89,7 +93,7 @@ def main() -> int:
               "seed's run started; nothing was run", file=sys.stderr)
         return 143
     with output_that_may_go_unread():
-        return run_parsed(args, signals)
+        return run_parsed(args, signals, payload["config"])
 
 
 if __name__ == "__main__":

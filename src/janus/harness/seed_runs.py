@@ -19,12 +19,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from janus import stopping
-from janus.config import SEED_LIMIT, RunConfig, resolve, usable_cpus
+from janus.config import SEED_LIMIT, RunConfig, resolve, usable_cpus, validate
 from janus.errors import ConfigError
 from janus.harness import run_folder
 from janus.harness.seed_aggregate import write_aggregate
@@ -95,18 +95,19 @@ def seed_arguments(args: argparse.Namespace, seed: int, out: Path) -> argparse.N
                                  "invocation": f"{command_line('train', args)} [seed {seed}]"})
 
 
-def checked_seed_runs(args: argparse.Namespace, seeds: list[int], out_dir: Path,
-                      configured: Callable[[argparse.Namespace], RunConfig]) -> dict[int, argparse.Namespace]:
-    """Each seed's arguments (:func:`seed_arguments`), its configuration checked (``configured``
-    raises on a bad value) and able to travel to its process, all before the first seed runs."""
+def checked_seeds(args: argparse.Namespace, seeds: list[int], out_dir: Path,
+                  cfg: RunConfig) -> dict[int, tuple[argparse.Namespace, RunConfig]]:
+    """Each seed's arguments (:func:`seed_arguments`, into ``out_dir/seed-<s>``) and configuration
+    (``cfg``, the command's, read once: a ``--config`` FIFO is not read again, with the seed's
+    ``seed``), each validated and able to travel to its process, all before the first seed runs."""
     checked = {}
     for seed in seeds:
-        seed_args = seed_arguments(args, seed, out_dir / f"seed-{seed}")
-        configured(seed_args)
-        why = payload_error(seed_args)
+        seed_args, seed_cfg = seed_arguments(args, seed, out_dir / f"seed-{seed}"), replace(cfg, seed=seed)
+        validate(seed_cfg)
+        why = payload_error(seed_args, seed_cfg)
         if why is not None:
             raise ConfigError(f"--seeds: the arguments of seed {seed} cannot be passed to its process ({why})")
-        checked[seed] = seed_args
+        checked[seed] = (seed_args, seed_cfg)
     return checked
 
 
@@ -118,6 +119,8 @@ class SeedRun:
     out: Path
     args: argparse.Namespace
     """Its ``janus train`` arguments (:func:`seed_arguments`), sent to it as data."""
+    cfg: RunConfig
+    """Its checked configuration, sent with them."""
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     code: int | None = None
@@ -132,7 +135,7 @@ class SeedRun:
                                         start_new_session=True)
         assert self.process.stdin is not None
         try:
-            send_payload(self.process.stdin, self.args, os.getpid())
+            send_payload(self.process.stdin, self.args, self.cfg, os.getpid())
         except (BrokenPipeError, OSError):  # it ended at once: poll() records its exit code
             pass
 
@@ -171,16 +174,18 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
                        parser: argparse.ArgumentParser) -> tuple[Path, bool]:
     """:func:`run_seeds`' work: the folder OUT it wrote, and whether any seed's run did not finish."""
     seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
-    plan = schedule(cpus_per_run(configured(args)), len(seeds))
-    # every seed checked before anything is written or run (where OUT will be is not part of the check)
-    checked_seed_runs(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), configured)
+    cfg = configured(args)
+    plan = schedule(cpus_per_run(cfg), len(seeds))
+    # every seed checked before anything is written or run (where OUT will be is no part of the check)
+    checked_seeds(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), cfg)
     out_dir, lock = run_folder.open_out_dir(args, "train")
     with lock:
         log_dir = None
         if plan.at_once > 1:
             log_dir = out_dir / "logs"
             log_dir.mkdir(exist_ok=True)
-        runs = [SeedRun(s, out_dir / f"seed-{s}", seed_arguments(args, s, out_dir / f"seed-{s}")) for s in seeds]
+        runs = [SeedRun(s, seed_args.out, seed_args, seed_cfg)
+                for s, (seed_args, seed_cfg) in checked_seeds(args, seeds, out_dir, cfg).items()]
         print(f"janus train --seeds {' '.join(map(str, seeds))}: {len(seeds)} runs into {out_dir}/seed-<s>, "
               f"{plan.describe()}" + (f"; each run's output in {log_dir}" if log_dir else ""), flush=True)
         try:
