@@ -95,7 +95,7 @@ def test_a_failure_of_the_tunes_own_code_leaves_tune_json_failed_with_the_trials
 
     def disk_full_once(out_dir: Path, result: object, status: str, error: str | None = None) -> Path:
         writes.append(status)
-        if len(writes) == 3:  # the third snapshot: the disk was full for a moment
+        if len(writes) == 4:  # the one at the start, then the third trial's: the disk was full for a moment
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(out_dir, result, status, error)  # type: ignore[arg-type]
 
@@ -106,3 +106,14 @@ def test_a_failure_of_the_tunes_own_code_leaves_tune_json_failed_with_the_trials
     data = json.loads((out / "tune.json").read_text())
     assert data["status"] == "failed" and "No space left on device" in data["error"]
     assert len(data["trials"]) == 3 and data["trials"][0]["warmup"]  # the third trial too: it had finished
+
+
+def test_a_stop_during_the_warm_up_still_leaves_tune_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def stopped(cfg: object, allowed_s: float) -> dict:
+        raise KeyboardInterrupt  # Ctrl-C before the first trial ends
+
+    monkeypatch.setattr(tune_command, "run_trial", stopped)
+    out = tmp_path / "t"
+    assert main([*QUICK_TUNE, "--out", str(out)]) == 130
+    data = json.loads((out / "tune.json").read_text())
+    assert data["status"] == "stopped" and data["trials"] == [] and data["defaults"] is not None

@@ -21,7 +21,7 @@ from janus.config import RunConfig, recorded, resolve
 from janus.errors import JanusError, invalid
 from janus.harness import run_folder
 from janus.harness.sync_loop import on_synchronous_loop, run_sync_loop
-from janus.harness.tune import BACKENDS, VERDICTS, Trial, TuneResult, search_space, successive_halving
+from janus.harness.tune import BACKENDS, VERDICTS, Trial, TuneResult, acts_in_environment, defaults_of, search_space, successive_halving
 from janus.runtime.backends.base import Backend
 from janus.runtime.run import run_runtime
 
@@ -141,7 +141,9 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
         print(f"janus tune: {cfg.workload.algo}{' on ' + cfg.workload.env if cfg.workload.algo != 'synthetic' else ''}, "
               f"{len(space)} settings this machine can run, budget {budget_s:.0f} s (a quarter of it for the paired "
               f"rounds), comparing {metric}; output in {out_dir}", flush=True)
-        so_far: list[TuneResult] = []
+        metric_key = "env_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
+        so_far = [TuneResult(defaults=defaults_of(cfg), metric=metric_key, budget_s=budget_s)]
+        write_json(out_dir, so_far[0], "running")  # from the start: a stop during the warm-up keeps it too
 
         def progress(trial: Trial, count: int, total: int) -> None:
             done = min(1.0, (time.monotonic() - start) / budget_s)
@@ -159,12 +161,11 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
             result = successive_halving(cfg, space, run_trial, budget_s, progress, seed=cfg.seed,
                                         plain=args.search == "plain", start=start, snapshot=snapshot)
         except BaseException as exc:  # a stop signal, or a failure of the tune's own: tune.json says so
-            if so_far:
-                with stopping.saving():
-                    status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
-                    path = write_json(out_dir, so_far[0], status, error=_error_of(exc))
-                print(f"\njanus tune: {status}; the trials so far and the best so far are in {path}",
-                      file=sys.stderr, flush=True)
+            with stopping.saving():
+                status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+                path = write_json(out_dir, so_far[0], status, error=_error_of(exc))
+            print(f"\njanus tune: {status}; the trials so far and the best so far are in {path}",
+                  file=sys.stderr, flush=True)
             raise
         with stopping.saving():  # a stop signal now waits until the files are written
             failed = [t for t in result.trials if t.throughput is None]
