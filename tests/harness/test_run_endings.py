@@ -1,6 +1,7 @@
 """A run's folder tells the truth about how it ended and holds everything it writes: a run that fails
 (a full disk at a checkpoint commit) says ``failed`` in results.json, never ``running``, and keeps its
-last commit; TensorBoard never writes through a symbolic link out of the run folder."""
+last commit; a resume never writes through a symbolic link out of the run folder (tensorboard,
+checkpoint, best)."""
 
 from __future__ import annotations
 
@@ -44,20 +45,22 @@ def test_a_run_stopped_by_a_full_disk_says_failed_and_resumes_from_its_last_comm
     assert resumed["status"] == "finished"
 
 
-def test_tensorboard_never_writes_through_a_link_out_of_the_run_folder(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("name", ["tensorboard", "checkpoint", "best"])
+def test_a_resume_never_writes_through_a_link_out_of_the_run_folder(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     assert main(["train", *CARTPOLE, "--total_env_steps", "300", "--tensorboard", "--out", str(out)]) == 0
     before = (out / "results.json").read_text()
     elsewhere.mkdir()
-    for entry in (out / "tensorboard").iterdir():
-        entry.rename(elsewhere / entry.name)
-    (out / "tensorboard").rmdir()
-    (out / "tensorboard").symlink_to(elsewhere)
-    written = sorted(elsewhere.iterdir())
+    if (out / name).is_dir():  # its files moved out, the folder replaced by a link to them
+        for entry in (out / name).iterdir():
+            entry.rename(elsewhere / entry.name)
+        (out / name).rmdir()
+    (out / name).symlink_to(elsewhere)
+    written = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
     capsys.readouterr()
     assert main(["train", "--resume", str(out), "--total_env_steps", "600", "--tensorboard"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--tensorboard" in err and "outside the run folder" in err, err
-    assert sorted(elsewhere.iterdir()) == written  # nothing new written there
+    assert len(err.splitlines()) == 1 and f"{name}: " in err and "outside the run folder" in err, err
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == written  # nothing written there
     assert (out / "results.json").read_text() == before  # and the run as it was

@@ -126,9 +126,10 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tu
     resume = getattr(args, "resume", None) is not None
     from janus.algorithms.base import algorithm
 
-    if algorithm(cfg.workload.algo).has_policy:
-        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
-                          best_dir=str(out_dir / "best"))
+    if algorithm(cfg.workload.algo).has_policy:  # the run folder's own subfolders: never links out of it
+        default_ckpt = None if cfg.runtime.checkpoint_dir else run_folder.inside(out_dir, "checkpoint", "checkpoint")
+        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(default_ckpt), resume=resume,
+                          best_dir=str(run_folder.inside(out_dir, "best", "best")))
         cfg = replace(cfg, runtime=runtime)
     # resolved, every hyperparameter, nothing the run does not read nor what janus train sets per
     # invocation (resume, RUN_DIR/best); a checkpoint folder of the user's choosing is kept
