@@ -92,7 +92,7 @@ def test_ctrl_c_in_a_seeds_run_writes_the_aggregate_of_what_ran_and_reaches_the_
 @pytest.mark.parametrize(("flags", "message"), [
     ({"seeds": []}, "invalid seeds: got 0 seed; accepted: two or more (one run: seed)"),
     ({"seeds": [0, 1, 0]}, "invalid seeds: seed 0 given twice"),
-    ({"seeds": [0, "1"]}, "invalid seeds: got '1'; accepted: integers >= 0"),
+    ({"seeds": [0, "1"]}, "invalid seeds: got '1'; accepted: integers in [0, 4,294,967,295]"),
     ({"seeds": [0, -1]}, "invalid seeds: got -1"),
     ({"seeds": 3}, "invalid seeds: got 3; accepted: two or more distinct integers >= 0"),
     ({"seeds": [0, 1], "seed": 2}, "seeds with seed 2: seeds gives each run its own seed"),

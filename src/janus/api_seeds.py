@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,9 +115,10 @@ def _in_process(args: argparse.Namespace, order: list[int], callbacks: list[Call
     from janus import stopping
     from janus.config import usable_cpus
     from janus.harness import run_folder
-    from janus.harness.seed_aggregate import write_aggregate
     from janus.harness.seed_runs import cpus_per_run
 
+    meta = {"schedule": IN_PROCESS_SCHEDULE, "runs_at_once": 1, "cpus_per_run": cpus_per_run(cfg),
+            "usable_cpus": usable_cpus(), "command": args.invocation}  # now: never re-resolved after a failure
     out, lock = run_folder.open_out_dir(args, "train")
     folders = {s: out / f"seed-{s}" for s in order}
     codes: dict[int, int | None] = dict.fromkeys(order)
@@ -131,14 +133,24 @@ def _in_process(args: argparse.Namespace, order: list[int], callbacks: list[Call
                 codes[seed] = 1  # an exit code as the command's seed processes have, for aggregate.json
                 runs[seed] = run_one(seed_args, configured_from(seed_args), CallbackHooks(callbacks))
                 codes[seed] = 0
-        finally:
+        except BaseException:
             with stopping.saving():
-                meta = {"schedule": IN_PROCESS_SCHEDULE, "runs_at_once": 1,
-                        "cpus_per_run": cpus_per_run(cfg), "usable_cpus": usable_cpus(),
-                        "command": args.invocation}
-                table, paths, _ = write_aggregate(out, folders, codes, meta)
-                print("\n" + table + "\n\nwrote " + ", ".join(str(p) for p in paths), flush=True)
+                try:
+                    _write_aggregate(out, folders, codes, meta)
+                except Exception as exc:  # noqa: BLE001 - the run's own error is the one raised
+                    print(f"janus.train: could not write {out}/aggregate.json ({type(exc).__name__}: {exc})",
+                          file=sys.stderr, flush=True)
+            raise
+        with stopping.saving():
+            _write_aggregate(out, folders, codes, meta)
     return out, runs
+
+
+def _write_aggregate(out: Path, folders: dict[int, Path], codes: dict[int, int | None], meta: dict[str, Any]) -> None:
+    from janus.harness.seed_aggregate import write_aggregate
+
+    table, paths, _ = write_aggregate(out, folders, codes, meta)
+    print("\n" + table + "\n\nwrote " + ", ".join(str(p) for p in paths), flush=True)
 
 
 def _collected(out: Path, order: list[int], ran: dict[int, TrainedRun]) -> SeedRuns:

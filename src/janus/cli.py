@@ -729,8 +729,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
         by = _stopped_by(exc)
         print(f"janus: interrupted{'' if by == 'SIGINT' else f' by {by}'} before the command started", file=sys.stderr)
         return _exit_code(by)
+    return run_parsed(args, signals)
+
+
+def run_parsed(args: argparse.Namespace, signals: StopSignals | None, cfg: RunConfig | None = None) -> int:
+    """Run the parsed command ``args`` under the stop-signal handler ``signals`` (installed by the
+    caller; None in another thread); returns the exit code. A seed's run of ``janus train --seeds``
+    starts here with its arguments and its checked configuration ``cfg`` as data
+    (:mod:`janus.harness.seed_child`); without ``cfg`` it is made from ``args``."""
     try:
-        code = _run(args)
+        code = _run(args, cfg)
     except KeyboardInterrupt as exc:
         by = _stopped_by(exc)
         if by == "SIGINT" and signals is not None and signals.first is not None:
@@ -748,7 +756,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     return _exit_code(late)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, cfg: RunConfig | None = None) -> int:
     """Run the parsed command; a :class:`JanusError` is printed and exits 2."""
     try:
         from janus.harness.commands import run_command, run_rollout
@@ -760,7 +768,7 @@ def _run(args: argparse.Namespace) -> int:
 
             return run_seeds(args, configured, build_parser())
 
-        return run_command(args, configured(args))
+        return run_command(args, configured(args) if cfg is None else cfg)
     except JanusError as exc:
         print(f"janus {args.command}: error: {named_by_flag(exc, args)}", file=sys.stderr)
         return 2

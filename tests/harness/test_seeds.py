@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import janus
-from janus.cli import build_parser, configured, main, parse_args
+from janus.cli import configured, main, parse_args
 from janus.harness import seeds as stats
 from janus.harness.seed_aggregate import write_aggregate
-from janus.harness.seed_runs import cpus_per_run, run_argv, schedule
+from janus.harness.seed_runs import cpus_per_run, schedule, seed_arguments
 
 CARTPOLE = ["--algo", "dqn", "--env", "CartPole-v1", "--backend", "local"]
 
@@ -89,12 +89,9 @@ def test_each_seeds_run_gets_every_flag_given_and_its_own_seed_and_out(tmp_path:
              "--lr", "0.001", "--tensorboard", "--wandb_project", "seeds", "--force", "--seeds", "0", "1",
              "--out", str(tmp_path)]
     args = parse_args(given)
-    argv = run_argv(args, 7, tmp_path / "seed-7", build_parser())
-    assert argv[-4:] == ["--seed", "7", "--out", str(tmp_path / "seed-7")]
-    assert "--seeds" not in argv and "--force" not in argv
-    again = vars(parse_args(argv))
-    expected = {**vars(args), "seeds": None, "seed": 7, "out": tmp_path / "seed-7", "force": False}
-    assert again == expected
+    seed_args = vars(seed_arguments(args, 7, tmp_path / "seed-7"))
+    assert seed_args.pop("invocation").endswith("[seed 7]")
+    assert seed_args == {**vars(args), "seeds": None, "seed": 7, "out": tmp_path / "seed-7", "force": False}
 
 
 # ---- the aggregate, from seed folders --------------------------------------------------------------
@@ -112,7 +109,7 @@ def test_the_aggregate_holds_each_seed_and_the_statistics_with_cis(tmp_path: Pat
         _seed_folder(tmp_path / f"seed-{seed}", final, slope=seed + 1)
     folders = {s: tmp_path / f"seed-{s}" for s in finals}
     table, paths, failed = write_aggregate(tmp_path, folders, dict.fromkeys(finals, 0), {"schedule": "test"})
-    assert not failed and paths == [tmp_path / "aggregate.png", tmp_path / "aggregate.json"]
+    assert not failed and paths == [tmp_path / "aggregate.json", tmp_path / "aggregate.png"]
     assert (tmp_path / "aggregate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((tmp_path / "aggregate.json").read_text())
     final = data["final_return"]
@@ -171,7 +168,7 @@ def test_enough_spread_seeds_get_no_caveat() -> None:
 # ---- the flag's errors -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("extra", "message"), [
     (["--seeds", "0", "1", "0"], "invalid --seeds: seed 0 given twice"),
-    (["--seeds", "0", "-1"], "invalid --seeds: got -1; accepted: integers >= 0"),
+    (["--seeds", "0", "-1"], "invalid --seeds: got -1; accepted: integers in [0, 4,294,967,295]"),
     (["--seeds", "3"], "accepted: two or more (one run: --seed)"),
     (["--seeds", "0", "1", "--seed", "2"], "--seeds with --seed 2"),
     (["--seeds", "0", "1", "--resume", "runs/x"], "--seeds with --resume"),

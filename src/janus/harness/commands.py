@@ -126,9 +126,10 @@ def prepare_train(args: argparse.Namespace, cfg: RunConfig, out_dir: Path) -> tu
     resume = getattr(args, "resume", None) is not None
     from janus.algorithms.base import algorithm
 
-    if algorithm(cfg.workload.algo).has_policy:
-        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(out_dir / "checkpoint"), resume=resume,
-                          best_dir=str(out_dir / "best"))
+    if algorithm(cfg.workload.algo).has_policy:  # the run folder's own subfolders: never links out of it
+        default_ckpt = None if cfg.runtime.checkpoint_dir else run_folder.inside(out_dir, "checkpoint", "checkpoint")
+        runtime = replace(cfg.runtime, checkpoint_dir=cfg.runtime.checkpoint_dir or str(default_ckpt), resume=resume,
+                          best_dir=str(run_folder.inside(out_dir, "best", "best")))
         cfg = replace(cfg, runtime=runtime)
     # resolved, every hyperparameter, nothing the run does not read nor what janus train sets per
     # invocation (resume, RUN_DIR/best); a checkpoint folder of the user's choosing is kept
@@ -308,9 +309,10 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 if hooks is not None and partial is not None:
                     hooks.end(partial)
             raise
-        except BaseException:
+        except BaseException as exc:
             if live is not None:
                 live.close()  # a failed run keeps the event file as last flushed
+            _say_failed(out_dir, exc)
             raise
         if live is not None:
             live.finish(run)
@@ -338,6 +340,17 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
+
+
+def _say_failed(out_dir: Path, exc: BaseException) -> None:
+    """A failed run's periodic results say ``failed`` (with why), never ``running`` (:mod:`~janus.harness.run_ending`)."""
+    from janus.harness.run_ending import mark_failed, reason_of_failure
+
+    try:
+        with stopping.saving():
+            mark_failed(out_dir, reason_of_failure(exc))
+    except OSError as err:  # the disk may still be full: the run's own error is the one raised
+        print(f"janus: could not mark {out_dir / 'results.json'} failed ({err.strerror or err})", file=sys.stderr)
 
 
 def placement_note(configs: list[RunConfig]) -> str | None:
@@ -398,7 +411,9 @@ def live_run(args: argparse.Namespace, label: str, out_dir: Path, cfg: RunConfig
     def save(so_far: Any) -> None:
         write_files(command_line(label, args), out_dir, [*runs, so_far], skipped, baseline, train=True)
 
-    tensorboard = out_dir / "tensorboard" if getattr(args, "tensorboard", False) else None
+    tensorboard = run_folder.inside(out_dir, "tensorboard", "--tensorboard") if getattr(args, "tensorboard", False) else None
+    if getattr(args, "wandb", False):
+        run_folder.inside(out_dir, "wandb", "--wandb")
     earlier = plan_of(cfg).resumed  # a resumed run's earlier sessions were logged back then
     return LiveRun(save, cfg.runtime.results_interval_s, tensorboard, skip_episodes=len(earlier.get("curve", [])),
                    skip_evaluations=len(earlier.get("evaluations", [])), ready=ready,

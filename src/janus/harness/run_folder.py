@@ -1,7 +1,8 @@
 """The run folder as a unit of trust: who may write it, and when.
 
 * A new run gets a fresh folder: an existing non-empty ``--out`` is refused unless ``--force``,
-  which moves the old folder aside (``OUT.old-<time>``), never deletes it. The default
+  which moves the old folder aside (``OUT.old-<time>``), never deletes it, and never moves
+  a folder a live run holds (its lock, or one anywhere below it: :func:`nested_lock_held`). The default
   ``runs/<command>-<time>`` is claimed with an exclusive ``mkdir``, so two runs never share one.
 * :class:`RunLock`: ``OUT/.janus.lock`` (pid and host), created with ``O_EXCL`` while the run lasts;
   a second run into the folder is refused at once; a lock whose process is dead is taken over.
@@ -223,11 +224,36 @@ def _holds_files(path: Path) -> bool:
         raise _flag_error("--out", path, f"cannot read the folder: {exc.strerror or exc}") from None
 
 
+def nested_lock_held(path: Path) -> str | None:
+    """Why a live janus run holds a folder under ``path`` (a ``.janus.lock`` anywhere below it whose
+    process runs: a seed of ``janus train --seeds``, say), else None. Symlinks are not followed."""
+    for root, dirs, files in os.walk(path, followlinks=False):
+        if LOCK_NAME in files and Path(root) != path:
+            owner = RunLock(Path(root))._owner()
+            if owner is None or _alive(owner):
+                who = f"pid {owner['pid']} on {owner.get('host')}" if owner else "an unreadable lock"
+                return (f"--out {str(path)!r} is in use by another janus run: {who} holds {Path(root) / LOCK_NAME}; "
+                        "wait for that run to end (or stop it), or delete the lock if no run is using the folder")
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+    return None
+
+
+def inside(folder: Path, name: str, flag: str) -> Path:
+    """``folder/name``, where a run writes its ``flag`` output (``tensorboard``, ``wandb``...): refused
+    when it is a symbolic link or otherwise leads out of ``folder``, so a run never writes elsewhere."""
+    path = folder / name
+    if path.is_symlink() or not path.resolve().is_relative_to(folder.resolve()):
+        target = os.readlink(path) if path.is_symlink() else str(path.resolve())
+        raise RunFolderError(f"{flag}: {path} is a link to {target!r}, outside the run folder {str(folder)!r}; janus "
+                             f"writes only inside its run folder: remove the link (or move it aside) and run again")
+    return path
+
+
 def open_new(path: Path, force: bool) -> tuple[Path, RunLock]:
     """The locked, empty folder of a new run at ``path`` (an existing one moved aside with ``force``)."""
     check_out_path(path)
     if path.is_dir() and _holds_files(path):
-        busy = RunLock(path).busy()
+        busy = RunLock(path).busy() or nested_lock_held(path)
         if busy is not None:
             raise RunFolderError(busy)
         if not force:

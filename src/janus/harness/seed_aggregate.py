@@ -6,6 +6,7 @@ Read from each seed's results.json; the statistics are :mod:`janus.harness.seeds
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +16,39 @@ from janus.harness.report import CURVE_WINDOW
 from janus.result import env_steps_rate
 
 
+def ended_as(code: int | None) -> str:
+    """How a seed's process ended, by its exit code (None: it never ran)."""
+    if code is None:
+        return "not run"
+    if code < 0:
+        try:
+            return f"killed ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"killed (signal {-code})"
+    return "finished" if code == 0 else f"failed (exit code {code})"
+
+
 def per_seed_record(seed: int, folder: Path, code: int | None) -> dict[str, Any]:
-    """One seed's entry of aggregate.json, from its results.json (``status`` failed / not run without one)."""
+    """One seed's entry of aggregate.json, from its results.json and ``code``, its process's exit
+    code. Whatever the seed did it has one: without a readable results.json its status says how its
+    process ended; a results.json still ``running`` (its process killed before the final write) keeps
+    what it had measured, with the status of the process's end."""
+    record: dict[str, Any] = {"seed": seed, "out": str(folder)}
     path = folder / "results.json"
-    if not path.is_file():
-        status = "not run" if code is None else f"failed (exit code {code})"
-        return {"seed": seed, "out": str(folder), "status": status}
-    run = json.loads(path.read_text(encoding="utf-8"))["runs"][0]
-    curve = run.get("learning_curve") or {}
-    return {"seed": seed, "out": str(folder), "status": run.get("status", "finished"),
-            "final_return": run.get("final_mean_return"), "env_steps_per_s": env_steps_rate(run),
-            "episodes": run.get("episodes"),
-            "curve": {"env_steps": list(curve.get("env_steps", [])), "return": list(curve.get("return", []))}}
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))["runs"][0]
+        curve = run.get("learning_curve") or {}
+        measured = {"final_return": run.get("final_mean_return"), "env_steps_per_s": env_steps_rate(run),
+                    "episodes": run.get("episodes"),
+                    "curve": {"env_steps": list(curve.get("env_steps", [])), "return": list(curve.get("return", []))}}
+        status = str(run.get("status", "finished"))
+    except FileNotFoundError:
+        return {**record, "status": ended_as(code)}
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return {**record, "status": f"{ended_as(code)}; its results.json cannot be read ({type(exc).__name__})"}
+    if status == "running" and code is not None:  # it never wrote its end
+        status = ended_as(code) if code != 0 else "failed (exit code 0 before its results were final)"
+    return {**record, "status": status, **measured}
 
 
 def curves_of(records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -66,13 +88,11 @@ def write_aggregate(out_dir: Path, folders: dict[int, Path], codes: dict[int, in
         "per_seed": records,
         "curves": curves_of(records),
     }
-    paths = []
-    plot = out_dir / "aggregate.png"
+    fileio.write_text(out_dir / "aggregate.json", json.dumps(data, indent=1) + "\n")  # first: the plot may fail
+    paths = [out_dir / "aggregate.json"]
     if data["curves"] is not None:
-        write_plot(plot, data)
-        paths.append(plot)
-    fileio.write_text(out_dir / "aggregate.json", json.dumps(data, indent=1) + "\n")
-    paths.append(out_dir / "aggregate.json")
+        write_plot(out_dir / "aggregate.png", data)
+        paths.append(out_dir / "aggregate.png")
     failed = any(r["status"] != "finished" for r in records)
     return format_table(data), paths, failed
 

@@ -1,7 +1,9 @@
 """``janus train --seeds 0 1 2 3 4``: one run folder per seed under OUT/seed-<s>/, then an aggregate.
 
-Each seed is its own ``python -m janus train ... --seed s --out OUT/seed-s`` process (the same files
-a single run writes). They run in parallel only where the CPUs allow it without oversubscribing:
+Each seed is its own ``janus train`` process with ``--seed s --out OUT/seed-s`` (the same files a
+single run writes), started by :mod:`janus.harness.seed_child`: its arguments travel as data, never
+rebuilt as command-line text, and it stops (cleanly, as on SIGTERM) when this process dies. Every
+seed's configuration is checked before the first one runs. They run in parallel only where the CPUs allow it without oversubscribing:
 a run of the ``process`` or ``ray`` backend uses a CPU per worker and one for the learner, any other
 run one; the seeds run one after another when this machine has fewer than twice what one run uses,
 else at most ``cpus // per_run`` at once. OUT/aggregate.json and OUT/aggregate.png
@@ -11,29 +13,28 @@ else at most ``cpus // per_run`` at once. OUT/aggregate.json and OUT/aggregate.p
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from janus import stopping
-from janus.config import RunConfig, resolve, usable_cpus
+from janus.config import SEED_LIMIT, RunConfig, resolve, usable_cpus, validate
 from janus.errors import ConfigError
 from janus.harness import run_folder
 from janus.harness.seed_aggregate import write_aggregate
+from janus.harness.seed_child import payload_error, send_payload
 
-NOT_PASSED = {"help", "seeds", "seed", "out", "force", "invocation"}
-"""Destinations never passed on to a seed's run: each gets its own ``--seed`` and ``--out``."""
 POLL_S = 0.5
 
 
 def check_seeds(args: argparse.Namespace) -> list[int]:
-    """``--seeds`` as given, checked: two or more distinct integers >= 0, and neither ``--seed``
+    """``--seeds`` as given, checked: two or more distinct integers in [0, 2^32), and neither ``--seed``
     nor ``--resume`` beside it."""
     if isinstance(args.seeds, (str, bytes)) or not isinstance(args.seeds, Sequence):
         raise ConfigError(f"invalid --seeds: got {args.seeds!r}; accepted: two or more distinct integers >= 0")
@@ -44,8 +45,8 @@ def check_seeds(args: argparse.Namespace) -> list[int]:
         raise ConfigError("--seeds with --resume: resume each seed's run on its own "
                           "(janus train --resume OUT/seed-<s>); drop --seeds")
     for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise ConfigError(f"invalid --seeds: got {s!r}; accepted: integers >= 0")
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT:
+            raise ConfigError(f"invalid --seeds: got {s!r}; accepted: integers in [0, {SEED_LIMIT - 1:,}]")
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
         raise ConfigError(f"invalid --seeds: seed {', '.join(map(str, repeated))} given twice; accepted: distinct seeds")
@@ -85,25 +86,29 @@ def schedule(per_run: int, seeds: int, cpus: int | None = None) -> Schedule:
     return Schedule(at_once, per_run, cpus)
 
 
-def run_argv(args: argparse.Namespace, seed: int, out: Path, parser: argparse.ArgumentParser) -> list[str]:
-    """The ``janus train`` arguments of one seed's run: every flag given (as typed, rebuilt from
-    ``args`` with the command's ``parser``), then ``--seed`` and ``--out``."""
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    argv = ["train"]
-    for action in sub.choices["train"]._actions:
-        flags = [o for o in action.option_strings if o.startswith("--")]
-        value = getattr(args, action.dest, None)
-        if not flags or action.dest in NOT_PASSED or value is None or value is False or value == action.default:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            argv.append(flags[0])
-        elif isinstance(value, (list, tuple)):
-            argv += [flags[0], *map(str, value)]
-        elif isinstance(value, dict):
-            argv += [flags[0], json.dumps(value)]
-        else:
-            argv += [flags[0], str(value).lower() if isinstance(value, bool) else str(value)]
-    return [*argv, "--seed", str(seed), "--out", str(out)]
+def seed_arguments(args: argparse.Namespace, seed: int, out: Path) -> argparse.Namespace:
+    """The arguments of one seed's run: every value of ``args`` as given (data, not text), its own
+    ``seed`` and ``out``, no ``--seeds`` and no ``--force`` (OUT was made fresh for the seeds)."""
+    from janus.harness.commands import command_line
+
+    return argparse.Namespace(**{**vars(args), "seeds": None, "seed": seed, "out": out, "force": False,
+                                 "invocation": f"{command_line('train', args)} [seed {seed}]"})
+
+
+def checked_seeds(args: argparse.Namespace, seeds: list[int], out_dir: Path,
+                  cfg: RunConfig) -> dict[int, tuple[argparse.Namespace, RunConfig]]:
+    """Each seed's arguments (:func:`seed_arguments`, into ``out_dir/seed-<s>``) and configuration
+    (``cfg``, the command's, read once: a ``--config`` FIFO is not read again, with the seed's
+    ``seed``), each validated and able to travel to its process, all before the first seed runs."""
+    checked = {}
+    for seed in seeds:
+        seed_args, seed_cfg = seed_arguments(args, seed, out_dir / f"seed-{seed}"), replace(cfg, seed=seed)
+        validate(seed_cfg)
+        why = payload_error(seed_args, seed_cfg)
+        if why is not None:
+            raise ConfigError(f"--seeds: the arguments of seed {seed} cannot be passed to its process ({why})")
+        checked[seed] = (seed_args, seed_cfg)
+    return checked
 
 
 @dataclass
@@ -112,8 +117,10 @@ class SeedRun:
 
     seed: int
     out: Path
-    argv: list[str]
-    """Its ``janus train`` arguments (:func:`run_argv`)."""
+    args: argparse.Namespace
+    """Its ``janus train`` arguments (:func:`seed_arguments`), sent to it as data."""
+    cfg: RunConfig
+    """Its checked configuration, sent with them."""
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     code: int | None = None
@@ -121,18 +128,27 @@ class SeedRun:
     def start(self, log_dir: Path | None) -> None:
         if log_dir is not None:
             self.log = (log_dir / f"seed-{self.seed}.log").open("wb")
-        # its own session: a Ctrl-C at the terminal reaches janus alone, which passes one signal on to each run
-        self.process = subprocess.Popen([sys.executable, "-m", "janus", *self.argv],
+        # its own session: a Ctrl-C at the terminal reaches janus alone, which passes one signal on to each
+        # run; its stdin is a pipe from this process, whose end (this process gone) stops it
+        self.process = subprocess.Popen([sys.executable, "-m", "janus.harness.seed_child"], stdin=subprocess.PIPE,
                                         stdout=self.log, stderr=subprocess.STDOUT if self.log else None,
                                         start_new_session=True)
+        assert self.process.stdin is not None
+        try:
+            send_payload(self.process.stdin, self.args, self.cfg, os.getpid())
+        except (BrokenPipeError, OSError):  # it ended at once: poll() records its exit code
+            pass
 
     def poll(self) -> bool:
-        """Whether it has ended (its exit code recorded, its log closed)."""
+        """Whether it has ended (its exit code recorded, its pipe and log closed)."""
         if self.process is None or self.code is not None:
             return self.code is not None
         self.code = self.process.poll()
-        if self.code is not None and self.log is not None:
-            self.log.close()
+        if self.code is not None:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            if self.log is not None:
+                self.log.close()
         return self.code is not None
 
     def stop(self, sig: int) -> None:
@@ -158,20 +174,27 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
                        parser: argparse.ArgumentParser) -> tuple[Path, bool]:
     """:func:`run_seeds`' work: the folder OUT it wrote, and whether any seed's run did not finish."""
     seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
-    plan = schedule(cpus_per_run(configured(args)), len(seeds))
+    cfg = configured(args)
+    plan = schedule(cpus_per_run(cfg), len(seeds))
+    # every seed checked before anything is written or run (where OUT will be is no part of the check)
+    checked_seeds(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), cfg)
     out_dir, lock = run_folder.open_out_dir(args, "train")
     with lock:
         log_dir = None
         if plan.at_once > 1:
             log_dir = out_dir / "logs"
             log_dir.mkdir(exist_ok=True)
+        runs = [SeedRun(s, seed_args.out, seed_args, seed_cfg)
+                for s, (seed_args, seed_cfg) in checked_seeds(args, seeds, out_dir, cfg).items()]
         print(f"janus train --seeds {' '.join(map(str, seeds))}: {len(seeds)} runs into {out_dir}/seed-<s>, "
               f"{plan.describe()}" + (f"; each run's output in {log_dir}" if log_dir else ""), flush=True)
-        runs = [SeedRun(s, out_dir / f"seed-{s}", run_argv(args, s, out_dir / f"seed-{s}", parser)) for s in seeds]
         try:
             _run_all(runs, plan.at_once, log_dir)
-        except KeyboardInterrupt as exc:  # the signal janus got (SIGINT, SIGTERM, SIGHUP) goes to each run once
-            sig = signal.Signals[exc.args[0] if isinstance(exc, stopping.Terminated) and exc.args else "SIGINT"]
+        except BaseException as exc:  # a stop signal (SIGINT, SIGTERM, SIGHUP) goes to each run once; any
+            # other failure here stops them as SIGTERM does; the aggregate covers what ran, whatever happened
+            sig = signal.SIGTERM
+            if isinstance(exc, KeyboardInterrupt):
+                sig = signal.Signals[exc.args[0] if isinstance(exc, stopping.Terminated) and exc.args else "SIGINT"]
             print(f"janus train --seeds: stopping the runs still going ({sig.name}); each writes what it ran",
                   file=sys.stderr, flush=True)
             with stopping.saving():

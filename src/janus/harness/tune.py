@@ -205,11 +205,27 @@ def _rank(t: Trial) -> tuple[bool, float]:
     return (t.cut, -(t.throughput or 0.0))
 
 
+SAMPLING_THRESHOLDS = ("learning_starts",)
+"""Hyperparameters (env steps) before which a run does not sample: a trial's share scales them with
+its budget, as ``runtime.min_inserts``, so a short trial learns over the same part of its run as the
+whole run does (unscaled, a 1/27 share of a small budget could never reach them: every trial failed)."""
+
+
+def _part(value: int, share: float) -> int:
+    """``share`` of a threshold ``value``: 0 stays 0 (none), any other at least 1."""
+    return 0 if value <= 0 else max(1, round(value * share))
+
+
 def scaled(cfg: RunConfig, share: float) -> RunConfig:
-    """``cfg`` with ``share`` of its budget (iterations for synthetic, env steps otherwise)."""
-    w = cfg.workload
-    return replace(cfg, workload=replace(w, iterations=max(2, round(w.iterations * share)),
-                                         total_env_steps=max(1, round(w.total_env_steps * share))))
+    """``cfg`` with ``share`` of its budget (iterations for synthetic, env steps otherwise) and of the
+    thresholds its sampling waits for (:data:`SAMPLING_THRESHOLDS`, ``runtime.min_inserts``)."""
+    w, r = cfg.workload, cfg.runtime
+    known = algorithm(w.algo).defaults()
+    hyper = {**cfg.algorithm, **{key: _part(int(cfg.algorithm.get(key, known[key])), share)
+                                 for key in SAMPLING_THRESHOLDS if isinstance(known.get(key), int)}}
+    return replace(cfg, algorithm=hyper, runtime=replace(r, min_inserts=_part(r.min_inserts, share)),
+                   workload=replace(w, iterations=max(2, round(w.iterations * share)),
+                                    total_env_steps=max(1, round(w.total_env_steps * share))))
 
 
 @dataclass

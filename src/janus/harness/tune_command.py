@@ -18,10 +18,10 @@ import yaml
 
 from janus import fileio, stopping
 from janus.config import RunConfig, recorded, resolve
-from janus.errors import invalid
+from janus.errors import JanusError, invalid
 from janus.harness import run_folder
 from janus.harness.sync_loop import on_synchronous_loop, run_sync_loop
-from janus.harness.tune import BACKENDS, VERDICTS, Trial, TuneResult, search_space, successive_halving
+from janus.harness.tune import BACKENDS, VERDICTS, Trial, TuneResult, acts_in_environment, defaults_of, search_space, successive_halving
 from janus.runtime.backends.base import Backend
 from janus.runtime.run import run_runtime
 
@@ -123,7 +123,8 @@ def run_trial(cfg: RunConfig, allowed_s: float) -> dict[str, Any]:
 
 def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
     """Tune ``cfg``'s knobs within ``--budget_s``; write ``best.yaml`` and ``tune.json`` into the run folder
-    (``tune.json`` after every trial, and with status ``stopped`` on a stop signal)."""
+    (``tune.json`` after every trial; status ``stopped`` on a stop signal, ``failed`` when the tune itself
+    fails or no trial could run, which is one error line)."""
     start = time.monotonic()  # the budget counts from here: the checks and the folder included
     budget_s = float(args.budget_s)
     if not budget_s > 0:
@@ -140,7 +141,9 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
         print(f"janus tune: {cfg.workload.algo}{' on ' + cfg.workload.env if cfg.workload.algo != 'synthetic' else ''}, "
               f"{len(space)} settings this machine can run, budget {budget_s:.0f} s (a quarter of it for the paired "
               f"rounds), comparing {metric}; output in {out_dir}", flush=True)
-        so_far: list[TuneResult] = []
+        metric_key = "env_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
+        so_far = [TuneResult(defaults=defaults_of(cfg), metric=metric_key, budget_s=budget_s)]
+        write_json(out_dir, so_far[0], "running")  # from the start: a stop during the warm-up keeps it too
 
         def progress(trial: Trial, count: int, total: int) -> None:
             done = min(1.0, (time.monotonic() - start) / budget_s)
@@ -157,16 +160,22 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
         try:
             result = successive_halving(cfg, space, run_trial, budget_s, progress, seed=cfg.seed,
                                         plain=args.search == "plain", start=start, snapshot=snapshot)
-        except KeyboardInterrupt:
-            if so_far:
-                with stopping.saving():
-                    path = write_json(out_dir, so_far[0], "stopped")
-                print(f"\njanus tune: stopped; the trials so far and the best so far are in {path}",
-                      file=sys.stderr, flush=True)
+        except BaseException as exc:  # a stop signal, or a failure of the tune's own: tune.json says so
+            with stopping.saving():
+                status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+                path = write_json(out_dir, so_far[0], status, error=_error_of(exc))
+            print(f"\njanus tune: {status}; the trials so far and the best so far are in {path}",
+                  file=sys.stderr, flush=True)
             raise
-        print()
-        print(format_tune(result))
-        paths = write_tune(out_dir, cfg, result)
+        with stopping.saving():  # a stop signal now waits until the files are written
+            failed = [t for t in result.trials if t.throughput is None]
+            if failed and len(failed) == len(result.trials):
+                path = write_json(out_dir, result, "failed", error=f"every trial failed; the first: {failed[0].error}")
+                raise JanusError(f"no trial ran: all {len(failed)} failed (the first, the "
+                                 f"{stage(failed[0])}: {failed[0].error[:300]}); every trial is in {path}")
+            print()
+            print(format_tune(result))
+            paths = write_tune(out_dir, cfg, result)
         print(f"\nwrote {', '.join(str(p) for p in paths)} ({time.monotonic() - start:.0f}s of a {budget_s:.0f}s "
               f"budget)", flush=True)
     return 0
@@ -210,13 +219,20 @@ def best_config(cfg: RunConfig, result: TuneResult) -> RunConfig:
     return result.best.apply(cfg)
 
 
-def write_json(out_dir: Path, result: TuneResult, status: str) -> Path:
-    """``tune.json``: every trial so far, the best so far and ``status`` (running, stopped or finished);
-    written whole (atomically), so a stop at any moment leaves the last complete one."""
+def _error_of(exc: BaseException) -> str | None:
+    """What stopped a tune, for tune.json: None for a stop signal, else the exception in one line."""
+    return None if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+
+
+def write_json(out_dir: Path, result: TuneResult, status: str, error: str | None = None) -> Path:
+    """``tune.json``: every trial so far, the best so far and ``status`` (running, stopped, failed
+    (``error`` says why) or finished); written whole (atomically), so a stop at any moment leaves the
+    last complete one."""
     leader = result.leader()
     data: dict[str, Any] = {
         "command": "janus " + " ".join(sys.argv[1:]),
         "status": status,
+        **({"error": error} if error else {}),
         "metric": result.metric,
         "budget_s": result.budget_s,
         "elapsed_s": result.elapsed_s,
