@@ -16,6 +16,7 @@ Only the standard library is imported here: the CLI installs the handler before 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import signal
 import sys
 import threading
@@ -80,7 +81,8 @@ class StopSignals:
                    "(signal twice more to abort without saving)")
 
     def __init__(self) -> None:
-        self.count = 0
+        self._numbers = itertools.count(1)
+        self.count = 0  # stop signals received so far
         self.first: str | None = None  # the name of the first stop signal
         self.delivered = False  # whether the first one was raised (else it waits: see late())
         self.announced = False  # whether SAVING_NOTE said it waits
@@ -101,9 +103,12 @@ class StopSignals:
         return KeyboardInterrupt() if self.first in (None, "SIGINT") else Terminated(self.first)
 
     def __call__(self, signum: int, frame: object) -> None:
-        self.count += 1
+        # a second signal can run this handler again before the first call has read its count (two
+        # signals in quick succession: a seed run's parent-death signal and its watchdog's): each call
+        # takes its own number in one step, so the first is never mistaken for the second
+        count = self.count = next(self._numbers)
         name = signal.Signals(signum).name
-        if self.count == 1:
+        if count == 1:
             self.first = name
             if raises_now():
                 self.delivered = True
@@ -111,7 +116,7 @@ class StopSignals:
             print(self.SAVING_NOTE.format(name=name), file=sys.stderr, flush=True)
             self.announced = True
             return
-        if self.count == 2:
+        if count == 2:
             print(self.NOTE, file=sys.stderr, flush=True)
             return
         raise Aborted(name)

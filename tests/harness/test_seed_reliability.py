@@ -219,3 +219,30 @@ def test_a_failing_in_process_seed_raises_its_own_error_and_the_aggregate_is_wri
                     learning_starts=50, callbacks=[BreaksInSeedOne()])
     data = json.loads((tmp_path / "o" / "aggregate.json").read_text())
     assert data["per_seed"][0]["status"] == "finished" and data["per_seed"][1]["status"] != "finished"
+
+
+def test_a_second_signal_inside_the_first_ones_handler_never_loses_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two SIGTERMs in quick succession (a seed's parent-death signal and its watchdog's): Python may run
+    the handler for the second inside the first's call. The first still stops the run (it raises);
+    the second only prints the note. Before, both calls read the count after the second's increment,
+    both took the note branch, and the run trained on after its parent was gone."""
+    from janus import stopping
+
+    handler = stopping.StopSignals()
+    real = signal.Signals
+    nested: list[BaseException | None] = []
+
+    def signals_reentered(value: int) -> signal.Signals:
+        if not nested:  # the second signal arrives while the first call is running
+            try:
+                nested.append(None)
+                handler(signal.SIGTERM, None)
+            except BaseException as exc:  # noqa: BLE001 - what the nested call raised, if anything
+                nested[0] = exc
+        return real(value)
+
+    monkeypatch.setattr(stopping.signal, "Signals", signals_reentered)
+    with pytest.raises(stopping.Terminated):
+        handler(signal.SIGTERM, None)  # the first: raises, where the run can be interrupted
+    assert nested == [None]  # the second (nested) one only printed the note
+    assert handler.count == 2 and handler.first == "SIGTERM" and handler.delivered

@@ -24,6 +24,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,10 +49,15 @@ def payload_error(args: argparse.Namespace, cfg: RunConfig) -> str | None:
     return None
 
 
-def _stop_self() -> None:
+def _stop_self(grace_s: float = 1.0) -> None:
+    """SIGTERM to this process, unless the kernel's parent-death signal, sent as the pipe closed,
+    is handled within ``grace_s`` (one signal, not two: the second would only print a note)."""
     from janus import stopping
 
-    if not stopping.signalled():  # the kernel's parent-death signal may have come first
+    deadline = time.monotonic() + grace_s
+    while not stopping.signalled() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not stopping.signalled():
         os.kill(os.getpid(), signal.SIGTERM)
 
 
