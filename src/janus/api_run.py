@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from janus import stopping
 from janus.callbacks import Callback, CallbackHooks, merged_settings
-from janus.errors import ConfigError, JanusError, shown
+from janus.errors import CallbackError, ConfigError, JanusError, shown
 from janus.stopping import StopRequested
 
 T = TypeVar("T")
@@ -57,11 +57,11 @@ class TrainedRun:
         return self._policy
 
 
-def prepared(algo: str | None, env: Any, callbacks: Sequence[Callback],
+def prepared(algo: str | None, env: Any, callbacks: Sequence[Callback] | Callback | None,
              flags: dict[str, Any]) -> tuple[CallbackHooks, argparse.Namespace]:
     """The callbacks' hooks and the ``janus train`` arguments of a call (an env object registered
-    in this process, its settings checked)."""
-    hooks = CallbackHooks(list(callbacks))
+    in this process, its settings checked); ``callbacks``: a list of them or a single one."""
+    hooks = CallbackHooks(callbacks)
     flags = merged_settings(hooks.callbacks, flags)
     invocation = invocation_of(algo, env, flags)
     if env is not None:
@@ -137,10 +137,14 @@ def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> T
         try:
             run_command(args, cfg, hooks)
         except StopRequested:
-            pass  # the run is written (status stopped); the hooks hold its result
+            pass  # the run is written (status stopped, or failed by a callback); the hooks hold its result
+        except CallbackError:
+            raise  # names the callback and its hook, the user's exception chained
         except JanusError as exc:  # the run folder's and the runtime's errors, in the caller's words
             raise reworded(exc) from None
         late = signals.late() if signals is not None else None
+    if hooks.failure is not None:  # a hook raised: the run is saved (status failed), the error reaches the caller
+        raise hooks.failure
     if late is not None:  # it came as the run ended: the run is saved as finished, the stop still reaches the caller
         raise KeyboardInterrupt(late)
     if hooks.out is None or hooks.result is None:  # resume= of a run at its budget: results written, nothing run

@@ -288,9 +288,9 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
         progress = progress_line(c, quiet=hooks is not None and hooks.replaces_progress_line)
-        live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
-        if hooks is not None:
+        if hooks is not None:  # a hook that raises here fails the run before anything runs or is opened
             hooks.start(out_dir, c)
+        live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
             run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress)))
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
