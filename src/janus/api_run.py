@@ -202,8 +202,9 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
             raise ConfigError(f"janus.train: unknown keyword {name!r}{hint}; accepted: the flags of janus train "
                               f"(janus train --help), as keywords")
         if name in PATH_FLAGS and value is not None:
-            if not isinstance(value, (str, Path)):
-                raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a path (str or pathlib.Path)")
+            if not isinstance(value, (str, Path)) or (isinstance(value, str) and not value.strip()):
+                # Path("") is the current folder: out="" wrote the run there
+                raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a path (str or pathlib.Path), not empty")
             value = Path(value)
         setattr(args, names[name], value)
     return args

@@ -76,6 +76,13 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false or 1/0, got {text!r}")
 
 
+def _path(text: str) -> Path:
+    """A path flag's value: an empty one is refused (``Path("")`` is the current folder: ``--out ""`` wrote there)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty path ({text!r}); give a folder or file, e.g. runs/dqn")
+    return Path(text)
+
+
 def _number(text: str) -> Any:
     """Ints stay ints, ``k/M`` fractions stay strings (parsed by config), else float."""
     try:
@@ -276,8 +283,10 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     docs = field_docs(RuntimeConfig)
     rtypes = {f.name: f.type for f in fields(RuntimeConfig)}
     for name in RUNTIME_FLAGS:
-        kind = str if rtypes[name] in ("str", "str | None") else _number
+        kind = str if rtypes[name] in ("str", "str | None") else _bool if rtypes[name] == "bool" else _number
         extra = {"choices": BACKENDS} if name == "backend" else {}
+        if rtypes[name] == "bool":  # --allow_oversubscribe alone is true
+            extra = {"nargs": "?", "const": True}
         rgroup.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(), **extra,
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     parser.add_argument("--seed", type=int, default=None, help=_help("Random seed.", defaults["seed"]))
@@ -308,11 +317,11 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=None,
+    parser.add_argument("--config", type=_path, default=None,
                         help="YAML config whose values replace the defaults shown here "
                              "[default: the packaged janus/configs/default.yaml (a copy is configs/default.yaml in the "
                              "repository), or the --algo preset]")
-    parser.add_argument("--out", type=Path, default=None, help="Output folder [default runs/<command>-<timestamp>].")
+    parser.add_argument("--out", type=_path, default=None, help="Output folder [default runs/<command>-<timestamp>].")
     parser.add_argument("--quick", action="store_true",
                         help="A tiny workload that finishes in seconds (caps iterations and total_env_steps; "
                              "values given as flags are kept).")
@@ -368,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Also log the TensorBoard scalars and the resolved config to Weights & Biases (pip install "
                             "'janus-rl[wandb]'; WANDB_MODE=offline writes OUT/wandb with no network).")
     train.add_argument("--wandb_project", default=None, metavar="PROJECT", help="W&B project of --wandb [default janus].")
-    train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+    train.add_argument("--resume", type=_path, default=None, metavar="RUN_DIR",
                        help="Continue an interrupted run of a Gymnasium algorithm from its checkpoints (policy, optimiser, "
                             "counters; dqn/sac: replay).")
     train.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
@@ -379,10 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "local for the serial --seed recipe; the others' default is local).")
     ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return",
                         allow_abbrev=False)
-    ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
+    ro.add_argument("--checkpoint", type=_path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
     ro.add_argument("--episodes", type=int, default=10, help="Greedy episodes to run [default 10].")
     ro.add_argument("--seed", type=int, default=0, help="Seed of the environment [default 0].")
-    ro.add_argument("--video", type=Path, default=None, metavar="FILE.gif",
+    ro.add_argument("--video", type=_path, default=None, metavar="FILE.gif",
                     help="Also record the first episode as an animated GIF (the environment must render rgb_array).")
     tu = sub.add_parser("tune", help="search the data-path knobs for a workload (successive halving); writes best.yaml",
                         description=DEFAULTS_NOTE, allow_abbrev=False)

@@ -26,6 +26,7 @@ from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
 from janus.harness.train_report import acts_in_env, budget_reason, ended, train_summary, whole_budget
+from janus.resources import check_resources
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
 
@@ -200,6 +201,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
 
         require_wandb()  # refused before anything is written, not once the run has started
     configs, skipped, baseline = plan(args, cfg)
+    for c in configs:  # this machine's bounds (workers, envs, processes, replay memory), before anything is written
+        check_resources(c)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     if args.command == "train" and getattr(args, "resume", None) is None:
         run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML

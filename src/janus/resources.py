@@ -1,0 +1,128 @@
+"""Resource bounds of a run, checked before anything starts: workers, environments, processes and the
+replay's memory against what this machine has.
+
+A run past a bound is refused with one line that names the bound, what this machine has and the
+deliberate override, ``runtime.allow_oversubscribe`` (``--allow_oversubscribe``,
+``janus.train(allow_oversubscribe=True)``): with it the run starts as asked. Without these checks
+``num_workers=10**6`` passed validation, grew the process by ~50 MB/s building workers and was
+killed by the kernel with no word, and a replay larger than the machine's memory was allocated
+lazily and killed the run later.
+
+Bounds (``C`` = CPUs this process may use, :func:`janus.config.usable_cpus`):
+
+* workers (``--num_workers``): at most ``WORKERS_PER_CPU x C`` (at least ``MIN_WORKERS_BOUND``);
+* environments: at most ``MAX_ENVS_PER_WORKER`` per worker (``--envs_per_actor``, SB3's ``n_envs``) and
+  ``ENVS_PER_CPU x C`` in all (at least ``MIN_ENVS_BOUND``);
+* processes: worker processes (``--backend process``/``ray``) plus one per environment with
+  ``--vector_env async``, at most ``WORKERS_PER_CPU x C`` (at least ``MIN_WORKERS_BOUND``);
+* memory: the replay's observations alone (``buffer_capacity`` rows of one observation each, a
+  lower bound of what it allocates) must fit in the memory available now (MemAvailable; else the
+  machine's physical memory). A GPU-placed replay is not checked here.
+
+Hard limits that no override lifts are part of validation (:mod:`janus.config`: at most
+``MAX_WORKERS`` workers).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from janus.config import RunConfig, usable_cpus
+from janus.errors import ConfigError
+
+WORKERS_PER_CPU = 4
+MIN_WORKERS_BOUND = 8
+MAX_ENVS_PER_WORKER = 1024
+ENVS_PER_CPU = 128
+MIN_ENVS_BOUND = 512
+OVERRIDE = "allow_oversubscribe"
+"""The runtime field (flag ``--allow_oversubscribe``, keyword ``allow_oversubscribe=True``) that lifts the bounds."""
+
+
+def check_resources(cfg: RunConfig) -> None:
+    """Raise :class:`~janus.errors.ConfigError` (one line naming the override) when ``cfg`` asks for more
+    workers, environments, processes or replay memory than this machine can give; nothing when
+    ``runtime.allow_oversubscribe`` is set."""
+    if cfg.runtime.allow_oversubscribe:
+        return
+    cpus = usable_cpus()
+    w = cfg.workload
+    workers, envs = w.num_actors, w.envs_per_actor
+    override = f"give --{OVERRIDE} (janus.train: {OVERRIDE}=True) to run it anyway"
+    here = f"{cpus} usable CPU{'s' if cpus != 1 else ''}"
+    worker_bound = max(WORKERS_PER_CPU * cpus, MIN_WORKERS_BOUND)
+    if workers > worker_bound:
+        raise ConfigError(f"invalid workload.num_actors: got {workers:,}; accepted: at most {worker_bound} workers on "
+                          f"this machine ({WORKERS_PER_CPU} per CPU, {here}); {override}")
+    if envs > MAX_ENVS_PER_WORKER:
+        raise ConfigError(f"invalid workload.envs_per_actor: got {envs:,}; accepted: at most {MAX_ENVS_PER_WORKER} "
+                          f"environments per worker; {override}")
+    env_bound = max(ENVS_PER_CPU * cpus, MIN_ENVS_BOUND)
+    if workers * envs > env_bound:
+        raise ConfigError(f"{workers:,} workers x {envs:,} environments = {workers * envs:,} environments in all; "
+                          f"accepted: at most {env_bound:,} on this machine ({ENVS_PER_CPU} per CPU, {here}); {override}")
+    processes = processes_of(cfg)
+    if processes > worker_bound:
+        raise ConfigError(f"the run would start {processes:,} processes (backend {cfg.runtime.backend}, vector_env "
+                          f"{w.vector_env}: {workers:,} worker(s) x {envs:,} environments); accepted: at most "
+                          f"{worker_bound} on this machine ({WORKERS_PER_CPU} per CPU, {here}); {override}")
+    need, have = replay_bytes(cfg), available_memory()
+    if need is not None and need > have:
+        raise ConfigError(f"invalid buffer_capacity: got {cfg.janus.buffer_capacity:,}; its observations alone take "
+                          f"{_size(need)}, more than the {_size(have)} of memory available on this machine; give a "
+                          f"smaller buffer_capacity (SB3: buffer_size), or {override}")
+
+
+def processes_of(cfg: RunConfig) -> int:
+    """Processes the run starts besides this one: a worker process each on ``process``/``ray``, and one
+    per environment with ``vector_env: async``."""
+    w = cfg.workload
+    own = w.num_actors if cfg.runtime.backend in ("process", "ray") else 0
+    return own + (w.num_actors * w.envs_per_actor if w.vector_env == "async" else 0)
+
+
+def observation_bytes(cfg: RunConfig) -> int | None:
+    """Bytes of one observation the replay stores (one frame of a frame stack), None when unknown."""
+    from janus.algorithms.base import algorithm
+
+    w = cfg.workload
+    if not algorithm(w.algo).acts_in_gymnasium:
+        if w.algo != "synthetic":  # a custom algorithm's observations are its own
+            return None
+        return math.prod(w.obs_shape) * (1 if w.obs_dtype == "uint8" else 4)
+    from janus.envs.vector import env_spaces, is_frame_stack
+
+    obs_space, _ = env_spaces(w.env, w.env_kwargs)
+    shape, dtype = getattr(obs_space, "shape", None), getattr(obs_space, "dtype", None)
+    if not shape or dtype is None:
+        return None
+    size = math.prod(shape) * int(dtype.itemsize)
+    return size // shape[0] if is_frame_stack(obs_space) else size
+
+
+def replay_bytes(cfg: RunConfig) -> int | None:
+    """A lower bound of the host memory the run's replay takes: ``buffer_capacity`` observations
+    (None where the replay is placed on a GPU or its observations are unknown)."""
+    from janus.datapath import resolve_janus
+
+    if resolve_janus(cfg.janus).placement == "cuda":
+        return None
+    size = observation_bytes(cfg)
+    return None if size is None else size * cfg.janus.buffer_capacity
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation now (``MemAvailable``), else the physical memory."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
