@@ -257,16 +257,17 @@ class CallbackHooks:
         self._started_at = 0.0
         self._steps_at_start: int | None = None
 
-    def _called(self, cb: Callback, hook: str, *args: Any) -> bool:
-        """``cb.hook(*args)``: whether it asks to stop. A hook that raises, or returns anything but
-        None, True or False, is a :class:`CallbackError` naming the callback and the hook."""
+    def _called(self, cb: Callback, hook: str, *args: Any, answers: bool = True) -> bool:
+        """``cb.hook(*args)``: whether it asks to stop. A hook that raises, or (``answers``: one whose
+        answer is read) returns anything but None, True or False, is a :class:`CallbackError` naming
+        the callback and the hook."""
         where = f"callback {type(cb).__name__}.{hook}"
         try:
             answer = getattr(cb, hook)(*args)
         except (Exception, SystemExit) as exc:
             text = str(exc) if len(str(exc)) <= 300 else str(exc)[:280] + " ..."
             raise CallbackError(f"{where} raised {type(exc).__name__}: {text}") from exc
-        if answer is None or isinstance(answer, (bool, np.bool_)):
+        if not answers or answer is None or isinstance(answer, (bool, np.bool_)):
             return bool(answer)
         raise CallbackError(f"{where} returned {shown(answer, 80)} (a {type(answer).__name__}); a hook returns "
                             f"None or False (go on) or True (stop the run)")
@@ -342,7 +343,7 @@ class CallbackHooks:
         self.result = result
         for cb in self.callbacks:
             try:
-                self._called(cb, "on_end", result)
+                self._called(cb, "on_end", result, answers=False)  # its return value means nothing
             except CallbackError as exc:
                 if self.failure is None:
                     self.failure = exc

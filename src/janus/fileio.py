@@ -44,12 +44,13 @@ def path_too_large(path: str | Path, room: int = 0) -> str | None:
         return f"{len(parts):,} folders deep; accepted: at most {MAX_PATH_PARTS}"
     long = next((p for p in parts if len(os.fsencode(p)) > NAME_MAX), None)
     if long is not None:
-        return (f"a name of {len(os.fsencode(long)):,} bytes; accepted: at most {NAME_MAX} per folder or file "
-                f"(the file system's limit)")
+        return (f"File name too long: a name of {len(os.fsencode(long)):,} bytes (a file system takes names of at "
+                f"most {NAME_MAX} bytes per folder or file, and paths of {PATH_MAX:,})")
     size = len(os.fsencode(os.path.abspath(path))) + room
     if size >= PATH_MAX:
         what = f" with the {room} bytes of the files janus writes under it" if room else ""
-        return f"{size:,} bytes long as an absolute path{what}; accepted: under {PATH_MAX:,} (the file system's limit)"
+        return (f"File name too long: {size:,} bytes long as an absolute path{what} (a file system takes paths "
+                f"of at most {PATH_MAX:,} bytes)")
     return None
 
 

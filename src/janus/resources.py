@@ -6,7 +6,9 @@ deliberate override, ``runtime.allow_oversubscribe`` (``--allow_oversubscribe``,
 ``janus.train(allow_oversubscribe=True)``): with it the run starts as asked. Without these checks
 ``num_workers=10**6`` passed validation, grew the process by ~50 MB/s building workers and was
 killed by the kernel with no word, and a replay larger than the machine's memory was allocated
-lazily and killed the run later.
+lazily and killed the run later. Checked by :func:`janus.harness.commands.run_command` (``janus train``,
+``compare``, ``eval``, :func:`janus.train`) before the run folder is opened; ``janus tune`` sizes its own
+trials.
 
 Bounds (``C`` = CPUs this process may use, :func:`janus.config.usable_cpus`):
 
@@ -14,7 +16,7 @@ Bounds (``C`` = CPUs this process may use, :func:`janus.config.usable_cpus`):
 * environments: at most ``MAX_ENVS_PER_WORKER`` per worker (``--envs_per_actor``, SB3's ``n_envs``) and
   ``ENVS_PER_CPU x C`` in all (at least ``MIN_ENVS_BOUND``);
 * processes: worker processes (``--backend process``/``ray``) plus one per environment with
-  ``--vector_env async``, at most ``WORKERS_PER_CPU x C`` (at least ``MIN_WORKERS_BOUND``);
+  ``--vector_env async``, at most ``PROCESSES_PER_CPU x C`` (at least ``MIN_PROCESSES_BOUND``);
 * memory: the replay's observations alone (``buffer_capacity`` rows of one observation each, a
   lower bound of what it allocates) must fit in the memory available now (MemAvailable; else the
   machine's physical memory). A GPU-placed replay is not checked here.
@@ -34,6 +36,8 @@ from janus.errors import ConfigError
 
 WORKERS_PER_CPU = 4
 MIN_WORKERS_BOUND = 8
+PROCESSES_PER_CPU = 8
+MIN_PROCESSES_BOUND = 16
 MAX_ENVS_PER_WORKER = 1024
 ENVS_PER_CPU = 128
 MIN_ENVS_BOUND = 512
@@ -50,7 +54,7 @@ def check_resources(cfg: RunConfig) -> None:
     cpus = usable_cpus()
     w = cfg.workload
     workers, envs = w.num_actors, w.envs_per_actor
-    override = f"give --{OVERRIDE} (janus.train: {OVERRIDE}=True) to run it anyway"
+    override = f"to run it anyway, give --{OVERRIDE} ({OVERRIDE}=True in janus.train)"
     here = f"{cpus} usable CPU{'s' if cpus != 1 else ''}"
     worker_bound = max(WORKERS_PER_CPU * cpus, MIN_WORKERS_BOUND)
     if workers > worker_bound:
@@ -63,16 +67,16 @@ def check_resources(cfg: RunConfig) -> None:
     if workers * envs > env_bound:
         raise ConfigError(f"{workers:,} workers x {envs:,} environments = {workers * envs:,} environments in all; "
                           f"accepted: at most {env_bound:,} on this machine ({ENVS_PER_CPU} per CPU, {here}); {override}")
-    processes = processes_of(cfg)
-    if processes > worker_bound:
+    processes, process_bound = processes_of(cfg), max(PROCESSES_PER_CPU * cpus, MIN_PROCESSES_BOUND)
+    if processes > process_bound:
         raise ConfigError(f"the run would start {processes:,} processes (backend {cfg.runtime.backend}, vector_env "
                           f"{w.vector_env}: {workers:,} worker(s) x {envs:,} environments); accepted: at most "
-                          f"{worker_bound} on this machine ({WORKERS_PER_CPU} per CPU, {here}); {override}")
+                          f"{process_bound} on this machine ({PROCESSES_PER_CPU} per CPU, {here}); {override}")
     need, have = replay_bytes(cfg), available_memory()
     if need is not None and need > have:
         raise ConfigError(f"invalid buffer_capacity: got {cfg.janus.buffer_capacity:,}; its observations alone take "
                           f"{_size(need)}, more than the {_size(have)} of memory available on this machine; give a "
-                          f"smaller buffer_capacity (SB3: buffer_size), or {override}")
+                          f"smaller buffer_capacity (SB3: buffer_size); {override}")
 
 
 def processes_of(cfg: RunConfig) -> int:

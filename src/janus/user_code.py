@@ -45,7 +45,7 @@ def import_user_module(module: str, what: str) -> ModuleType:
             raise
         hint = ("; a module named here must only define and register when imported (guard a script's own code "
                 "with `if __name__ == \"__main__\":`)" if isinstance(exc, SystemExit) else "")
-        raise ConfigError(f"{what}: importing module {module!r} failed ({described(exc)}){hint}") from exc
+        raise ConfigError(f"{what}: cannot import module {module!r} ({described(exc)}){hint}") from exc
 
 
 def call_user_code(call: Callable[[], T], what: str) -> T:

@@ -30,7 +30,6 @@ from janus.buffer.janus import JanusBuffer
 from janus.buffer.staging import StagingTimeout
 from janus.config import RunConfig
 from janus.errors import ConfigError, RunFailed
-from janus.resources import check_resources
 from janus.result import RunResult, reported_config
 from janus.runtime.messages import ParamsSnapshot
 from janus.runtime.plan import RunPlan, plan_of
@@ -78,7 +77,6 @@ def run_sync_loop(cfg: RunConfig, progress: Progress | None = None, observer: Ob
                           f"{plan.cfg.runtime.backend}, overlaps {cfg.janus.overlap_collect}/{cfg.janus.overlap_select}, "
                           f"algo {cfg.workload.algo})")
     plan.check_progress_possible()
-    check_resources(plan.cfg)  # this machine's bounds, before anything is built
     with stopping.saving():  # as the runtime: a stop signal cuts the start-up and the loop, never the summary
         with stopping.interruptible():
             loop = SyncLoop(plan)

@@ -24,7 +24,6 @@ from janus.buffer.experience import warm_up
 from janus.buffer.janus import JanusBuffer
 from janus.config import RunConfig
 from janus.errors import RunFailed
-from janus.resources import check_resources
 from janus.result import RunResult, reported_config
 from janus.runtime import checkpoints
 from janus.runtime.backends.base import Backend
@@ -229,7 +228,6 @@ def run_runtime(cfg: RunConfig, progress: Progress | None = None, backend: Backe
     ``observer`` (see :data:`Observer`) sees the run as it goes: live logs, periodic results."""
     plan = plan_of(cfg)
     plan.check_progress_possible()
-    check_resources(plan.cfg)  # this machine's bounds, before anything is built
     if plan.checkpointed:  # resuming: finish a commit a crash cut short, verify every file; then a new run id
         checkpoints.start_run(str(plan.cfg.runtime.checkpoint_dir), plan.cfg.runtime.resume)
     backend = backend or make_backend(plan.cfg)
