@@ -39,6 +39,8 @@ recursed once per missing folder and ended in a RecursionError at about 1,000)."
 def path_too_large(path: str | Path, room: int = 0) -> str | None:
     """Why ``path`` is too long or too deep to be used (with ``room`` bytes more for what goes under it),
     else None; nothing on disk is looked at and nothing recurses."""
+    if "\x00" in str(path):  # os calls raise ValueError("embedded null byte") for it
+        return "contains a NUL byte, which no file system takes in a name"
     parts = Path(path).parts
     if len(parts) > MAX_PATH_PARTS:
         return f"{len(parts):,} folders deep; accepted: at most {MAX_PATH_PARTS}"

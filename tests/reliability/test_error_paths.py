@@ -210,6 +210,7 @@ def test_an_empty_out_is_refused_not_the_current_folder(tmp_path: Path, monkeypa
     ("/".join(["a"] * 2000), "2,000 folders deep"),  # RecursionError in pathlib's mkdir before
     ("/".join(["abcdefghijklmnop"] * 250), "bytes long"),  # deep enough to pass, too long for the file system
     ("x" * 300, "a name of 300 bytes"),
+    ("run\x00s", "NUL byte"),  # ValueError("embedded null byte") from the first os call before
 ])
 def test_an_out_too_deep_or_long_is_refused_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str], out: str,
@@ -220,3 +221,13 @@ def test_an_out_too_deep_or_long_is_refused_before_anything_starts(tmp_path: Pat
     with pytest.raises(JanusError, match=rf"^invalid out: .*{why}"):
         janus.train("dqn", env="CartPole-v1", out=out)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_checkpoint_dir_too_deep_in_a_config_file_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "deep.yaml").write_text("runtime:\n  checkpoint_dir: " + "/".join(["d"] * 2000) + "\n")
+    line = one_error_line(capsys, cli.main(["train", "--algo", "dqn", "--env", "CartPole-v1", "--config", "deep.yaml",
+                                            "--out", "run"]))
+    assert line.startswith("janus train: error: invalid runtime.checkpoint_dir: ") and "2,000 folders deep" in line
+    assert os.listdir(tmp_path) == ["deep.yaml"]

@@ -308,7 +308,9 @@ def check_new_checkpoint_dir(checkpoint_dir: str | None) -> None:
     if checkpoint_dir is None:
         return
     path = Path(checkpoint_dir)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    with fileio.checking_path("runtime.checkpoint_dir", path, RunFolderError):
+        taken = path.exists() and (not path.is_dir() or any(path.iterdir()))
+    if taken:
         raise RunFolderError(f"runtime.checkpoint_dir {str(path)!r} already holds files (another run's checkpoint?); "
                              "continue that run with --resume, or choose an empty or new checkpoint_dir")
 
