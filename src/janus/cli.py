@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -768,8 +769,27 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_command(args, configured(args))
     except JanusError as exc:
+        if exc.__cause__ is not None and wants_traceback(args):  # the user's code behind it (an --algo module ...)
+            traceback.print_exception(exc.__cause__)
         print(f"janus {args.command}: error: {named_by_flag(exc, args)}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - the user's code (an algorithm's learner, an env) or a bug: one line
+        if wants_traceback(args):
+            traceback.print_exception(exc)
+        from janus.user_code import described
+
+        print(f"janus {args.command}: error: {described(exc)} (an unexpected error; its traceback: "
+              f"{'' if args.command != 'train' else '--verbose or '}{DEBUG_ENV}=1)", file=sys.stderr)
+        return 2
+
+
+DEBUG_ENV = "JANUS_DEBUG"
+"""Set to 1: an error's traceback is printed above its one line (``janus train --verbose`` too)."""
+
+
+def wants_traceback(args: argparse.Namespace) -> bool:
+    """Whether the error's traceback is printed: ``--verbose`` or ``JANUS_DEBUG=1``."""
+    return bool(getattr(args, "verbose", False)) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 if __name__ == "__main__":

@@ -191,6 +191,26 @@ def test_an_algorithm_whose_constructor_raises_is_one_line(tmp_path: Path, monke
     assert not (tmp_path / "run").exists()
 
 
+def test_an_algorithm_whose_learner_raises_is_one_line_with_the_traceback_on_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An error janus does not know (the user's learner, a bug) is one line naming it; ``--verbose``
+    or ``JANUS_DEBUG=1`` print its traceback above it."""
+    (tmp_path / "errpath_badlearner.py").write_text(
+        "from janus.algorithms.dqn import DQN\n\n\nclass NoLearner(DQN):\n"
+        "    def learner(self, cfg):\n        raise RuntimeError('no learner today')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("JANUS_DEBUG", raising=False)
+    argv = ["train", "--algo", "errpath_badlearner:NoLearner", "--env", "CartPole-v1", "--backend", "local",
+            "--total_env_steps", "1500", "--out", str(tmp_path / "run")]
+    line = one_error_line(capsys, cli.main(argv))
+    assert line.startswith("janus train: error: RuntimeError: no learner today (an unexpected error; ")
+    assert "JANUS_DEBUG=1" in line
+    monkeypatch.setenv("JANUS_DEBUG", "1")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "raise RuntimeError('no learner today')" in err
+
+
 # ---- --out ----------------------------------------------------------------------------------------
 def test_an_empty_out_is_refused_not_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
