@@ -135,6 +135,8 @@ class Progress(Callback):
 
     def __init__(self, every_s: float = 5.0, stream: TextIO | None = None) -> None:
         self.progress_every_s = seconds("Progress(every_s)", every_s)
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise invalid("Progress(stream)", stream, "a text stream with write() (a file, sys.stderr, io.StringIO) or None")
         self.stream = stream
 
     def on_progress(self, stats: ProgressStats) -> None:

@@ -114,6 +114,7 @@ def test_a_hook_that_fails_at_the_end_keeps_the_finished_run(tmp_path: Path) -> 
     (lambda: janus.EarlyStop(mean_return=100, every_s=float("nan")), "EarlyStop(every_s)"),
     (lambda: janus.EarlyStop(patience=-1), "EarlyStop(patience)"),
     (lambda: janus.Progress(every_s=-2), "Progress(every_s)"),
+    (lambda: janus.Progress(stream="log.txt"), "Progress(stream)"),  # an AttributeError at its first line before
 ])
 def test_callback_parameters_are_checked_when_made(make: Any, where: str) -> None:
     with pytest.raises(ConfigError, match=rf"^invalid {where.replace('(', '[(]').replace(')', '[)]')}: got "):
