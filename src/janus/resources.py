@@ -7,8 +7,8 @@ deliberate override, ``runtime.allow_oversubscribe`` (``--allow_oversubscribe``,
 ``num_workers=10**6`` passed validation, grew the process by ~50 MB/s building workers and was
 killed by the kernel with no word, and a replay larger than the machine's memory was allocated
 lazily and killed the run later. Checked by :func:`janus.harness.commands.run_command` (``janus train``,
-``compare``, ``eval``, :func:`janus.train`) before the run folder is opened; ``janus tune`` sizes its own
-trials.
+``compare``, ``eval``, :func:`janus.train`) before the run folder is opened, and once for ``--seeds``
+before any seed starts; ``janus tune`` sizes its own trials.
 
 Bounds (``C`` = CPUs this process may use, :func:`janus.config.usable_cpus`):
 

@@ -108,3 +108,18 @@ def test_bounds_scale_with_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
         resources.check_resources(cfg)
     monkeypatch.setattr(resources, "usable_cpus", lambda: 16)
     resources.check_resources(cfg)
+
+
+@pytest.mark.usefixtures("two_cpus")
+def test_seed_runs_are_refused_before_any_seed_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--seeds`` (a ``janus train`` process per seed) was refused by each seed's process in turn, then exit 1."""
+    out = tmp_path / "seeds"
+    code = cli.main(["train", "--seeds", "0", "1", "--algo", "dqn", "--env", "CartPole-v1", "--num_workers", "12",
+                     "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if "error:" in line] == [next(
+        line for line in err.splitlines() if line.startswith("janus train: error: invalid --num_actors: got 12"))]
+    with pytest.raises(ConfigError, match="at most 8 workers.*allow_oversubscribe"):
+        janus.train("dqn", env="CartPole-v1", seeds=[0, 1], num_workers=12, out=out)
+    assert not out.exists()

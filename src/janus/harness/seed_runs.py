@@ -26,6 +26,7 @@ from janus.config import RunConfig, resolve, usable_cpus
 from janus.errors import ConfigError
 from janus.harness import run_folder
 from janus.harness.seed_aggregate import write_aggregate
+from janus.resources import check_resources
 
 NOT_PASSED = {"help", "seeds", "seed", "out", "force", "invocation"}
 """Destinations never passed on to a seed's run: each gets its own ``--seed`` and ``--out``."""
@@ -158,7 +159,9 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
                        parser: argparse.ArgumentParser) -> tuple[Path, bool]:
     """:func:`run_seeds`' work: the folder OUT it wrote, and whether any seed's run did not finish."""
     seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
-    plan = schedule(cpus_per_run(configured(args)), len(seeds))
+    cfg = configured(args)
+    check_resources(resolve(cfg))  # this machine's bounds, before any seed's run starts
+    plan = schedule(cpus_per_run(cfg), len(seeds))
     out_dir, lock = run_folder.open_out_dir(args, "train")
     with lock:
         log_dir = None
