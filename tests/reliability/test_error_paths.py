@@ -212,6 +212,26 @@ def test_an_algorithm_whose_learner_raises_is_one_line_with_the_traceback_on_req
     assert "Traceback" in err and "raise RuntimeError('no learner today')" in err
 
 
+def test_a_run_that_fails_after_its_final_commit_writes_its_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker that keeps failing stops the run (the Orchestrator gives up): the final checkpoint
+    was committed but no results.json, csv or charts were written."""
+    (tmp_path / "errpath_badactor.py").write_text(
+        "from janus.algorithms.dqn import DQN\n\n\nclass NoActor(DQN):\n"
+        "    def actor(self, cfg, *args, **kwargs):\n        raise RuntimeError('no actor today')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    code = cli.main(["train", "--algo", "errpath_badactor:NoActor", "--env", "CartPole-v1", "--backend", "local",
+                     "--total_env_steps", "1500", "--out", str(out)])
+    err = capsys.readouterr().err  # the worker's first error is shown with its traceback, as it is restarted
+    assert code == 2 and "janus train: error: the run was stopped: worker 'worker-0' raised an error 3 times" in err
+    assert (out / "checkpoint" / "run_state.json").is_file()
+    for name in ("results.json", "results.csv", "chart.png"):
+        assert (out / name).is_file(), name
+    run = results_of(out)
+    assert run["status"] == "failed" and run["stop_reason"].startswith("the run was stopped: worker 'worker-0' raised")
+
+
 # ---- --out ----------------------------------------------------------------------------------------
 def test_an_empty_out_is_refused_not_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:

@@ -311,6 +311,18 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 if hooks is not None and partial is not None:
                     hooks.end(partial)
             raise
+        except Exception as exc:  # the run failed; one that committed its final checkpoint is written with it
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                ended(partial, first_line(exc), time.perf_counter() - progress.start)
+                progress.finish(f"failed after {partial['wall_s']:.2f}s; writing the run so far")
+                if live is not None:
+                    live.finish(partial)
+            if live is not None:
+                live.close()
+            if partial is not None:
+                write_outputs(args, label, out_dir, summarize([*runs, partial]), skipped, baseline)
+            raise
         except BaseException:
             if live is not None:
                 live.close()  # a failed run keeps the event file as last flushed
@@ -341,6 +353,12 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of ``exc``'s message (a component's error carries its traceback below), cut to ``limit``."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def placement_note(configs: list[RunConfig]) -> str | None:
