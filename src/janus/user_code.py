@@ -30,6 +30,12 @@ def described(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def first_line(exc: BaseException, limit: int = MAX_TEXT) -> str:
+    """The first line of ``exc``'s message (a component's error carries its traceback below), cut to ``limit``."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
+
+
 def passed_on(exc: BaseException) -> bool:
     """Whether ``exc`` must go on as it is: janus's own errors and a stop signal janus received."""
     return isinstance(exc, JanusError) or (isinstance(exc, KeyboardInterrupt) and stopping.signalled())

@@ -29,6 +29,7 @@ from janus.harness.train_report import acts_in_env, budget_reason, ended, train_
 from janus.resources import check_resources
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
+from janus.user_code import first_line
 
 if TYPE_CHECKING:
     from janus.callbacks import CallbackHooks
@@ -353,12 +354,6 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
-
-
-def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of ``exc``'s message (a component's error carries its traceback below), cut to ``limit``."""
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def placement_note(configs: list[RunConfig]) -> str | None:
