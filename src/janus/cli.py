@@ -287,8 +287,8 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         kind = str if rtypes[name] in ("str", "str | None") else _bool if rtypes[name] == "bool" else _number
         extra = {"choices": BACKENDS} if name == "backend" else {}
         if rtypes[name] == "bool":  # --allow_oversubscribe alone is true
-            extra = {"nargs": "?", "const": True}
-        rgroup.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(), **extra,
+            extra = {"nargs": "?", "const": True, "metavar": "BOOL"}
+        rgroup.add_argument(f"--{name}", type=kind, default=None, **{"metavar": name.upper(), **extra},
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     parser.add_argument("--seed", type=int, default=None, help=_help("Random seed.", defaults["seed"]))
     hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section)")
