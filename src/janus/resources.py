@@ -19,7 +19,9 @@ Bounds (``C`` = CPUs this process may use, :func:`janus.config.usable_cpus`):
   ``--vector_env async``, at most ``PROCESSES_PER_CPU x C`` (at least ``MIN_PROCESSES_BOUND``);
 * memory: the replay's observations alone (``buffer_capacity`` rows of one observation each, a
   lower bound of what it allocates) must fit in the memory available now (MemAvailable; else the
-  machine's physical memory). A GPU-placed replay is not checked here.
+  machine's physical memory). A GPU-placed replay is not checked here. With it, the network's
+  float32 weights (its hidden layers, and its input layer for vector observations), once for the
+  learner and once per worker where they are on the CPU, must fit too.
 
 Hard limits that no override lifts are part of validation (:mod:`janus.config`: at most
 ``MAX_WORKERS`` workers).
@@ -27,6 +29,7 @@ Hard limits that no override lifts are part of validation (:mod:`janus.config`: 
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -72,11 +75,17 @@ def check_resources(cfg: RunConfig) -> None:
         raise ConfigError(f"the run would start {processes:,} processes (backend {cfg.runtime.backend}, vector_env "
                           f"{w.vector_env}: {workers:,} worker(s) x {envs:,} environments); accepted: at most "
                           f"{process_bound} on this machine ({PROCESSES_PER_CPU} per CPU, {here}); {override}")
-    need, have = replay_bytes(cfg), available_memory()
-    if need is not None and need > have:
+    replay, have = replay_bytes(cfg) or 0, available_memory()
+    if replay > have:
         raise ConfigError(f"invalid buffer_capacity: got {cfg.janus.buffer_capacity:,}; its observations alone take "
-                          f"{_size(need)}, more than the {_size(have)} of memory available on this machine; give a "
+                          f"{_size(replay)}, more than the {_size(have)} of memory available on this machine; give a "
                           f"smaller buffer_capacity (SB3: buffer_size); {override}")
+    weights, copies = network_bytes(cfg)
+    if weights and replay + weights * copies > have:
+        raise ConfigError(f"the network's weights take at least {_size(weights)} a copy, {copies} cop"
+                          f"{'y' if copies == 1 else 'ies'} in this machine's memory (the learner's, one per worker), "
+                          f"{_size(weights * copies + replay)} with the replay: more than the {_size(have)} available; "
+                          f"give smaller hidden layers (net_arch, hidden_size, num_layers) or fewer workers; {override}")
 
 
 def processes_of(cfg: RunConfig) -> int:
@@ -87,23 +96,58 @@ def processes_of(cfg: RunConfig) -> int:
     return own + (w.num_actors * w.envs_per_actor if w.vector_env == "async" else 0)
 
 
-def observation_bytes(cfg: RunConfig) -> int | None:
-    """Bytes of one observation the replay stores (one frame of a frame stack), None when unknown."""
+def observations(cfg: RunConfig) -> tuple[tuple[int, ...], int, bool] | None:
+    """The shape of one observation, its bytes per element and whether it is a frame stack (stored
+    once per frame); None when unknown (a custom algorithm's, a space without a shape)."""
     from janus.algorithms.base import algorithm
 
     w = cfg.workload
     if not algorithm(w.algo).acts_in_gymnasium:
         if w.algo != "synthetic":  # a custom algorithm's observations are its own
             return None
-        return math.prod(w.obs_shape) * (1 if w.obs_dtype == "uint8" else 4)
+        return tuple(w.obs_shape), (1 if w.obs_dtype == "uint8" else 4), False
     from janus.envs.vector import env_spaces, is_frame_stack
 
     obs_space, _ = env_spaces(w.env, w.env_kwargs)
     shape, dtype = getattr(obs_space, "shape", None), getattr(obs_space, "dtype", None)
     if not shape or dtype is None:
         return None
-    size = math.prod(shape) * int(dtype.itemsize)
-    return size // shape[0] if is_frame_stack(obs_space) else size
+    return tuple(shape), int(dtype.itemsize), is_frame_stack(obs_space)
+
+
+def observation_bytes(cfg: RunConfig) -> int | None:
+    """Bytes of one observation the replay stores (one frame of a frame stack), None when unknown."""
+    seen = observations(cfg)
+    if seen is None:
+        return None
+    shape, itemsize, frames = seen
+    size = math.prod(shape) * itemsize
+    return size // shape[0] if frames else size
+
+
+def network_bytes(cfg: RunConfig) -> tuple[int, int]:
+    """A lower bound of the bytes of one copy of the run's network (its hidden layers' float32 weights,
+    with the input layer where observations are vectors) and how many copies this machine's memory holds
+    (the learner's unless it is on a GPU, one per worker on CPU actors; the synthetic workload's
+    simulated actors hold none); ``(0, 0)`` where the layers are unknown."""
+    from janus.algorithms.base import algorithm
+    from janus.datapath import resolve_janus
+
+    w = cfg.workload
+    algo = algorithm(w.algo)
+    if algo.acts_in_gymnasium:
+        layers = algo.hidden_layers(cfg) or ()
+    elif w.algo == "synthetic":
+        layers = (w.hidden_size,) * w.num_layers
+    else:
+        return 0, 0
+    seen = observations(cfg)
+    inputs = math.prod(seen[0]) if seen is not None and len(seen[0]) == 1 else 0  # a CNN's input is its own
+    widths = [inputs, *layers] if inputs else list(layers)
+    weights = 4 * sum(a * b for a, b in itertools.pairwise(widths))
+    j = resolve_janus(cfg.janus)
+    copies = (j.learner_device != "cuda") + (w.num_actors if algo.acts_in_gymnasium and j.actor_device != "cuda" else 0)
+    return weights, copies
 
 
 def replay_bytes(cfg: RunConfig) -> int | None:

@@ -123,3 +123,13 @@ def test_seed_runs_are_refused_before_any_seed_starts(tmp_path: Path, capsys: py
     with pytest.raises(ConfigError, match="at most 8 workers.*allow_oversubscribe"):
         janus.train("dqn", env="CartPole-v1", seeds=[0, 1], num_workers=12, out=out)
     assert not out.exists()
+
+
+def test_a_network_larger_than_the_free_memory_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--net_arch 2048 2048 on CartPole: ~16 MiB of weights a copy, the learner's and the worker's (32 MiB)
+    do not fit in 16 MiB; the replay (1.5 MiB) does."""
+    monkeypatch.setattr(resources, "available_memory", lambda: 16 * 2**20)
+    text = refused(tmp_path, r"^the network's weights take at least 16 MiB a copy, 2 copies .* more than the 16 MiB "
+                             r"available", net_arch=[2048, 2048], num_workers=1, buffer_capacity=100_000,
+                   backend="local")
+    assert "net_arch" in text
