@@ -32,25 +32,27 @@ __all__ = ["TrainedRun", "train", "train_arguments"]
 
 @overload
 def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *, seeds: None = None,
-          callbacks: Sequence[Callback] = (), **flags: Any) -> TrainedRun: ...
+          callbacks: Sequence[Callback] | Callback | None = (), **flags: Any) -> TrainedRun: ...
 
 
 @overload
 def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *, seeds: Sequence[int],
-          callbacks: Sequence[Callback] = (), **flags: Any) -> SeedRuns: ...
+          callbacks: Sequence[Callback] | Callback | None = (), **flags: Any) -> SeedRuns: ...
 
 
 def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *, seeds: Sequence[int] | None = None,
-          callbacks: Sequence[Callback] = (), **flags: Any) -> TrainedRun | SeedRuns:
+          callbacks: Sequence[Callback] | Callback | None = (), **flags: Any) -> TrainedRun | SeedRuns:
     """Train ``algo`` (dqn, ppo, sac, appo, impala in any case, a custom ``package.module:Name``; None: by the env's action
     space) on ``env`` and write the run folder ``out`` as ``janus train`` does.
 
     ``env``: a Gymnasium id; or a zero-argument callable returning a ``gymnasium.Env``, or an env
     instance (copied for each environment of the run), both registered in this process and run on
     the ``local`` backend, or on ``backend="process"``, whose worker processes get them pickled by
-    cloudpickle (a hung ``env.step`` is then cut: :mod:`janus.envs.in_process`). ``callbacks``: :class:`~janus.callbacks.Callback`
-    objects (progress, early stop, checkpoint, evaluation). ``flags``: any ``janus train`` flag by
-    its name (``total_env_steps``, ``out``, ``seed``, ``lr``, ``batch_size``, ``num_workers``, ``backend`` ...),
+    cloudpickle (a hung ``env.step`` is then cut: :mod:`janus.envs.in_process`). ``callbacks``:
+    :class:`~janus.callbacks.Callback` objects (progress, early stop, checkpoint, evaluation), a list or
+    a single one; a hook that raises stops the run, which is saved (status ``failed``), then
+    :class:`~janus.errors.CallbackError` is raised. ``flags``: any ``janus train`` flag by its name
+    (``total_env_steps``, ``out``, ``seed``, ``lr``, ``batch_size``, ``num_workers``, ``backend`` ...),
     validated as the command validates it. Raises :class:`~janus.errors.ConfigError` for an unknown
     keyword (naming close matches) or a bad value; a Ctrl-C stops the run, writes it and re-raises.
 

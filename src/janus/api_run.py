@@ -19,7 +19,7 @@ import numpy as np
 
 from janus import stopping
 from janus.callbacks import Callback, CallbackHooks, merged_settings
-from janus.errors import ConfigError, JanusError, shown
+from janus.errors import CallbackError, ConfigError, JanusError, shown
 from janus.stopping import StopRequested
 
 T = TypeVar("T")
@@ -62,11 +62,11 @@ class TrainedRun:
         return self._policy
 
 
-def prepared(algo: str | None, env: Any, callbacks: Sequence[Callback],
+def prepared(algo: str | None, env: Any, callbacks: Sequence[Callback] | Callback | None,
              flags: dict[str, Any]) -> tuple[CallbackHooks, argparse.Namespace]:
     """The callbacks' hooks and the ``janus train`` arguments of a call (an env object registered
-    in this process, its settings checked)."""
-    hooks = CallbackHooks(list(callbacks))
+    in this process, its settings checked); ``callbacks``: a list of them or a single one."""
+    hooks = CallbackHooks(callbacks)
     flags = merged_settings(hooks.callbacks, flags)
     invocation = invocation_of(algo, env, flags)
     if env is not None:
@@ -144,10 +144,14 @@ def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> T
         try:
             run_command(args, cfg, hooks)
         except StopRequested:
-            pass  # the run is written (status stopped); the hooks hold its result
+            pass  # the run is written (status stopped, or failed by a callback); the hooks hold its result
+        except CallbackError:
+            raise  # names the callback and its hook, the user's exception chained
         except JanusError as exc:  # the run folder's and the runtime's errors, in the caller's words
             raise reworded(exc) from None
         late = signals.late() if signals is not None else None
+    if hooks.failure is not None:  # a hook raised: the run is saved (status failed), the error reaches the caller
+        raise hooks.failure
     if late is not None:  # it came as the run ended: the run is saved as finished, the stop still reaches the caller
         raise KeyboardInterrupt(late)
     if hooks.out is None or hooks.result is None:  # resume= of a run at its budget: results written, nothing run
@@ -205,8 +209,9 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
             raise ConfigError(f"janus.train: unknown keyword {name!r}{hint}; accepted: the flags of janus train "
                               f"(janus train --help), as keywords")
         if name in PATH_FLAGS and value is not None:
-            if not isinstance(value, (str, Path)):
-                raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a path (str or pathlib.Path)")
+            if not isinstance(value, (str, Path)) or (isinstance(value, str) and not value.strip()):
+                # Path("") is the current folder: out="" wrote the run there
+                raise ConfigError(f"invalid {name}: got {shown(value)}; accepted: a path (str or pathlib.Path), not empty")
             value = Path(value)
         elif name not in CHECKED_ELSEWHERE:
             value = typed_keyword(name, train_actions()[name], value)

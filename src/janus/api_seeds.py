@@ -62,7 +62,7 @@ class SeedRuns:
         return self.aggregate.get("final_return")
 
 
-def train_seeds(algo: str | None, env: Any, seeds: Sequence[int], callbacks: Sequence[Callback],
+def train_seeds(algo: str | None, env: Any, seeds: Sequence[int], callbacks: Sequence[Callback] | Callback | None,
                 flags: dict[str, Any]) -> SeedRuns:
     """``janus.train(..., seeds=[...])``: each seed's run into OUT/seed-<s>, then OUT/aggregate.json and .png.
 

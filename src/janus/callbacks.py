@@ -14,6 +14,12 @@ once: the run prints each evaluation itself, and :class:`Progress` replaces its 
 Why a run stopped is printed and recorded in results.json (``stop_reason``): a callback's
 :attr:`Callback.reason` (``EarlyStop: mean return 480.2 >= 475 at 31,000 env steps``), the budget
 reached, Ctrl-C or SIGTERM.
+
+A hook returns None, True (stop) or False; anything else (an array, a string) is an error naming the
+hook. A hook that raises stops the run as a stop request does (final checkpoint committed, results.json,
+csv and charts written), with status ``failed`` and the hook's error as ``stop_reason``; then
+:func:`janus.train` raises :class:`~janus.errors.CallbackError` naming the callback and the hook, the
+original exception chained. ``callbacks=`` takes a list of callbacks or a single one.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from janus.config import RunConfig
-from janus.errors import ConfigError, invalid
-from janus.stopping import StopRequested
+from janus.errors import CallbackError, ConfigError, invalid, shown
+from janus.stopping import CallbackFailed, StopRequested
 
 RETURN_WINDOW = 20
 """Episodes in :attr:`ProgressStats.mean_return` (as the results' ``final_mean_return``)."""
@@ -72,6 +80,13 @@ class ProgressStats:
     def fraction(self) -> float:
         """The share of the env-step budget done, 0 to 1."""
         return min(self.env_steps / self.total_env_steps, 1.0) if self.total_env_steps > 0 else 1.0
+
+
+def seconds(name: str, value: Any) -> float:
+    """``value`` as a finite number of seconds >= 0; a :class:`ConfigError` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise invalid(name, value, "a finite number of seconds >= 0")
+    return float(value)
 
 
 class Callback:
@@ -119,9 +134,9 @@ class Progress(Callback):
     replaces_progress_line = True
 
     def __init__(self, every_s: float = 5.0, stream: TextIO | None = None) -> None:
-        if not isinstance(every_s, (int, float)) or isinstance(every_s, bool) or not every_s >= 0:
-            raise invalid("Progress(every_s)", every_s, "a number of seconds >= 0")
-        self.progress_every_s = float(every_s)
+        self.progress_every_s = seconds("Progress(every_s)", every_s)
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise invalid("Progress(stream)", stream, "a text stream with write() (a file, sys.stderr, io.StringIO) or None")
         self.stream = stream
 
     def on_progress(self, stats: ProgressStats) -> None:
@@ -150,7 +165,7 @@ class EarlyStop(Callback):
             raise invalid("EarlyStop(patience)", patience, "an integer >= 1 (evaluations without improvement)")
         self.mean_return = mean_return
         self.patience = patience
-        self.progress_every_s = every_s
+        self.progress_every_s = seconds("EarlyStop(every_s)", every_s)
         self.best: float | None = None
         """The best evaluation's mean return so far."""
         self.stale = 0
@@ -229,11 +244,8 @@ class CallbackHooks:
     plus :meth:`start` and :meth:`end` around the run. A hook that returns True raises
     :class:`~janus.stopping.StopRequested` in the poll loop, which stops the run cleanly."""
 
-    def __init__(self, callbacks: Sequence[Callback]) -> None:
-        for cb in callbacks:
-            if not isinstance(cb, Callback):
-                raise invalid("callbacks", cb, "instances of janus.Callback (e.g. janus.EarlyStop(mean_return=475))")
-        self.callbacks = list(callbacks)
+    def __init__(self, callbacks: Sequence[Callback] | Callback | None) -> None:
+        self.callbacks = callback_list(callbacks)
         self.last_progress = [-math.inf] * len(self.callbacks)
         self.evaluations_seen = 0
         self.total_env_steps = 0
@@ -241,9 +253,26 @@ class CallbackHooks:
         self.result: Any = None
         """The run's :class:`~janus.result.RunResult` once it ended."""
         self.stopped_by: Callback | None = None
+        self.failure: CallbackError | None = None
+        """The error of the hook that failed the run, if one did (raised by :func:`janus.train` once the run is saved)."""
         self._stop = False
         self._started_at = 0.0
         self._steps_at_start: int | None = None
+
+    def _called(self, cb: Callback, hook: str, *args: Any, answers: bool = True) -> bool:
+        """``cb.hook(*args)``: whether it asks to stop. A hook that raises, or (``answers``: one whose
+        answer is read) returns anything but None, True or False, is a :class:`CallbackError` naming
+        the callback and the hook."""
+        where = f"callback {type(cb).__name__}.{hook}"
+        try:
+            answer = getattr(cb, hook)(*args)
+        except (Exception, SystemExit) as exc:
+            text = str(exc) if len(str(exc)) <= 300 else str(exc)[:280] + " ..."
+            raise CallbackError(f"{where} raised {type(exc).__name__}: {text}") from exc
+        if not answers or answer is None or isinstance(answer, (bool, np.bool_)):
+            return bool(answer)
+        raise CallbackError(f"{where} returned {shown(answer, 80)} (a {type(answer).__name__}); a hook returns "
+                            f"None or False (go on) or True (stop the run)")
 
     def _ask(self, cb: Callback, answer: bool | None) -> None:
         if answer and not self._stop:
@@ -273,7 +302,7 @@ class CallbackHooks:
         self.out, self.total_env_steps = out, cfg.workload.total_env_steps
         info = RunInfo(out, cfg)
         for cb in self.callbacks:
-            self._ask(cb, cb.on_start(info))
+            self._ask(cb, self._called(cb, "on_start", info))
 
     def __call__(self, status: dict[str, Any], result_so_far: Callable[[], Any]) -> None:
         """One poll of the run: progress and new evaluations to the callbacks; stop if one asked."""
@@ -281,19 +310,26 @@ class CallbackHooks:
         steps = int(status.get("env_steps", 0))
         if self._steps_at_start is None:
             self._started_at, self._steps_at_start = now - float(status.get("elapsed_s", 0.0)), steps
+        try:
+            self._poll(status, steps, now)
+        except CallbackError as exc:  # stop the run as for a stop request: committed and written, status failed
+            self.failure = exc
+            raise CallbackFailed(str(exc)) from exc
+        if self._stop:
+            raise StopRequested(self.stop_reason)
+
+    def _poll(self, status: dict[str, Any], steps: int, now: float) -> None:
         stats: ProgressStats | None = None
         for i, cb in enumerate(self.callbacks):
             if now - self.last_progress[i] >= cb.progress_every_s:
                 self.last_progress[i] = now
                 stats = stats or self._stats(status, steps, now)
-                self._ask(cb, cb.on_progress(stats))
+                self._ask(cb, self._called(cb, "on_progress", stats))
         evaluations = status.get("evaluations") or []
         for evaluation in evaluations[self.evaluations_seen:]:
+            self.evaluations_seen += 1
             for cb in self.callbacks:
-                self._ask(cb, cb.on_evaluation(dict(evaluation)))
-        self.evaluations_seen = len(evaluations)
-        if self._stop:
-            raise StopRequested(self.stop_reason)
+                self._ask(cb, self._called(cb, "on_evaluation", dict(evaluation)))
 
     def _stats(self, status: dict[str, Any], steps: int, now: float) -> ProgressStats:
         curve = status.get("curve") or []
@@ -308,4 +344,32 @@ class CallbackHooks:
         """After the run's results are written: :meth:`Callback.on_end` of each."""
         self.result = result
         for cb in self.callbacks:
-            cb.on_end(result)
+            try:
+                self._called(cb, "on_end", result, answers=False)  # its return value means nothing
+            except CallbackError as exc:
+                if self.failure is None:
+                    self.failure = exc
+                    raise
+                print(f"janus: {exc}", file=sys.stderr, flush=True)  # a second failure: the first is raised
+
+
+def callback_list(callbacks: Sequence[Callback] | Callback | None) -> list[Callback]:
+    """``callbacks=`` as a list: a list or tuple of callbacks, a single one (``callbacks=janus.Progress()``)
+    or None; anything else, or an item that is not a :class:`Callback` (or whose ``progress_every_s``
+    is not a number of seconds), is a :class:`ConfigError`, before anything starts."""
+    accepted = "a janus.Callback or a list of them (e.g. [janus.EarlyStop(mean_return=475), janus.Progress()])"
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    try:
+        if isinstance(callbacks, (str, bytes, dict)):
+            raise TypeError
+        items = list(callbacks)
+    except TypeError:
+        raise invalid("callbacks", callbacks, accepted) from None
+    for cb in items:
+        if not isinstance(cb, Callback):
+            raise invalid("callbacks", cb, f"instances of janus.Callback: {accepted}")
+        seconds(f"{type(cb).__name__}.progress_every_s", cb.progress_every_s)
+    return items

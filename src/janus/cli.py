@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -74,6 +75,13 @@ def _bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true/false or 1/0, got {text!r}")
+
+
+def _path(text: str) -> Path:
+    """A path flag's value: an empty one is refused (``Path("")`` is the current folder: ``--out ""`` wrote there)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty path ({text!r}); give a folder or file, e.g. runs/dqn")
+    return Path(text)
 
 
 def _number(text: str) -> Any:
@@ -276,9 +284,11 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     docs = field_docs(RuntimeConfig)
     rtypes = {f.name: f.type for f in fields(RuntimeConfig)}
     for name in RUNTIME_FLAGS:
-        kind = str if rtypes[name] in ("str", "str | None") else _number
+        kind = str if rtypes[name] in ("str", "str | None") else _bool if rtypes[name] == "bool" else _number
         extra = {"choices": BACKENDS} if name == "backend" else {}
-        rgroup.add_argument(f"--{name}", type=kind, default=None, metavar=name.upper(), **extra,
+        if rtypes[name] == "bool":  # --allow_oversubscribe alone is true
+            extra = {"nargs": "?", "const": True, "metavar": "BOOL"}
+        rgroup.add_argument(f"--{name}", type=kind, default=None, **{"metavar": name.upper(), **extra},
                             help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     parser.add_argument("--seed", type=int, default=None, help=_help("Random seed.", defaults["seed"]))
     hgroup = parser.add_argument_group("algorithm hyperparameters (the algorithm: section)")
@@ -308,11 +318,11 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=None,
+    parser.add_argument("--config", type=_path, default=None,
                         help="YAML config whose values replace the defaults shown here "
                              "[default: the packaged janus/configs/default.yaml (a copy is configs/default.yaml in the "
                              "repository), or the --algo preset]")
-    parser.add_argument("--out", type=Path, default=None, help="Output folder [default runs/<command>-<timestamp>].")
+    parser.add_argument("--out", type=_path, default=None, help="Output folder [default runs/<command>-<timestamp>].")
     parser.add_argument("--quick", action="store_true",
                         help="A tiny workload that finishes in seconds (caps iterations and total_env_steps; "
                              "values given as flags are kept).")
@@ -368,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Also log the TensorBoard scalars and the resolved config to Weights & Biases (pip install "
                             "'janus-rl[wandb]'; WANDB_MODE=offline writes OUT/wandb with no network).")
     train.add_argument("--wandb_project", default=None, metavar="PROJECT", help="W&B project of --wandb [default janus].")
-    train.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+    train.add_argument("--resume", type=_path, default=None, metavar="RUN_DIR",
                        help="Continue an interrupted run of a Gymnasium algorithm from its checkpoints (policy, optimiser, "
                             "counters; dqn/sac: replay).")
     train.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
@@ -379,10 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "local for the serial --seed recipe; the others' default is local).")
     ro = sub.add_parser("rollout", help="run a trained policy from a checkpoint and print its mean return",
                         allow_abbrev=False)
-    ro.add_argument("--checkpoint", type=Path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
+    ro.add_argument("--checkpoint", type=_path, required=True, help="RUN_DIR of janus train, or its checkpoint file.")
     ro.add_argument("--episodes", type=int, default=10, help="Greedy episodes to run [default 10].")
     ro.add_argument("--seed", type=int, default=0, help="Seed of the environment [default 0].")
-    ro.add_argument("--video", type=Path, default=None, metavar="FILE.gif",
+    ro.add_argument("--video", type=_path, default=None, metavar="FILE.gif",
                     help="Also record the first episode as an animated GIF (the environment must render rgb_array).")
     ro.add_argument("--trust", action="store_true",
                     help="Import the modules the run folder's config.yaml names (module:EnvId, package.module:Name) "
@@ -770,8 +780,27 @@ def _run(args: argparse.Namespace, cfg: RunConfig | None = None) -> int:
 
         return run_command(args, configured(args) if cfg is None else cfg)
     except JanusError as exc:
+        if exc.__cause__ is not None and wants_traceback(args):  # the user's code behind it (an --algo module ...)
+            traceback.print_exception(exc.__cause__)
         print(f"janus {args.command}: error: {named_by_flag(exc, args)}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - the user's code (an algorithm's learner, an env) or a bug: one line
+        if wants_traceback(args):
+            traceback.print_exception(exc)
+        from janus.user_code import described
+
+        print(f"janus {args.command}: error: {described(exc)} (an unexpected error; its traceback: "
+              f"{'' if args.command != 'train' else '--verbose or '}{DEBUG_ENV}=1)", file=sys.stderr)
+        return 2
+
+
+DEBUG_ENV = "JANUS_DEBUG"
+"""Set to 1: an error's traceback is printed above its one line (``janus train --verbose`` too)."""
+
+
+def wants_traceback(args: argparse.Namespace) -> bool:
+    """Whether the error's traceback is printed: ``--verbose`` or ``JANUS_DEBUG=1``."""
+    return bool(getattr(args, "verbose", False)) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 if __name__ == "__main__":

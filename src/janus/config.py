@@ -58,6 +58,8 @@ VECTOR_ENVS = ("sync", "async", "auto", "envpool")  # envpool: an optional extra
 
 
 BACKENDS = ("local", "process", "ray", "auto")
+MAX_WORKERS = 4096
+"""Workers no run takes, whatever ``allow_oversubscribe`` says (the bounds by this machine: :mod:`janus.resources`)."""
 
 
 def usable_cpus() -> int:
@@ -317,7 +319,7 @@ def validate(cfg: RunConfig) -> RunConfig:
             raise invalid(f"workload.{key}", value, "a finite number in [0, 60000] (milliseconds)")
     workload = replace(
         w,
-        num_actors=_int("workload.num_actors", w.num_actors),
+        num_actors=_int("workload.num_actors", w.num_actors, high=MAX_WORKERS),
         envs_per_actor=_int("workload.envs_per_actor", w.envs_per_actor),
         rollout_length=_int("workload.rollout_length", w.rollout_length),
         hidden_size=_int("workload.hidden_size", w.hidden_size),
@@ -386,6 +388,8 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         raise invalid("checkpoint_dir", r.checkpoint_dir, "a folder path (string) or null")
     if not isinstance(r.resume, bool):
         raise invalid("resume", r.resume, "true or false")
+    if not isinstance(r.allow_oversubscribe, bool):
+        raise invalid("allow_oversubscribe", r.allow_oversubscribe, "true or false")
     if r.best_dir is not None and (not isinstance(r.best_dir, str) or not r.best_dir):
         raise invalid("best_dir", r.best_dir, "a folder path (string) or null")
     return replace(

@@ -86,3 +86,8 @@ class TrainingDiverged(JanusError, FloatingPointError):
 
 class RunFailed(JanusError, RuntimeError):
     """A Trainer, TrajectoryManager or Orchestrator failed (or a backend could not start); the run was stopped."""
+
+
+class CallbackError(JanusError, RuntimeError):
+    """A :class:`janus.Callback` raised in one of its hooks (the original exception is chained) or
+    returned something other than None, True or False; a run it stopped is saved with status ``failed``."""

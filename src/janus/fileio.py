@@ -27,12 +27,67 @@ TMP_SUFFIX = ".tmp"
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
+PATH_MAX = 4096
+"""Bytes of a path Linux takes (``PATH_MAX``); the file system's own limit when it says a smaller one."""
+NAME_MAX = 255
+"""Bytes of one folder or file name."""
+MAX_PATH_PARTS = 256
+"""Folders a path a user gives may nest (deeper ones are refused: ``pathlib``'s ``mkdir(parents=True)``
+recursed once per missing folder and ended in a RecursionError at about 1,000)."""
+
+
+def path_too_large(path: str | Path, room: int = 0) -> str | None:
+    """Why ``path`` is too long or too deep to be used (with ``room`` bytes more for what goes under it),
+    else None; nothing on disk is looked at and nothing recurses."""
+    if "\x00" in str(path):  # os calls raise ValueError("embedded null byte") for it
+        return "contains a NUL byte, which no file system takes in a name"
+    parts = Path(path).parts
+    if len(parts) > MAX_PATH_PARTS:
+        return f"{len(parts):,} folders deep; accepted: at most {MAX_PATH_PARTS}"
+    long = next((p for p in parts if len(os.fsencode(p)) > NAME_MAX), None)
+    if long is not None:
+        return (f"File name too long: a name of {len(os.fsencode(long)):,} bytes (a file system takes names of at "
+                f"most {NAME_MAX} bytes per folder or file, and paths of {PATH_MAX:,})")
+    size = len(os.fsencode(os.path.abspath(path))) + room
+    if size >= PATH_MAX:
+        what = f" with the {room} bytes of the files janus writes under it" if room else ""
+        return (f"File name too long: {size:,} bytes long as an absolute path{what} (a file system takes paths "
+                f"of at most {PATH_MAX:,} bytes)")
+    return None
+
+
+def check_path_size(flag: str, path: str | Path, error: Callable[[str], JanusError] = ConfigError, room: int = 0) -> None:
+    """Refuse (``error`` naming ``flag``) a path too long or deep to use: :func:`path_too_large`."""
+    why = path_too_large(path, room)
+    if why is not None:
+        raise error(f"invalid {flag}: {shown(str(path), 120)}: {why}")
+
+
+def make_folders(path: Path, exist_ok: bool = True) -> None:
+    """``path.mkdir(parents=True, exist_ok=exist_ok)`` without recursion: the missing parents one by one
+    from the top (``FileExistsError`` for ``path`` itself when it exists and not ``exist_ok``)."""
+    missing = []
+    parent = path.parent
+    while parent != parent.parent and not parent.is_dir():
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process (a file: the next mkdir says)
+            folder.mkdir()
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not exist_ok or not path.is_dir():
+            raise
+
+
 @contextlib.contextmanager
 def checking_path(flag: str, path: str | Path, error: Callable[[str], JanusError] = ConfigError) -> Iterator[None]:
-    """Look at a path a user gave (``exists``, ``is_dir`` ...) inside this block: an ``OSError``
-    the look raises (a name part longer than the file system allows, ENAMETOOLONG; a folder
-    without search permission) becomes ``error`` naming ``flag``, the path and the reason, not a
-    traceback."""
+    """Look at a path a user gave (``exists``, ``is_dir`` ...) inside this block: a path too long or
+    deep (:func:`path_too_large`) is refused first, and an ``OSError`` the look raises (a name
+    part longer than the file system allows, ENAMETOOLONG; a folder without search permission)
+    becomes ``error`` naming ``flag``, the path and the reason, not a traceback."""
+    check_path_size(flag, path, error)
     try:
         yield
     except OSError as exc:

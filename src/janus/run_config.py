@@ -125,6 +125,9 @@ class RuntimeConfig:
     """Seconds between rewrites of results.json/csv and the curves while a run goes (also on Ctrl-C)."""
     resume: bool = False
     """Restore from ``checkpoint_dir`` at start (``janus train --resume RUN_DIR``)."""
+    allow_oversubscribe: bool = False
+    """Start the run even past this machine's bounds (more workers, environments or processes than its
+    CPUs take, a replay larger than its free memory: :mod:`janus.resources`), which are refused otherwise."""
 
 
 @dataclass

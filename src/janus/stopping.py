@@ -40,6 +40,14 @@ class StopRequested(KeyboardInterrupt):
     outcome = "stopped"
 
 
+class CallbackFailed(StopRequested):
+    """A hook of a :func:`janus.train` callback raised (or returned a wrong type): the run stops as for a
+    stop request (final checkpoint, results written) with status ``failed``; :func:`janus.train` then
+    raises the :class:`~janus.errors.CallbackError` (held by the run's hooks)."""
+
+    outcome = "failed"
+
+
 def outcome_of(exc: KeyboardInterrupt) -> str:
     """The ``status`` of a run that ``exc`` stopped: ``stopped`` (a callback asked) or ``interrupted``."""
     return str(getattr(exc, "outcome", "interrupted"))

@@ -28,6 +28,7 @@ import numpy as np
 
 from janus.errors import ConfigError, invalid, one_of, shown
 from janus.run_config import RunConfig
+from janus.user_code import call_user_code, import_user_module
 
 
 class ActorSide(Protocol):
@@ -367,11 +368,10 @@ def _imported(spec: str) -> Algorithm | type[Algorithm]:
         raise ConfigError(f"invalid {what}: a custom algorithm is named package.module:Name (Name an attribute "
                           f"of the module)")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or whatever the module raised as it ran
-        raise ConfigError(f"{what}: cannot import module {module_name!r} ({type(exc).__name__}: {shown(str(exc), 300)}); "
-                          f"a custom algorithm's module must be importable (on PYTHONPATH) wherever a run of it "
-                          f"starts, resumes, is rolled out or loaded") from exc
+        module = import_user_module(module_name, what)
+    except ConfigError as exc:  # ImportError, or whatever the module raised as it ran (sys.exit too)
+        raise ConfigError(f"{exc}; a custom algorithm's module must be importable (on PYTHONPATH) wherever a run of "
+                          f"it starts, resumes, is rolled out or loaded") from exc.__cause__
     found = getattr(module, attr, None)
     if found is None:
         raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}")
@@ -387,4 +387,4 @@ def _instantiate(cls: type[Algorithm], where: str) -> Algorithm:
     if missing:
         raise ConfigError(f"algorithm {where}: {cls.__name__} does not define {', '.join(missing)}; an Algorithm "
                           f"defines actor(cfg, index, ...) and learner(cfg) (see docs/custom-algorithm.md)")
-    return cls()
+    return call_user_code(cls, f"algorithm {where}: {cls.__name__}()")

@@ -44,6 +44,7 @@ from janus.envs.observations import EncodedObservations, needs_encoding
 from janus.envs.reward_scaling import NormalizedReward
 from janus.errors import ConfigError, invalid, one_of
 from janus.spawn import caller_main_is_importable, without_caller_main
+from janus.user_code import described, passed_on
 
 #: Registered ids quoted in the unknown-id error message (those that exist are shown).
 EXAMPLE_ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
@@ -73,6 +74,10 @@ def registered_env_id(env_id: str) -> str:
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} called sys.exit"
                               f"({exc.code!r}); a module named by --env must only register its environment "
                               "when imported (guard a script's own code with `if __name__ == \"__main__\":`)") from None
+        except BaseException as exc:
+            if passed_on(exc):  # a stop signal janus received
+                raise
+            raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: {described(exc)}") from None
     if atari.is_atari(name):
         atari.register_ale()  # an error saying how to install ale-py when it is missing
     if name not in gym.registry:

@@ -26,8 +26,10 @@ from janus.harness.report import annotate, format_table, write_results
 from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
 from janus.harness.sync_loop import on_synchronous_loop, run_configuration
 from janus.harness.train_report import acts_in_env, budget_reason, ended, train_summary, whole_budget
+from janus.resources import check_resources
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
+from janus.user_code import first_line
 
 if TYPE_CHECKING:
     from janus.callbacks import CallbackHooks
@@ -201,6 +203,8 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
 
         require_wandb()  # refused before anything is written, not once the run has started
     configs, skipped, baseline = plan(args, cfg)
+    for c in configs:  # this machine's bounds (workers, envs, processes, replay memory), before anything is written
+        check_resources(c)
     label = args.command if args.command != "eval" else f"eval-{args.sweep}"
     if args.command == "train" and getattr(args, "resume", None) is None:
         run_folder.check_new_checkpoint_dir(configs[0].runtime.checkpoint_dir)  # one chosen in the YAML
@@ -289,9 +293,9 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         else:
             print(f"[{i}/{len(order)}] {c.name}, round {round_ + 1} of {repeats}", flush=True)
         progress = progress_line(c, quiet=hooks is not None and hooks.replaces_progress_line)
-        live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
-        if hooks is not None:
+        if hooks is not None:  # a hook that raises here fails the run before anything runs or is opened
             hooks.start(out_dir, c)
+        live = live_run(args, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
             run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress)))
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
@@ -308,6 +312,25 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                 write_outputs(args, label, out_dir, summarize(so_far), skipped, baseline)
                 if hooks is not None and partial is not None:
                     hooks.end(partial)
+            raise
+        except Exception as exc:  # the run failed; one that committed its final checkpoint is written with it
+            partial = getattr(exc, "partial_result", None)
+            if partial is not None:
+                ended(partial, first_line(exc), time.perf_counter() - progress.start)
+                progress.finish(f"failed after {partial['wall_s']:.2f}s; writing the run so far")
+                if live is not None:
+                    live.finish(partial)
+            if live is not None:
+                live.close()
+            written = False
+            if partial is not None:
+                try:
+                    write_outputs(args, label, out_dir, summarize([*runs, partial]), skipped, baseline)
+                    written = True
+                except OSError as err:  # a full disk: the run's own error is the one raised
+                    print(f"janus: could not write the failed run's results ({err.strerror or err})", file=sys.stderr)
+            if not written:
+                _say_failed(out_dir, exc)
             raise
         except BaseException as exc:
             if live is not None:

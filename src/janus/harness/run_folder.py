@@ -54,6 +54,7 @@ MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "workload.vector_env": "--vector_env",  # where the envs step, not what they do
     "runtime.eval_interval_steps": "--eval_interval_steps",
     "runtime.eval_episodes": "--eval_episodes",
+    "runtime.allow_oversubscribe": "--allow_oversubscribe",  # the machine's bounds, not what the run does
 }
 NOT_COMPARED = {"runtime.checkpoint_dir", "runtime.resume", "runtime.best_dir",  # set per invocation by `janus train`
                 "workload.preset"}  # the choice of values compared one by one (a run before presets has none)
@@ -68,9 +69,15 @@ def _flag_error(flag: str, path: Path, why: str) -> RunFolderError:
     return RunFolderError(f"{flag} {str(path)!r}: {why}")
 
 
+RUN_FILES_ROOM = 256
+"""Bytes a run folder's path leaves for what janus writes under it (seed-<s>/checkpoint/trajectory_manager/...,
+a temporary name, OUT.old-<time> moved aside)."""
+
+
 def check_out_path(path: Path, flag: str = "--out") -> None:
-    """``path`` can be a run folder: not a file, not under a file, a name the file system takes
-    (nothing is created here)."""
+    """``path`` can be a run folder: not a file, not under a file, a name the file system takes, not so
+    long or deep that the run's own files could not be written under it (nothing is created here)."""
+    fileio.check_path_size(flag, path, RunFolderError, room=RUN_FILES_ROOM)
     with fileio.checking_path(flag, path, RunFolderError):
         if path.exists() and not path.is_dir():
             raise _flag_error(flag, path, "is a file, not a folder; choose another path")
@@ -83,7 +90,7 @@ def check_out_path(path: Path, flag: str = "--out") -> None:
 
 def _mkdir(path: Path, flag: str, exist_ok: bool) -> None:
     try:
-        path.mkdir(parents=True, exist_ok=exist_ok)
+        fileio.make_folders(path, exist_ok=exist_ok)
     except FileExistsError:
         raise
     except OSError as exc:
@@ -327,7 +334,9 @@ def check_new_checkpoint_dir(checkpoint_dir: str | None) -> None:
     if checkpoint_dir is None:
         return
     path = Path(checkpoint_dir)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    with fileio.checking_path("runtime.checkpoint_dir", path, RunFolderError):
+        taken = path.exists() and (not path.is_dir() or any(path.iterdir()))
+    if taken:
         raise RunFolderError(f"runtime.checkpoint_dir {str(path)!r} already holds files (another run's checkpoint?); "
                              "continue that run with --resume, or choose an empty or new checkpoint_dir")
 

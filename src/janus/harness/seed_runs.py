@@ -29,6 +29,7 @@ from janus.errors import ConfigError
 from janus.harness import run_folder
 from janus.harness.seed_aggregate import write_aggregate
 from janus.harness.seed_child import payload_error, send_payload
+from janus.resources import check_resources
 
 POLL_S = 0.5
 
@@ -175,6 +176,7 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
     """:func:`run_seeds`' work: the folder OUT it wrote, and whether any seed's run did not finish."""
     seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
     cfg = configured(args)
+    check_resources(resolve(cfg))  # this machine's bounds, before any seed's run starts
     plan = schedule(cpus_per_run(cfg), len(seeds))
     # every seed checked before anything is written or run (where OUT will be is no part of the check)
     checked_seeds(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), cfg)

@@ -261,20 +261,28 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
     backend.deliver("orchestrator", StartMsg())
     last: list[dict[str, Any]] = [{}]  # the last poll's status
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
+    error: Exception | None = None  # the run failed: a stall, a worker that keeps failing, an observer's error
+    committed = False
     try:
         with stopping.interruptible():
             _poll_until_finished(plan, backend, start, progress, timeout_s, observer, last)
         wall = time.perf_counter() - start
     except KeyboardInterrupt as exc:
         interrupted, wall = exc, time.perf_counter() - start
+    except Exception as exc:  # noqa: BLE001 - raised below, with the run so far where it committed
+        error, wall = exc, time.perf_counter() - start
     finally:
         alive = backend.shutdown()
         report_abandoned(backend, last[0])
         counters = backend.counters()
         failed = backend.fatal  # also an error while draining, after the goal was reached
         if failed is None and not backend.gcs_lost:  # Ray's coordinator lost: counts unknown
-            commit_final_checkpoint(plan, backend)
+            committed = commit_final_checkpoint(plan, backend)
     status = last[0]
+    if error is not None:
+        if committed:  # a final checkpoint is committed: the run so far rides on the error, to be written with it
+            error.partial_result = failed_result(plan, backend, status, counters, wall)  # type: ignore[attr-defined]
+        raise error
     if interrupted is not None:
         try:
             status = backend.orchestrator_status()  # after the drain: the last counts
@@ -371,9 +379,24 @@ def report_abandoned(backend: Backend, status: Mapping[str, Any]) -> None:
               file=sys.stderr, flush=True)
 
 
-def commit_final_checkpoint(plan: RunPlan, backend: Backend) -> None:
+def failed_result(plan: RunPlan, backend: Backend, status: dict[str, Any], counters: dict[str, dict[str, float]],
+                  wall: float) -> RunResult | None:
+    """The :class:`RunResult` (status ``failed``) of a run that failed after its final commit; None
+    where it cannot be built (the error that failed the run is raised either way)."""
+    try:
+        with_drain = backend.orchestrator_status()  # after the drain: the last counts
+    except Exception:  # noqa: BLE001 - keep the last status seen in the loop
+        with_drain = status
+    try:
+        return summarize(plan, backend, with_drain, counters, wall, outcome="failed")
+    except Exception:  # noqa: BLE001 - a partial summary must not hide the run's own error
+        return None
+
+
+def commit_final_checkpoint(plan: RunPlan, backend: Backend) -> bool:
     """Commit what every component staged on stop, if every one did (a component that crashed
-    did not: the run then resumes from the last periodic commit, whole and consistent)."""
+    did not: the run then resumes from the last periodic commit, whole and consistent); whether
+    it committed."""
     names = plan.checkpointed
     folder = str(plan.cfg.runtime.checkpoint_dir)
     if names and checkpoints.staged(folder, names, checkpoints.FINAL):
@@ -382,6 +405,8 @@ def commit_final_checkpoint(plan: RunPlan, backend: Backend) -> None:
         if "trajectory_manager" in names:  # the replay buffer's count, as periodic commits record it
             state["inserted"] = status["inserted"]
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
+        return True
+    return False
 
 
 def result_so_far(plan: RunPlan, backend: Backend, status: dict[str, Any], start: float) -> RunResult:
