@@ -45,9 +45,14 @@ class Hanging(gym.Env):
 
     def hang(self):
         marker = os.environ["HANG_MARKER"]
-        if self.always or not os.path.exists(marker):
+        if self.always:
             open(marker, "a").close()
             threading.Event().wait()  # never returns
+        try:  # once: the first env to create the marker hangs (O_EXCL: two workers never both do)
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        threading.Event().wait()  # never returns
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
