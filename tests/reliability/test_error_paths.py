@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,18 @@ from janus.callbacks import ProgressStats, RunInfo
 from janus.errors import CallbackError, ConfigError, JanusError
 
 BUDGET = 20_000  # env steps: every run here ends long before
+
+
+@pytest.fixture(autouse=True)
+def _registry_as_found() -> Iterator[None]:
+    """The algorithms these tests' modules register are taken out after each test (the registry
+    is per process: a leftover would be one more algorithm in every later test's flag table)."""
+    from janus.algorithms import base
+
+    before = set(base._REGISTRY)
+    yield
+    for name in set(base._REGISTRY) - before - set(base.MODULES):
+        base._REGISTRY.pop(name)
 
 
 class Failing(janus.Callback):

@@ -17,7 +17,6 @@ and writes on into a folder another run may have taken since:
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import pickle
@@ -25,28 +24,9 @@ import signal
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from janus.config import RunConfig
+from typing import IO, Any
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def send_payload(stream: IO[bytes], args: argparse.Namespace, cfg: RunConfig, parent: int) -> None:
-    """Write a seed's arguments ``args``, its configuration ``cfg`` and its ``parent`` pid to the
-    child's stdin ``stream`` (which the parent keeps open: its end is the child's signal to stop)."""
-    pickle.dump({"args": args, "config": cfg, "parent": parent}, stream, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.flush()
-
-
-def payload_error(args: argparse.Namespace, cfg: RunConfig) -> str | None:
-    """Why ``args`` or ``cfg`` cannot travel to a seed's process (a value that does not pickle), else None."""
-    try:
-        pickle.dumps((args, cfg), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001 - any value pickle refuses, in its own words
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 def _stop_self(grace_s: float = 1.0) -> None:

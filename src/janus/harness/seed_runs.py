@@ -28,7 +28,7 @@ from janus.config import SEED_LIMIT, RunConfig, resolve, usable_cpus, validate
 from janus.errors import ConfigError
 from janus.harness import run_folder
 from janus.harness.seed_aggregate import write_aggregate
-from janus.harness.seed_child import payload_error, send_payload
+from janus.harness.seed_payload import payload_error, send_payload
 from janus.resources import check_resources
 
 POLL_S = 0.5
