@@ -161,14 +161,20 @@ def run_one(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks) -> T
 
 
 @functools.lru_cache(maxsize=1)
-def train_flags() -> tuple[dict[str, str], tuple[tuple[str, Any], ...]]:
-    """``janus train``'s flags: name -> argparse destination, and every destination's default."""
+def _train_parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The CLI's parser and its ``janus train`` subcommand, built once (what the helpers below read)."""
     from janus.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    command = sub.choices["train"]
-    names = {o[2:]: a.dest for a in command._actions for o in a.option_strings if o.startswith("--") and a.dest != "help"}
+    return parser, sub.choices["train"]
+
+
+@functools.lru_cache(maxsize=1)
+def train_flags() -> tuple[dict[str, str], tuple[tuple[str, Any], ...]]:
+    """``janus train``'s flags: name -> argparse destination, and every destination's default."""
+    parser, _ = _train_parser()
+    names = {name: a.dest for name, a in train_actions().items() if a.dest != "help"}
     defaults = vars(parser.parse_args(["train"]))
     return names, tuple(defaults.items())
 
@@ -176,12 +182,7 @@ def train_flags() -> tuple[dict[str, str], tuple[tuple[str, Any], ...]]:
 @functools.lru_cache(maxsize=1)
 def switch_flags() -> frozenset[str]:
     """``janus train``'s on/off flags (``--force``, ``--quick`` ...): keywords that take True or False."""
-    from janus.cli import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return frozenset(o[2:] for a in sub.choices["train"]._actions if isinstance(a, argparse._StoreTrueAction)
-                     for o in a.option_strings if o.startswith("--"))
+    return frozenset(name for name, a in train_actions().items() if isinstance(a, argparse._StoreTrueAction))
 
 
 def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespace:
@@ -222,11 +223,8 @@ def train_arguments(algo: str | None, flags: dict[str, Any]) -> argparse.Namespa
 @functools.lru_cache(maxsize=1)
 def train_actions() -> dict[str, argparse.Action]:
     """``janus train``'s flags: name -> the argparse action that reads it (its type, its nargs)."""
-    from janus.cli import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {o[2:]: a for a in sub.choices["train"]._actions for o in a.option_strings if o.startswith("--")}
+    _, command = _train_parser()
+    return {o[2:]: a for a in command._actions for o in a.option_strings if o.startswith("--")}
 
 
 def typed_keyword(name: str, action: argparse.Action, value: Any) -> Any:
