@@ -299,14 +299,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
         try:
             run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress)))
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
-            partial = getattr(exc, "partial_result", None)
-            if partial is not None:
-                ended(partial, stopping.reason_of(exc), time.perf_counter() - progress.start)
-                progress.finish(f"{stopping.outcome_of(exc)} after {partial['wall_s']:.2f}s; writing the run so far")
-                if live is not None:
-                    live.finish(partial)
-            if live is not None:
-                live.close()
+            partial = _close_cut_short(exc, stopping.reason_of(exc), stopping.outcome_of(exc), progress, live)
             so_far = [*runs, partial] if partial is not None else runs  # stopped as it started: the earlier ones
             if so_far and not isinstance(exc, stopping.Aborted):
                 write_outputs(args, label, out_dir, summarize(so_far), skipped, baseline)
@@ -314,14 +307,7 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
                     hooks.end(partial)
             raise
         except Exception as exc:  # the run failed; one that committed its final checkpoint is written with it
-            partial = getattr(exc, "partial_result", None)
-            if partial is not None:
-                ended(partial, first_line(exc), time.perf_counter() - progress.start)
-                progress.finish(f"failed after {partial['wall_s']:.2f}s; writing the run so far")
-                if live is not None:
-                    live.finish(partial)
-            if live is not None:
-                live.close()
+            partial = _close_cut_short(exc, first_line(exc), "failed", progress, live)
             written = False
             if partial is not None:
                 try:
@@ -363,6 +349,22 @@ def _run_configs(args: argparse.Namespace, label: str, out_dir: Path, configs: l
     if placement:
         print(placement, flush=True)
     return 0
+
+
+def _close_cut_short(exc: BaseException, reason: str, outcome: str, progress: ProgressLine,
+                     live: LiveRun | None) -> Any:
+    """A run that ended early (stopped, or failed after its final commit): the run so far that rides
+    on ``exc`` (None if none) is recorded as ended for ``reason`` and handed to the live logs, which
+    are closed either way. Returns that run so far."""
+    partial = getattr(exc, "partial_result", None)
+    if partial is not None:
+        ended(partial, reason, time.perf_counter() - progress.start)
+        progress.finish(f"{outcome} after {partial['wall_s']:.2f}s; writing the run so far")
+        if live is not None:
+            live.finish(partial)
+    if live is not None:
+        live.close()
+    return partial
 
 
 def _say_failed(out_dir: Path, exc: BaseException) -> None:
