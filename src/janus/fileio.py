@@ -82,12 +82,14 @@ def make_folders(path: Path, exist_ok: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def checking_path(flag: str, path: str | Path, error: Callable[[str], JanusError] = ConfigError) -> Iterator[None]:
+def checking_path(flag: str, path: str | Path, error: Callable[[str], JanusError] = ConfigError,
+                  room: int = 0) -> Iterator[None]:
     """Look at a path a user gave (``exists``, ``is_dir`` ...) inside this block: a path too long or
     deep (:func:`path_too_large`) is refused first, and an ``OSError`` the look raises (a name
     part longer than the file system allows, ENAMETOOLONG; a folder without search permission)
-    becomes ``error`` naming ``flag``, the path and the reason, not a traceback."""
-    check_path_size(flag, path, error)
+    becomes ``error`` naming ``flag``, the path and the reason, not a traceback. ``room``: bytes
+    more for what goes under the path (:func:`path_too_large`)."""
+    check_path_size(flag, path, error, room)
     try:
         yield
     except OSError as exc:

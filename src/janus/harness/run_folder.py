@@ -77,8 +77,7 @@ a temporary name, OUT.old-<time> moved aside)."""
 def check_out_path(path: Path, flag: str = "--out") -> None:
     """``path`` can be a run folder: not a file, not under a file, a name the file system takes, not so
     long or deep that the run's own files could not be written under it (nothing is created here)."""
-    fileio.check_path_size(flag, path, RunFolderError, room=RUN_FILES_ROOM)
-    with fileio.checking_path(flag, path, RunFolderError):
+    with fileio.checking_path(flag, path, RunFolderError, room=RUN_FILES_ROOM):
         if path.exists() and not path.is_dir():
             raise _flag_error(flag, path, "is a file, not a folder; choose another path")
         for parent in path.parents:
