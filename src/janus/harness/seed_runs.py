@@ -96,20 +96,21 @@ def seed_arguments(args: argparse.Namespace, seed: int, out: Path) -> argparse.N
                                  "invocation": f"{command_line('train', args)} [seed {seed}]"})
 
 
-def checked_seeds(args: argparse.Namespace, seeds: list[int], out_dir: Path,
-                  cfg: RunConfig) -> dict[int, tuple[argparse.Namespace, RunConfig]]:
+def seed_inputs(args: argparse.Namespace, seeds: list[int], out_dir: Path,
+                cfg: RunConfig) -> dict[int, tuple[argparse.Namespace, RunConfig]]:
     """Each seed's arguments (:func:`seed_arguments`, into ``out_dir/seed-<s>``) and configuration
-    (``cfg``, the command's, read once: a ``--config`` FIFO is not read again, with the seed's
-    ``seed``), each validated and able to travel to its process, all before the first seed runs."""
-    checked = {}
-    for seed in seeds:
-        seed_args, seed_cfg = seed_arguments(args, seed, out_dir / f"seed-{seed}"), replace(cfg, seed=seed)
+    (``cfg``, the command's, read once: a ``--config`` FIFO is not read again, with the seed's ``seed``)."""
+    return {seed: (seed_arguments(args, seed, out_dir / f"seed-{seed}"), replace(cfg, seed=seed)) for seed in seeds}
+
+
+def check_seed_inputs(inputs: dict[int, tuple[argparse.Namespace, RunConfig]]) -> None:
+    """Every seed's configuration validated and its inputs able to travel to its process, all before
+    the first seed runs (where OUT will be is no part of the check)."""
+    for seed, (seed_args, seed_cfg) in inputs.items():
         validate(seed_cfg)
         why = payload_error(seed_args, seed_cfg)
         if why is not None:
             raise ConfigError(f"--seeds: the arguments of seed {seed} cannot be passed to its process ({why})")
-        checked[seed] = (seed_args, seed_cfg)
-    return checked
 
 
 @dataclass
@@ -178,8 +179,7 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
     cfg = configured(args)
     check_resources(resolve(cfg))  # this machine's bounds, before any seed's run starts
     plan = schedule(cpus_per_run(cfg), len(seeds))
-    # every seed checked before anything is written or run (where OUT will be is no part of the check)
-    checked_seeds(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), cfg)
+    check_seed_inputs(seed_inputs(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), cfg))
     out_dir, lock = run_folder.open_out_dir(args, "train")
     with lock:
         log_dir = None
@@ -187,7 +187,7 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
             log_dir = out_dir / "logs"
             log_dir.mkdir(exist_ok=True)
         runs = [SeedRun(s, seed_args.out, seed_args, seed_cfg)
-                for s, (seed_args, seed_cfg) in checked_seeds(args, seeds, out_dir, cfg).items()]
+                for s, (seed_args, seed_cfg) in seed_inputs(args, seeds, out_dir, cfg).items()]
         print(f"janus train --seeds {' '.join(map(str, seeds))}: {len(seeds)} runs into {out_dir}/seed-<s>, "
               f"{plan.describe()}" + (f"; each run's output in {log_dir}" if log_dir else ""), flush=True)
         try:
