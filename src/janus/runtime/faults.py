@@ -76,8 +76,7 @@ class WorkerFaults:
             return None
         self.total += 1
         self.first_traceback = self.first_traceback or error
-        n = self.in_a_row.get(worker, 0) + 1 if lived_s <= self.window_s else 1
-        self.in_a_row[worker] = n
+        n = self._in_series(worker, lived_s)
         verdict = None
         if self.limit and is_setting_error(error):
             verdict = f"worker {worker!r} stopped on a setting, which restarting it cannot fix:\n{error.rstrip()}"
@@ -98,9 +97,7 @@ class WorkerFaults:
         the silence: the time it worked). Returns the run's failure message once ``limit`` such
         faults (errors or hangs) come in a row, else None."""
         self.unresponsive_total += 1
-        worked = max(0.0, lived_s - silent_s)
-        n = self.in_a_row.get(worker, 0) + 1 if worked <= self.window_s else 1
-        self.in_a_row[worker] = n
+        n = self._in_series(worker, max(0.0, lived_s - silent_s))  # the time it worked before going silent
         verdict = None
         if self.limit and n >= self.limit:
             verdict = (f"worker {worker!r} failed {n} times in a row, each within {self.window_s:g}s of its (re)start, "
@@ -109,6 +106,13 @@ class WorkerFaults:
         self._notice({"kind": "unresponsive", "worker": worker, "at_s": round(at_s, 3), "lived_s": round(lived_s, 3),
                       "silent_s": round(silent_s, 3), "in_a_row": n, "stopped_run": verdict is not None})
         return verdict
+
+    def _in_series(self, worker: str, worked_s: float) -> int:
+        """Count a fault of ``worker``'s instance that worked ``worked_s``: the next of its series if
+        within ``window_s`` of its start, else the first of a new one. Returns its place."""
+        n = self.in_a_row.get(worker, 0) + 1 if worked_s <= self.window_s else 1
+        self.in_a_row[worker] = n
+        return n
 
     def _notice(self, entry: dict[str, Any]) -> None:
         self.notices.append(entry)
