@@ -27,9 +27,9 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from janus.buffer import prioritized
-from janus.buffer.prioritized import PrioritizedSampler
-from janus.buffer.sumtree import MinTree, SumTree, default_fanouts
+from janus.buffer.replay import prioritized
+from janus.buffer.replay.prioritized import PrioritizedSampler
+from janus.buffer.replay.sumtree import MinTree, SumTree, default_fanouts
 
 CAPACITIES = (100_000, 1_000_000)
 BATCHES = (256, 4096)

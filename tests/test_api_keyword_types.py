@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import janus
-from janus.api_run import train_actions, train_arguments
+from janus.api.run import train_actions, train_arguments
 from janus.cli import _bool
 
 

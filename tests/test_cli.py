@@ -30,7 +30,7 @@ def _results(out: Path) -> dict:
         assert set(run["stage_s"]) >= {"rollout", "collect", "select", "update", "learner_wait", "actor_blocked"}
         assert run["config"]["placement"] in ("cpu_pageable", "cpu_pinned", "cuda")
         assert "workload" in run["config"]
-        # the runtime figures are in every run (the runtime's, or the synchronous loop's: janus.harness.sync_loop)
+        # the runtime figures are in every run (the runtime's, or the synchronous loop's: janus.runtime.synchronous)
         rt = run["runtime"]
         assert 0 < rt["learner_utilization"] <= 1 and rt["learner_wait_s"] >= 0
         assert run["counts"]["updates"] > 0 and run["counts"]["transitions_inserted"] > 0

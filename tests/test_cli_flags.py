@@ -204,7 +204,7 @@ def test_an_invalid_config_file_value_keeps_its_key_beside_typed_flags(capsys: p
 
 def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Every configuration of ``compare --backend ray`` runs on the Ray backend (not a local run)."""
-    from janus.harness import sync_loop
+    from janus.runtime import synchronous as sync_loop
     from janus.runtime.backends.ray import RayBackend
     from janus.runtime.run import make_backend
 

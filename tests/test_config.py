@@ -1,6 +1,6 @@
 """Configuration: defaults, YAML loading, validation messages and placement resolution.
 
-CUDA availability is patched (``janus.config.cuda_available`` and ``janus.datapath``'s) so every test runs on any machine.
+CUDA availability is patched (``janus.config.cuda_available`` and ``janus.buffer.settings``'s) so every test runs on any machine.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import janus.buffer.settings as datapath
 import janus.config as config
-import janus.datapath as datapath
 from janus.config import JanusConfig, RunConfig, WorkloadConfig
 from janus.errors import ConfigError, JanusError, PlacementUnavailableError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from janus.harness.report import annotate, write_results
+from janus.harness.reports.table import annotate, write_results
 from janus.result import RunResult, as_dict, env_steps_rate
 
 

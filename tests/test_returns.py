@@ -1,4 +1,4 @@
-"""Tests for janus.returns: naive per-element references under hypothesis, plus hand examples."""
+"""Tests for janus.algorithms.returns: naive per-element references under hypothesis, plus hand examples."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from janus.algorithms.returns import NStepResult, discounted_returns, gae, nstep_returns
 from janus.errors import BufferInputError, ConfigError
-from janus.returns import NStepResult, discounted_returns, gae, nstep_returns
 
 FAST = settings(max_examples=120, deadline=None)
 

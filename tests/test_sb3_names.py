@@ -1,4 +1,4 @@
-"""Stable-Baselines3's names (janus.sb3): aliases, conversions and refusals, as flags and as
+"""Stable-Baselines3's names (janus.config.sb3): aliases, conversions and refusals, as flags and as
 janus.train keywords; nothing here trains (configurations only, or errors before a run)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from torch import nn
 
 import janus
-from janus import cli, sb3
-from janus.api_run import configured_from, keyword_errors, train_arguments
-from janus.config import RunConfig
+from janus import cli
+from janus.api.run import configured_from, keyword_errors, train_arguments
+from janus.config import RunConfig, sb3
 
 
 def configured(*argv: str) -> RunConfig:

@@ -1,4 +1,4 @@
-"""Tests for janus.vtrace: the explicit-sum definition under hypothesis, plus hand examples."""
+"""Tests for janus.algorithms.vtrace: the explicit-sum definition under hypothesis, plus hand examples."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from janus.algorithms.vtrace import VTrace, vtrace
 from janus.errors import BufferInputError, BufferTypeError, ConfigError
-from janus.vtrace import VTrace, vtrace
 
 FAST = settings(max_examples=120, deadline=None)
 
@@ -227,7 +227,7 @@ def test_bad_truncation_levels_raise(name, bad):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_numpy_and_torch_loops_agree(dtype: torch.dtype) -> None:
     """The CPU fast path (numpy) and the loop other devices run (torch) give the same sums."""
-    from janus.vtrace import _backward_sum
+    from janus.algorithms.vtrace import _backward_sum
 
     gen = torch.Generator().manual_seed(0)
     delta, decay = torch.randn(17, 3, generator=gen, dtype=dtype), torch.rand(17, 3, generator=gen, dtype=dtype)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _WHERE = {
-    "train": "janus.api",
-    "TrainedRun": "janus.api",
-    "SeedRuns": "janus.api_seeds",
+    "train": "janus.api.train",
+    "TrainedRun": "janus.api.train",
+    "SeedRuns": "janus.api.seeds",
     "Callback": "janus.callbacks",
     "Checkpoint": "janus.callbacks",
     "EarlyStop": "janus.callbacks",
@@ -22,10 +22,10 @@ _WHERE = {
     "Progress": "janus.callbacks",
     "ProgressStats": "janus.callbacks",
     "RunInfo": "janus.callbacks",
-    "ExperienceBuffer": "janus.buffer.experience",
-    "FrameStackReplay": "janus.buffer.frames",
-    "JanusBuffer": "janus.buffer.janus",
-    "StageStats": "janus.buffer.janus",
+    "ExperienceBuffer": "janus.buffer.replay.experience",
+    "FrameStackReplay": "janus.buffer.frames.replay",
+    "JanusBuffer": "janus.buffer.pipeline",
+    "StageStats": "janus.buffer.pipeline",
     "JanusConfig": "janus.config",
     "RunConfig": "janus.config",
     "WorkloadConfig": "janus.config",
@@ -36,8 +36,8 @@ _WHERE = {
     "JanusError": "janus.errors",
     "PipelineClosedError": "janus.errors",
     "PlacementUnavailableError": "janus.errors",
-    "evaluate": "janus.evaluation",
-    "EvaluationResult": "janus.evaluation",
+    "evaluate": "janus.api.evaluate",
+    "EvaluationResult": "janus.api.evaluate",
     "Policy": "janus.policy",
     "load_policy": "janus.policy",
 }
@@ -45,11 +45,12 @@ _WHERE = {
 __all__ = sorted([*_WHERE, "__version__"])
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is imported on first use
-    from janus.api import TrainedRun, train
-    from janus.api_seeds import SeedRuns
-    from janus.buffer.experience import ExperienceBuffer
-    from janus.buffer.frames import FrameStackReplay
-    from janus.buffer.janus import JanusBuffer, StageStats
+    from janus.api.evaluate import EvaluationResult, evaluate
+    from janus.api.seeds import SeedRuns
+    from janus.api.train import TrainedRun, train
+    from janus.buffer.frames.replay import FrameStackReplay
+    from janus.buffer.pipeline import JanusBuffer, StageStats
+    from janus.buffer.replay.experience import ExperienceBuffer
     from janus.callbacks import Callback, Checkpoint, EarlyStop, Evaluation, Progress, ProgressStats, RunInfo
     from janus.config import JanusConfig, RunConfig, WorkloadConfig
     from janus.errors import (
@@ -61,7 +62,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is import
         PipelineClosedError,
         PlacementUnavailableError,
     )
-    from janus.evaluation import EvaluationResult, evaluate
     from janus.policy import Policy, load_policy
 
 

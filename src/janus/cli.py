@@ -29,7 +29,6 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TextIO
 
-from janus import sb3
 from janus.config import (
     BACKENDS,
     VECTOR_ENVS,
@@ -41,10 +40,11 @@ from janus.config import (
     from_dict,
     read_default_config,
     read_yaml,
+    sb3,
     validate,
 )
+from janus.config.schema import field_docs as field_docs
 from janus.errors import ConfigError, JanusError, shown as errors_shown
-from janus.run_config import field_docs as field_docs
 from janus.stopping import Aborted, StopSignals, Terminated
 
 DEFAULT_CONFIG = default_config_file()
@@ -452,7 +452,7 @@ def _base_config(algo: str | None, path: Path | None, resume: Path | None,
 
 def _typed(args: argparse.Namespace, aliases: bool = True) -> dict[str, Any]:
     """The configuration flags given on the command line (name -> value), with ``aliases`` SB3's
-    names of them too (:data:`janus.sb3.ALIASES`)."""
+    names of them too (:data:`janus.config.sb3.ALIASES`)."""
     names = {*JANUS_FLAGS, *WORKLOAD_FLAGS, *RUNTIME_FLAGS, "seed", *hyperparameters(), *NETWORK_FLAGS}
     typed = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if getattr(args, "num_actors_alias", None) is not None:
@@ -517,9 +517,9 @@ def _network_override(typed: dict[str, Any], cfg: RunConfig) -> list[int] | None
 
 
 def _sb3_converted(args: argparse.Namespace, typed: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:
-    """``typed`` with SB3's converted names as janus's flags (:func:`janus.sb3.converted`)."""
+    """``typed`` with SB3's converted names as janus's flags (:func:`janus.config.sb3.converted`)."""
     from janus.algorithms.base import algorithm
-    from janus.harness.sweeps import quick
+    from janus.harness.experiments.sweeps import quick
 
     algo = algorithm(cfg.workload.algo)
     policy = ("on" if algo.on_policy else "off") if algo.acts_in_gymnasium else ""
@@ -551,7 +551,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     :class:`ConfigError` naming it.
     """
     from janus.algorithms.presets import preset_for
-    from janus.harness.sweeps import check_flags_not_overridden, compare_granularity
+    from janus.harness.experiments.sweeps import check_flags_not_overridden, compare_granularity
 
     sb3.check(args, _typed(args, aliases=False))
     typed = _typed(args)
@@ -583,7 +583,7 @@ def _layered(args: argparse.Namespace, typed: dict[str, Any], algo: str | None,
     typed = _sb3_converted(args, typed, cfg)
     _check_applies(typed, cfg, from_file=args.algo is None and (path is not None or resume is not None))
     if args.quick:
-        from janus.harness.sweeps import quick
+        from janus.harness.experiments.sweeps import quick
 
         cfg = quick(cfg)
     overrides: dict[str, Any] = {k: v for k, v in typed.items() if k in JANUS_FLAGS}
@@ -746,7 +746,7 @@ def run_parsed(args: argparse.Namespace, signals: StopSignals | None, cfg: RunCo
     """Run the parsed command ``args`` under the stop-signal handler ``signals`` (installed by the
     caller; None in another thread); returns the exit code. A seed's run of ``janus train --seeds``
     starts here with its arguments and its checked configuration ``cfg`` as data
-    (:mod:`janus.harness.seed_child`); without ``cfg`` it is made from ``args``."""
+    (:mod:`janus.harness.seeds.child`); without ``cfg`` it is made from ``args``."""
     try:
         code = _run(args, cfg)
     except KeyboardInterrupt as exc:
@@ -774,7 +774,7 @@ def _run(args: argparse.Namespace, cfg: RunConfig | None = None) -> int:
         if args.command == "rollout":
             return run_rollout(args)
         if getattr(args, "seeds", None) is not None:  # janus train --seeds: a run per seed, then their aggregate
-            from janus.harness.seed_runs import run_seeds
+            from janus.harness.seeds.runs import run_seeds
 
             return run_seeds(args, configured, build_parser())
 

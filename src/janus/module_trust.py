@@ -19,7 +19,7 @@ refused with one line saying how to allow it: ``trust=True`` (``janus rollout --
 imports as before.
 
 Training is not loading: ``janus train --env mymod:Env`` from the folder that holds ``mymod.py``,
-``--resume`` of one's own run folder and :attr:`janus.train(...).policy <janus.api_run.TrainedRun.policy>`
+``--resume`` of one's own run folder and :attr:`janus.train(...).policy <janus.api.run.TrainedRun.policy>`
 (the run this process just trained) import as they always did.
 """
 

@@ -119,7 +119,7 @@ def load_policy(path: str | Path, *, trust: bool = False, env: Any = None) -> Po
     :data:`janus.algorithms.networks.MAX_NETWORK_PARAMS` allows is refused before it is built.
     """
     from janus.algorithms.base import CheckpointedLearnerSide, algorithm, names
-    from janus.buffer.state_file import load_state
+    from janus.buffer.storage.state_file import load_state
     from janus.envs.in_process import loadable_env_id
     from janus.module_trust import check_run_folder_modules
 

@@ -13,8 +13,8 @@ import numpy as np
 from gymnasium.wrappers import FrameStackObservation
 
 from janus.algorithms.base import algorithm
-from janus.buffer.experience import ExperienceBuffer
-from janus.buffer.frames import FrameStackReplay
+from janus.buffer.frames.replay import FrameStackReplay
+from janus.buffer.replay.experience import ExperienceBuffer
 from janus.config import RunConfig, from_dict, resolve
 from janus.runtime.plan import RunPlan
 from janus.runtime.run import make_buffer, run_runtime
@@ -100,7 +100,7 @@ def test_a_run_is_the_same_with_and_without_the_frame_replay() -> None:
 def test_train_checkpoints_the_frame_replay_and_resume_restores_it(tmp_path: Any) -> None:
     import torch
 
-    from janus.buffer.state_file import load_state
+    from janus.buffer.storage.state_file import load_state
     from janus.cli import main
 
     run = tmp_path / "run"

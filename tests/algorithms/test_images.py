@@ -205,7 +205,7 @@ CATCH_GREEDY = random_return() + 1.25  # 0.5 over 20 greedy episodes: 15 catches
 
 
 def test_cnn_dqn_learns_image_catch_through_the_runtime(tmp_path: Path) -> None:
-    from janus.buffer.state_file import load_state
+    from janus.buffer.storage.state_file import load_state
 
     # local: the CNN on process is test_cnn_ppo_trains_through_the_process_backend. Both overlaps off:
     # the serial scheduler, reproducible by seed (threaded, the greedy score of this short run is

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from janus.buffer.state_file import load_state
+from janus.buffer.storage.state_file import load_state
 from janus.cli import main
 
 

@@ -13,11 +13,11 @@ gym = pytest.importorskip("gymnasium")
 from janus.algorithms.base import algorithm  # noqa: E402
 from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner  # noqa: E402
 from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner  # noqa: E402
+from janus.algorithms.returns import nstep_returns  # noqa: E402
 from janus.algorithms.shared import check_action_space  # noqa: E402
 from janus.config import from_dict, resolve  # noqa: E402
 from janus.envs.vector import env_spaces, make_vector_env  # noqa: E402
 from janus.errors import ConfigError  # noqa: E402
-from janus.returns import nstep_returns  # noqa: E402
 from janus.runtime.run import run_runtime  # noqa: E402
 
 RANDOM = dict(eps_start=1.0, eps_end=1.0)  # DQN actor that always acts at random

@@ -210,7 +210,7 @@ def test_tensorboard_scalars_round_trip(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install janus-rl[tensorboard])")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from janus.harness.tensorboard import write_scalars
+    from janus.harness.reports.tensorboard import write_scalars
 
     run = {
         "wall_s": 4.0, "env_steps_per_s": 1500.0, "samples_per_s": 9000.0,
@@ -238,7 +238,7 @@ def test_tensorboard_scalars_of_a_real_run(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install janus-rl[tensorboard])")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from janus.harness.tensorboard import write_scalars
+    from janus.harness.reports.tensorboard import write_scalars
 
     run = run_runtime(tiny("ppo"), timeout_s=120)
     write_scalars(tmp_path, run)

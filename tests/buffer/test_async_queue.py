@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from janus import JanusBuffer, JanusConfig
-from janus.buffer.staging import StagingTimeout
+from janus.buffer.staging.ends import StagingTimeout
 from janus.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.replay.experience import ExperienceBuffer
 from janus.errors import (
     BufferEmptyError,
     BufferInputError,
@@ -579,7 +579,7 @@ def test_load_cuda_checkpoint_without_cuda_can_override_placement(tmp_path):
     buf.extend(batch(range(8)))
     state = buf.state_dict()
     state["placement"] = "cuda"
-    from janus.buffer import state_file
+    from janus.buffer.storage import state_file
 
     path = tmp_path / "gpu.pt"
     state_file.save_atomic(state, path)
@@ -640,7 +640,7 @@ def test_update_priority_on_a_uniform_buffer_is_an_error_naming_prioritized(outp
 
 def test_update_priority_on_a_uniform_frame_replay_is_an_error():
     """The frame-deduplicating replay refuses priorities on a uniform sampler the same way."""
-    from janus.buffer.frames import FrameStackReplay
+    from janus.buffer.frames.replay import FrameStackReplay
 
     replay = FrameStackReplay(16, sampler="uniform", seed=0)
     with pytest.raises(BufferInputError, match="sampler='prioritized'"):

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 
-from janus.buffer.experience import ExperienceBuffer
-from janus.buffer.frames import FrameStackReplay
-from janus.buffer.janus import JanusBuffer
+from janus.buffer.frames.replay import FrameStackReplay
+from janus.buffer.pipeline import JanusBuffer
+from janus.buffer.replay.experience import ExperienceBuffer
 from janus.config import JanusConfig
 from janus.errors import BufferInputError, CheckpointError, ConfigError
 
@@ -333,8 +333,8 @@ def test_the_helpers_copied_from_the_replay_kernels_are_the_same_code(helper: st
     import ast
     from pathlib import Path
 
-    import janus.buffer._frame_kernels as frame_kernels
-    import janus.buffer._kernels as kernels
+    import janus.buffer.kernels.frames as frame_kernels
+    import janus.buffer.kernels.replay as kernels
 
     def code(module: Any) -> str:
         tree = ast.parse(Path(module.__file__).read_text())

@@ -9,7 +9,7 @@ import torch
 from tests.buffer.test_frame_replay import batches
 
 from janus import ExperienceBuffer
-from janus.buffer.frames import FrameStackReplay
+from janus.buffer.frames.replay import FrameStackReplay
 from janus.errors import BufferInputError, BufferTypeError
 
 
@@ -175,7 +175,7 @@ def test_update_priority_takes_a_column_or_a_row_of_priorities(shape):
 def _torch_path(buf: ExperienceBuffer) -> ExperienceBuffer:
     """``buf`` switched to the batched-torch code of the ``cuda`` placement (kept on the CPU here,
     so that machines without a GPU run that code too)."""
-    from janus.buffer.samplers import UniformSampler
+    from janus.buffer.replay.samplers import UniformSampler
 
     buf._native = False
     buf._sampler = UniformSampler(buf.capacity, buf.device, 0)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from janus import ExperienceBuffer, JanusBuffer, JanusConfig
-from janus.buffer.staging import StagingTimeout
+from janus.buffer.staging.ends import StagingTimeout
 from janus.errors import BufferInputError, ConfigError, PipelineClosedError
 
 pytestmark = pytest.mark.timeout(60)
@@ -896,7 +896,7 @@ def test_beta_schedule_anneals_the_importance_exponent_batch_by_batch(oc, os_, c
     """``--per_beta`` promised annealing to 1 and the exponent stayed fixed. With a beta_schedule the
     n-th batch's weights are ``(min leaf / leaf) ** schedule(n)``: recovered from the weights here,
     batch after batch, up to the final value (and :attr:`JanusBuffer.beta` says the next one)."""
-    from janus.buffer.prioritized import LinearSchedule
+    from janus.buffer.replay.prioritized import LinearSchedule
 
     schedule = LinearSchedule(0.4, 1.0, 6, offset=1)  # a resumed run: one batch was trained before
     jb = JanusBuffer(off_policy(oc, os_, g_collect=1, g_select=1, batch_size=64, prefetch=1), sampler="prioritized",
@@ -919,7 +919,7 @@ def test_beta_schedule_anneals_the_importance_exponent_batch_by_batch(oc, os_, c
 
 
 def test_beta_schedule_needs_a_prioritized_off_policy_buffer():
-    from janus.buffer.prioritized import LinearSchedule
+    from janus.buffer.replay.prioritized import LinearSchedule
 
     with pytest.raises(ConfigError, match="sampler='prioritized'"):
         JanusBuffer(off_policy(0, 0), beta_schedule=LinearSchedule(0.4, 1.0, 10))
@@ -967,7 +967,7 @@ def test_reordering_a_bundle_keeps_each_field_on_its_device():
     """On the cuda placement a bundle's fields and weights are on the GPU and its keys on the host;
     the reorder of the strata indexes each with an index on its own device ('meta' stands in for
     the GPU here; index_select with an index on another device fails on a GPU)."""
-    from janus.buffer.operators import _reordered
+    from janus.buffer.staging.operators import _reordered
 
     bundle = {"x": torch.zeros(4, 3, device="meta"), "weight": torch.zeros(4, device="meta"), "index": torch.arange(4)}
     out = _reordered(bundle, torch.tensor([2, 0, 3, 1]))
@@ -1186,7 +1186,7 @@ def test_first_pieces_of_two_actors_at_once_cannot_both_set_the_fields(monkeypat
     """Two actors' first pieces, checked at the same time, both passed (no fields were known yet)
     and both were staged; if they differed, the collection failed and with it the pipeline. Now
     the one that comes second is checked against the first and refused by its own put."""
-    from janus.buffer import janus as janus_module
+    from janus.buffer import pipeline as janus_module
     from janus.errors import BufferInputError
 
     both_checked = threading.Barrier(2, timeout=JOIN_S)

@@ -1,4 +1,4 @@
-"""Where the replay kernels are cached (janus.buffer._jit_cache): one per-user folder whatever
+"""Where the replay kernels are cached (janus.buffer.kernels.cache): one per-user folder whatever
 PYTHONDONTWRITEBYTECODE says, NUMBA_CACHE_DIR respected, a private fallback, and one line on a
 compile. Each subprocess compiles one small kernel only (~1 s), not a whole buffer or run."""
 
@@ -14,7 +14,7 @@ import pytest
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NOTE = "janus: compiling the replay kernels"
 # compile (or load) one kernel, then print its cache misses, hits and folder
-CALL = ("import numpy as np, janus.buffer._kernels as k, janus.buffer._jit_cache as c; "
+CALL = ("import numpy as np, janus.buffer.kernels.replay as k, janus.buffer.kernels.cache as c; "
         "k._next_u64(np.zeros(1, np.uint64)); s = k._next_u64.stats; "
         "print(sum(s.cache_misses.values()), sum(s.cache_hits.values()), c.cache_dir())")
 
@@ -86,14 +86,14 @@ def test_a_shared_fallback_folder_is_refused_and_nothing_is_cached(tmp_path: Pat
 def test_only_janus_kernels_use_the_folder(tmp_path: Path) -> None:
     """numba's own setting is left as it was for the caller's code, and both kernel modules cache
     in the chosen folder (the frame kernels too, without compiling anything)."""
-    code = ("import numba.core.config as cfg, janus.buffer._kernels as k, janus.buffer._frame_kernels as f, "
-            "janus.buffer._jit_cache as c; "
+    code = ("import numba.core.config as cfg, janus.buffer.kernels.replay as k, janus.buffer.kernels.frames as f, "
+            "janus.buffer.kernels.cache as c; "
             "print(repr(cfg.CACHE_DIR), k._put._cache._cache_path.startswith(c.cache_dir()), "
             "f.insert._cache._cache_path.startswith(c.cache_dir()))")
     assert python(code, tmp_path).stdout.split() == ["''", "True", "True"]
 
 
-@pytest.mark.parametrize("module", ["janus.buffer._kernels", "janus.buffer._frame_kernels"])
+@pytest.mark.parametrize("module", ["janus.buffer.kernels.replay", "janus.buffer.kernels.frames"])
 def test_the_kernels_are_cached_whatever_the_environment(module: str) -> None:
     import importlib
 

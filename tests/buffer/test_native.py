@@ -1,4 +1,4 @@
-"""The compiled CPU kernels (janus.buffer.native / _kernels) against a plain Python reference.
+"""The compiled CPU kernels (janus.buffer.kernels.native / _kernels) against a plain Python reference.
 
 The reference below re-implements every CPU operation in the simplest way: one numpy array per
 field, a Python list of leaves, prefix sums for the prioritized search, the same SplitMix64
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.buffer.test_prioritized import chi2_critical
 
 from janus import ExperienceBuffer
-from janus.buffer.janus import JanusBuffer
-from janus.buffer.native import kernels, seeded_state
+from janus.buffer.kernels.native import kernels, seeded_state
+from janus.buffer.pipeline import JanusBuffer
 from janus.errors import BufferInputError, BufferTypeError
 
 MASK = (1 << 64) - 1
@@ -222,7 +222,7 @@ def test_priorities_of_every_float_input_land_as_their_float64_value(make):
 def test_priorities_read_by_address_match_the_numpy_path(dtype):
     """Contiguous CPU tensors reach the kernel by address, anything else as numpy arrays: with
     duplicate and stale keys, both leave the same trees, max priority and applied counts."""
-    from janus.buffer import validation
+    from janus.buffer.replay import validation
 
     gen = np.random.default_rng(0)
     bufs = [ExperienceBuffer(50, sampler="prioritized", seed=0, fields={"x": ((), "int64")}) for _ in range(2)]
@@ -244,7 +244,7 @@ def test_priorities_read_by_address_match_the_numpy_path(dtype):
 def test_priority_limit_is_checked_in_the_kernel_with_nothing_written():
     """The largest safe priority is accepted; the next float up (float64 or float32) is refused,
     naming the overflow, and nothing is written."""
-    from janus.buffer.validation import priority_limit
+    from janus.buffer.replay.validation import priority_limit
 
     buf = ExperienceBuffer(8, sampler="prioritized", seed=0, alpha=10.0, eps=1e-6, fields={"x": ((), "int64")})
     keys = buf.extend({"x": np.arange(4)})
@@ -391,7 +391,7 @@ def test_every_sample_output_buffer_has_the_type_the_compiled_sample_takes():
     large results' reused memory must type alike (a uint8, 1-D, contiguous, writable array)."""
     from numba import typeof
 
-    from janus.buffer.memory import ResultMemory
+    from janus.buffer.storage.memory import ResultMemory
 
     memory = ResultMemory()
     large = memory.take(1 << 23)
@@ -519,7 +519,7 @@ def test_jit_cache_policy(env, where, tmp_path):
                                                              "XDG_CACHE_HOME")}
     env = {k: (str(tmp_path / v) if k == "NUMBA_CACHE_DIR" else v) for k, v in env.items()}
     src = str(Path(__file__).resolve().parents[2] / "src")
-    code = "import janus.buffer._kernels as k, janus.buffer._jit_cache as c; print(k._JIT['cache'], c.cache_dir())"
+    code = "import janus.buffer.kernels.replay as k, janus.buffer.kernels.cache as c; print(k._JIT['cache'], c.cache_dir())"
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env, "PYTHONPATH": src,
                                                              "HOME": str(tmp_path / "home")},
                          capture_output=True, text=True, check=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from janus.buffer.prioritized import PrioritizedSampler
+from janus.buffer.replay.prioritized import PrioritizedSampler
 from janus.errors import BufferEmptyError
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available on this machine")

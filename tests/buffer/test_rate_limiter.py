@@ -15,9 +15,9 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from janus import JanusBuffer, JanusConfig
-from janus.buffer.queue_limiter import QueueLimiter
-from janus.buffer.rate_limiter import RatioLimiter, SampleGrant
-from janus.buffer.staging import StagingTimeout
+from janus.buffer.pacing.queue_limiter import QueueLimiter
+from janus.buffer.pacing.rate_limiter import RatioLimiter, SampleGrant
+from janus.buffer.staging.ends import StagingTimeout
 from janus.errors import BufferInputError, ConfigError, PipelineClosedError
 
 pytestmark = pytest.mark.timeout(60)

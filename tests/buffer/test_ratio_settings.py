@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from janus.buffer.rate_limiter import SampleToInsertRatio
+from janus.buffer.pacing.rate_limiter import SampleToInsertRatio
 from janus.errors import ConfigError
 
 
@@ -39,8 +39,8 @@ def test_a_collection_unit_the_ratio_could_never_admit_whole_is_written_a_piece_
     run with g_collect 4 failed so); only a single piece that large is refused."""
     import numpy as np
 
-    from janus.buffer.janus import JanusBuffer
-    from janus.buffer.staging import StagingTimeout
+    from janus.buffer.pipeline import JanusBuffer
+    from janus.buffer.staging.ends import StagingTimeout
     from janus.config import JanusConfig
 
     # 8-transition pieces, 4 per collection = 32 transitions, worth 64 sampled; error_buffer 24 admits one piece

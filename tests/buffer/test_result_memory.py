@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from janus import ExperienceBuffer
-from janus.buffer.memory import ResultMemory
+from janus.buffer.storage.memory import ResultMemory
 
 ROW = (64, 1024)  # 64 KiB of uint8 per item: a sample of 64 or more items is a "large" result
 

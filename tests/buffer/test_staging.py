@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from janus.buffer.staging import ActorBuffer, LearnerBuffer, StagingTimeout
+from janus.buffer.staging.ends import ActorBuffer, LearnerBuffer, StagingTimeout
 from janus.errors import JanusError, PipelineClosedError
 
 pytestmark = pytest.mark.timeout(30)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from janus.buffer.sumtree import MinTree, SumTree, default_fanouts
+from janus.buffer.replay.sumtree import MinTree, SumTree, default_fanouts
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available on this machine")
 DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]

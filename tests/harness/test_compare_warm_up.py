@@ -17,8 +17,8 @@ TINY = ["--iterations", "3", "--config", str(ROOT / "configs" / "default.yaml")]
 
 def _loaded() -> set[tuple[str, str, Any]]:
     """Every (module, kernel, signature) loaded in this process so far."""
-    import janus.buffer._frame_kernels as fk
-    import janus.buffer._kernels as k
+    import janus.buffer.kernels.frames as fk
+    import janus.buffer.kernels.replay as k
 
     out = set()
     for module in (k, fk):

@@ -9,7 +9,7 @@ import pytest
 
 from janus.cli import build_parser, config_from_args, main
 from janus.harness import commands
-from janus.harness.granularity import PROBE_ROUNDS, TIE, candidates, choose, probe
+from janus.harness.experiments.granularity import PROBE_ROUNDS, TIE, candidates, choose, probe
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "configs" / "default.yaml")

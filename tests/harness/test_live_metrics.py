@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from janus.harness.tensorboard import EventWriter, crc32c, read_scalars, scalar_event, write_scalars
+from janus.harness.reports.tensorboard import EventWriter, crc32c, read_scalars, scalar_event, write_scalars
 from janus.runtime.messages import CountsMsg, PongMsg, StopMsg
 from janus.runtime.orchestrator import Orchestrator, Rates
 
@@ -375,7 +375,7 @@ def test_results_are_written_periodically_and_on_sigint(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------- LiveRun on its own
 def test_live_run_appends_only_new_points_skips_resumed_ones_and_survives_a_failed_save(tmp_path: Path) -> None:
-    from janus.harness.live import LiveRun
+    from janus.harness.reports.live import LiveRun
 
     saved: list[str] = []
 
@@ -410,7 +410,7 @@ def test_live_run_appends_only_new_points_skips_resumed_ones_and_survives_a_fail
 
 def test_live_run_writes_nothing_until_ready_then_catches_up(tmp_path: Path) -> None:
     """A resumed run's live logs wait for its first commit (``ready``), then write what they missed."""
-    from janus.harness.live import LiveRun
+    from janus.harness.reports.live import LiveRun
 
     saves: list[Any] = []
     gate = {"open": False}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from janus.cli import main
-from janus.harness.repeats import interleaved, spread_notes, summarize
-from janus.harness.report import format_table
+from janus.harness.experiments.repeats import interleaved, spread_notes, summarize
+from janus.harness.reports.table import format_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--iterations", "3", "--config", str(ROOT / "configs" / "default.yaml")]
@@ -79,7 +79,7 @@ def test_real_training_shows_the_return_beside_the_speed() -> None:
 def test_the_compare_chart_shows_each_configurations_range_as_an_error_bar() -> None:
     from matplotlib.container import ErrorbarContainer
 
-    from janus.harness.report import annotate, chart_figure
+    from janus.harness.reports.table import annotate, chart_figure
 
     runs = annotate(summarize([_run("baseline", 100), _run("janus", 300), _run("baseline", 120),
                                _run("janus", 250), _run("baseline", 90), _run("janus", 320)]))
@@ -96,7 +96,7 @@ def test_the_compare_chart_shows_each_configurations_range_as_an_error_bar() -> 
 
 
 def test_ranges_overlap_is_the_one_test_compare_and_tune_share() -> None:
-    from janus.harness.repeats import ranges_overlap
+    from janus.harness.experiments.repeats import ranges_overlap
 
     assert ranges_overlap([1.0, 3.0], [2.0, 5.0]) and ranges_overlap([1.0, 2.0], [2.0, 3.0]), "touching ranges overlap"
     assert not ranges_overlap([1.0, 1.5], [2.0, 3.0]) and not ranges_overlap([4.0], [1.0, 3.0])

@@ -1,4 +1,4 @@
-"""Tests for janus.harness.report on hand-made run dicts (no runner needed)."""
+"""Tests for janus.harness.reports.table on hand-made run dicts (no runner needed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from janus.harness.report import annotate, default_out_dir, format_table, ideal_bound, write_results
+from janus.harness.reports.table import annotate, default_out_dir, format_table, ideal_bound, write_results
 
 
 def make_run(name: str, sps: float, wall: float, stages: tuple[float, ...], **knobs: Any) -> dict[str, Any]:
@@ -169,7 +169,7 @@ def test_default_out_dir_is_unique(tmp_path: Path) -> None:
 def test_progress_rates_count_from_where_a_resumed_run_started() -> None:
     import io
 
-    from janus.harness.progress import ProgressLine
+    from janus.harness.reports.progress import ProgressLine
     from janus.runtime.run import rl_note
 
     line = ProgressLine("train", stream=io.StringIO())
@@ -186,7 +186,7 @@ def test_progress_in_a_log_is_written_at_least_every_log_interval() -> None:
     of a long batch job."""
     import io
 
-    from janus.harness.progress import ProgressLine
+    from janus.harness.reports.progress import ProgressLine
 
     stream = io.StringIO()
     line = ProgressLine("train", stream=stream, log_interval=60.0)
@@ -205,7 +205,7 @@ def test_a_finished_count_is_logged_once_while_the_run_winds_down() -> None:
     """The env steps can be all done while the learner still updates: the log said 100% at every poll."""
     import io
 
-    from janus.harness.progress import EnvStepProgress
+    from janus.harness.reports.progress import EnvStepProgress
 
     stream = io.StringIO()
     line = EnvStepProgress("train", stream=stream, log_interval=60.0)
@@ -266,7 +266,7 @@ def test_results_csv_has_return_columns_for_rl_runs(tmp_path: Path, runs: list[d
 def test_learning_curve_names_its_moving_mean_and_axes(tmp_path: Path, runs: list[dict[str, Any]],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from janus import fileio
-    from janus.harness.curves import write_learning_curve
+    from janus.harness.reports.curves import write_learning_curve
 
     assert write_learning_curve(tmp_path / "none.png", runs) is None and not (tmp_path / "none.png").exists()
     figures: list[Any] = []

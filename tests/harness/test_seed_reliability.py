@@ -22,7 +22,7 @@ import pytest
 import janus
 from janus.cli import main
 from janus.harness.run_folder import LOCK_NAME, _alive
-from janus.harness.seed_aggregate import write_aggregate
+from janus.harness.seeds.aggregate import write_aggregate
 
 CARTPOLE = ["--algo", "dqn", "--env", "CartPole-v1", "--backend", "local"]
 LONG = [*CARTPOLE, "--total_env_steps", "1000000", "--results_interval_s", "0.5"]
@@ -81,7 +81,7 @@ def test_a_seed_whose_pipe_to_its_parent_closes_stops_without_the_kernels_signal
     # the portable half (no prctl, as on macOS): the watchdog on the pipe alone sends the SIGTERM
     script = ("import os, sys, time\n"
               "sys.platform = 'darwin'\n"
-              "from janus.harness import seed_child\n"
+              "from janus.harness.seeds import child as seed_child\n"
               "assert seed_child.die_with_parent(os.getppid(), sys.stdin.buffer)\n"
               "print('watching', flush=True)\n"
               "time.sleep(120)\n")

@@ -16,9 +16,9 @@ import pytest
 
 import janus
 from janus.cli import configured, main, parse_args
-from janus.harness import seeds as stats
-from janus.harness.seed_aggregate import write_aggregate
-from janus.harness.seed_runs import cpus_per_run, schedule, seed_arguments
+from janus.harness.seeds import statistics as stats
+from janus.harness.seeds.aggregate import write_aggregate
+from janus.harness.seeds.runs import cpus_per_run, schedule, seed_arguments
 
 CARTPOLE = ["--algo", "dqn", "--env", "CartPole-v1", "--backend", "local"]
 

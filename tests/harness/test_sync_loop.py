@@ -1,4 +1,4 @@
-"""The synchronous loop (janus.harness.sync_loop): exact work, stage times within the wall, one
+"""The synchronous loop (janus.runtime.synchronous): exact work, stage times within the wall, one
 thread, and the choice between it and the runtime."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.errors import ConfigError
-from janus.harness.report import ideal_bound
-from janus.harness.sync_loop import LOOP, run_configuration, run_sync_loop, runs_synchronously
+from janus.harness.reports.table import ideal_bound
 from janus.runtime.plan import plan_of
+from janus.runtime.synchronous import LOOP, run_configuration, run_sync_loop, runs_synchronously
 
 WORK_STAGES = ("rollout", "collect", "select", "update")
 

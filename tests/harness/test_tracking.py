@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from janus.cli import main
-from janus.harness.progress import EvaluationLines, evaluation_line
+from janus.harness.reports.progress import EvaluationLines, evaluation_line
 
 
 def test_evaluation_line_reads_as_a_sentence() -> None:
@@ -45,7 +45,7 @@ def test_a_training_run_prints_its_evaluations(tmp_path: Path, capsys) -> None: 
 
 
 def test_an_evaluation_line_clears_the_progress_line_on_a_terminal() -> None:
-    from janus.harness.progress import ProgressLine
+    from janus.harness.reports.progress import ProgressLine
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -73,7 +73,7 @@ def rl_run_with_evaluations() -> dict[str, Any]:
 def test_learning_curve_draws_the_evaluations_with_a_band_and_keeps_the_legend_off_the_curves() -> None:
     from matplotlib.collections import PolyCollection
 
-    from janus.harness.curves import learning_curve_figure
+    from janus.harness.reports.curves import learning_curve_figure
 
     fig = learning_curve_figure([rl_run_with_evaluations()])
     fig.canvas.draw()
@@ -95,7 +95,7 @@ def test_learning_curve_draws_the_evaluations_with_a_band_and_keeps_the_legend_o
 def test_chart_of_a_single_run_has_no_speedup_and_a_long_command_wraps() -> None:
     from tests.harness.test_report import make_rl_run
 
-    from janus.harness.report import annotate, chart_figure
+    from janus.harness.reports.table import annotate, chart_figure
 
     command = "janus train " + " ".join(f"--flag_{i} {i * 1000}" for i in range(30))
     fig = chart_figure(command, annotate([make_rl_run([1.0, 2.0])], baseline="train"))
@@ -113,7 +113,7 @@ def test_chart_of_a_single_run_has_no_speedup_and_a_long_command_wraps() -> None
 
 # ------------------------------------------------------------------------------ progress in env steps
 def test_env_step_progress_shows_rate_and_time_left_and_counts_a_resumed_run_from_its_start() -> None:
-    from janus.harness.progress import EnvStepProgress, duration
+    from janus.harness.reports.progress import EnvStepProgress, duration
 
     line = EnvStepProgress("train", stream=io.StringIO())
     line.start -= 4.0  # start-up before the first report
@@ -146,8 +146,8 @@ class RecordingWriter:
 
 
 def test_the_wandb_writer_gets_the_scalars_tensorboard_gets(tmp_path: Path) -> None:
-    from janus.harness.live import LiveRun
-    from janus.harness.tensorboard import read_scalars
+    from janus.harness.reports.live import LiveRun
+    from janus.harness.reports.tensorboard import read_scalars
 
     recording = RecordingWriter()
     live = LiveRun(None, tensorboard_dir=tmp_path / "tb", tensorboard_interval_s=0.0, wandb=lambda: recording)

@@ -19,7 +19,7 @@ from janus.cli import main
 from janus.config import from_dict, recorded, resolve
 from janus.errors import ConfigError
 from janus.harness.commands import progress_line, write_outputs
-from janus.harness.train_report import whole_budget
+from janus.harness.reports.train import whole_budget
 from janus.stopping import StopRequested, Terminated, reason_of
 
 
@@ -161,7 +161,7 @@ def test_a_run_folder_written_before_resumes(tmp_path: Path, finished_dqn_run: P
 
 def test_acting_past_the_budget_is_said() -> None:
     """appo/impala's workers run ahead of the learner: the env steps acted past the budget are named."""
-    from janus.harness.train_report import budget_reason
+    from janus.harness.reports.train import budget_reason
 
     run = rl_run()
     run["config"]["workload"].update(num_actors=1, envs_per_actor=4, rollout_length=128, total_env_steps=2048)
@@ -192,7 +192,7 @@ def test_a_synthetic_train_run_keeps_its_data_path_table(tmp_path: Path, capsys:
 
 
 def test_verbose_is_a_keyword_of_janus_train() -> None:
-    from janus.api_run import train_arguments
+    from janus.api.run import train_arguments
 
     assert train_arguments("ppo", {"verbose": True}).verbose is True
     assert train_arguments("ppo", {}).verbose is False

@@ -12,8 +12,8 @@ import yaml
 
 from janus.cli import build_parser, config_from_args, main
 from janus.config import from_dict, resolve
-from janus.harness.tune import ETA, FINAL_FRACTION, FINAL_ROUNDS, Candidate, defaults_of, search_space, successive_halving
-from janus.harness.tune_command import best_config, format_tune, write_tune
+from janus.harness.tune.command import best_config, format_tune, write_tune
+from janus.harness.tune.search import ETA, FINAL_FRACTION, FINAL_ROUNDS, Candidate, defaults_of, search_space, successive_halving
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "configs" / "default.yaml")
@@ -303,7 +303,7 @@ def test_tune_json_is_kept_with_the_trials_so_far_on_a_stop(tmp_path: Path) -> N
 def test_a_real_trial_is_stopped_at_its_deadline_and_measured_on_what_it_did(overlap: str) -> None:
     import time
 
-    from janus.harness.tune_command import run_trial
+    from janus.harness.tune.command import run_trial
 
     flags = ("--backend", "local", "--overlap_collect", overlap, "--overlap_select", overlap)
     assert not run_trial(resolve(_cfg("--quick", *flags)), float("inf"))["cut"]  # warm: kernels loaded
@@ -317,7 +317,7 @@ def test_a_real_trial_is_stopped_at_its_deadline_and_measured_on_what_it_did(ove
 def test_the_deadline_never_fires_into_the_tunes_own_code() -> None:
     import time
 
-    from janus.harness.tune_command import deadline
+    from janus.harness.tune.command import deadline
 
     with deadline(0.01) as raised:  # outside a run's start-up or poll loop: nothing is raised
         time.sleep(0.3)
@@ -326,7 +326,7 @@ def test_the_deadline_never_fires_into_the_tunes_own_code() -> None:
 
 def test_a_stop_signal_is_never_taken_for_a_trials_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     from janus import stopping
-    from janus.harness.tune_command import TrialDeadline, is_deadline
+    from janus.harness.tune.command import TrialDeadline, is_deadline
 
     raised = [TrialDeadline()]
     assert is_deadline(raised[0], raised) and not is_deadline(KeyboardInterrupt(), [])

@@ -17,9 +17,9 @@ import pytest
 import janus
 from janus.cli import build_parser, config_from_args, main
 from janus.config import resolve
-from janus.harness import tune_command
-from janus.harness.tune import MIN_SHARE, defaults_of, scaled
-from janus.harness.tune_command import run_trial
+from janus.harness.tune import command as tune_command
+from janus.harness.tune.command import run_trial
+from janus.harness.tune.search import MIN_SHARE, defaults_of, scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "configs" / "default.yaml")

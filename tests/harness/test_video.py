@@ -11,7 +11,7 @@ from PIL import Image
 
 from janus.cli import main
 from janus.envs.vector import make_vector_env
-from janus.harness.video import FrameRecorder, write_gif
+from janus.harness.reports.video import FrameRecorder, write_gif
 
 
 class Counter(gym.Env):

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from janus.buffer.state_file import load_state
+from janus.buffer.storage.state_file import load_state
 from janus.runtime import checkpoints
 
 HOOKS = Path(__file__).parent / "hooks"

@@ -16,8 +16,8 @@ import pytest
 import torch
 from ckpt_helpers import assert_resumed_identically, captured, committed, janus, janus_env
 
-from janus.buffer.experience import ExperienceBuffer
-from janus.buffer.state_file import save_atomic
+from janus.buffer.replay.experience import ExperienceBuffer
+from janus.buffer.storage.state_file import save_atomic
 from janus.cli import main
 from janus.errors import CheckpointError
 from janus.runtime import checkpoints

@@ -72,7 +72,7 @@ def results_of(out: Path) -> dict[str, Any]:
     return json.loads((out / "results.json").read_text())["runs"][0]
 
 
-def train(out: Path, callbacks: Any, **flags: Any) -> janus.api.TrainedRun:
+def train(out: Path, callbacks: Any, **flags: Any) -> janus.api.train.TrainedRun:
     return janus.train("dqn", env="CartPole-v1", total_env_steps=flags.pop("total_env_steps", BUDGET), out=out,
                        backend="local", callbacks=callbacks, **flags)
 

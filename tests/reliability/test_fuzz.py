@@ -31,8 +31,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from janus import config as C
-from janus.buffer import state_file
-from janus.buffer.experience import ExperienceBuffer
+from janus.buffer.replay.experience import ExperienceBuffer
+from janus.buffer.storage import state_file
 from janus.cli import main
 from janus.envs.vector import EXAMPLE_ENVS, make_vector_env
 from janus.errors import AllocationError, BufferEmptyError, ConfigError, JanusError, PlacementUnavailableError

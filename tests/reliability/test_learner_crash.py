@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from ckpt_helpers import assert_resumed_identically, committed
 
-from janus.buffer.state_file import load_state
+from janus.buffer.storage.state_file import load_state
 from janus.cli import main
 from janus.runtime import checkpoints
 from janus.runtime.orchestrator import Orchestrator

@@ -3,7 +3,7 @@ environments, processes, the replay's memory), each refused with one line naming
 override ``allow_oversubscribe`` (``--allow_oversubscribe``), with which the run starts as asked.
 
 ``num_workers=10**6`` passed validation, grew memory ~50 MB/s and was SIGKILLed with no message.
-The machine's CPUs and free memory are set per test (:mod:`janus.resources` reads them), so the
+The machine's CPUs and free memory are set per test (:mod:`janus.config.resources` reads them), so the
 bounds are the same on any machine.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import janus
-from janus import cli, resources
-from janus.config import MAX_WORKERS
+from janus import cli
+from janus.config import MAX_WORKERS, resources
 from janus.errors import ConfigError
 
 OVERRIDE = "--allow_oversubscribe"

@@ -16,7 +16,7 @@ from janus.algorithms.base import algorithm
 from janus.cli import config_from_args, main, parse_args
 from janus.config import from_dict, resolve, resolve_backend
 from janus.errors import ConfigError
-from janus.harness.sweeps import compare_configs, resolve_all, sweep_configs
+from janus.harness.experiments.sweeps import compare_configs, resolve_all, sweep_configs
 from janus.runtime.run import RunFailed, run_runtime
 
 

@@ -153,8 +153,8 @@ def test_warm_up_loads_the_kernels_once_per_process() -> None:
 
     probe = (
         "import sys\n"
-        "from janus.buffer import experience, native\n"
-        "assert 'janus.buffer._kernels' not in sys.modules\n"
+        "from janus.buffer.kernels import native\nfrom janus.buffer.replay import experience\n"
+        "assert 'janus.buffer.kernels.replay' not in sys.modules\n"
         "experience.warm_up()\n"
         "k = native.kernels()\n"
         "loaded = [k.extend.signatures, k.sample_prioritized.signatures, k.update_priority_at.signatures,\n"

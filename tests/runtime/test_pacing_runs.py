@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from janus.algorithms.base import algorithm
-from janus.buffer.janus import JanusBuffer
+from janus.buffer.pipeline import JanusBuffer
 from janus.config import JanusConfig, from_dict, resolve
 from janus.runtime import messages
 from janus.runtime.messages import FlushMsg, InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, PiecesAcceptedMsg, StartMsg

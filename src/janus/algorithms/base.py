@@ -26,8 +26,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from janus.config.schema import RunConfig
 from janus.errors import ConfigError, invalid, one_of, shown
-from janus.run_config import RunConfig
 from janus.user_code import call_user_code, import_user_module
 
 
@@ -67,7 +67,7 @@ class BufferSpec:
     """The learner is checkpointed (it has a policy worth resuming)."""
     frame_stack: bool = False
     """Off-policy: ``obs``/``next_obs`` are stacks of frames, stored once per frame
-    (:class:`~janus.buffer.frames.FrameStackReplay`); pieces carry a ``stream`` field."""
+    (:class:`~janus.buffer.frames.replay.FrameStackReplay`); pieces carry a ``stream`` field."""
     queue_depth: int = 1
     """On-policy: items (rounds of one piece per worker) the queue holds admitted and not yet served;
     1 for lockstep PPO, more for an asynchronous algorithm whose workers run ahead of the learner."""
@@ -127,7 +127,7 @@ class Pacing:
     """Rates and piece sizes: what the replay's rate limiter and the Workers are built from.
 
     Sizes are in transitions; ``error_buffer`` is in sampled transitions (see
-    :class:`~janus.buffer.rate_limiter.RatioLimiter`).
+    :class:`~janus.buffer.pacing.rate_limiter.RatioLimiter`).
     """
 
     samples_per_insert: float

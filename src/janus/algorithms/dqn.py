@@ -34,12 +34,12 @@ from janus.algorithms.linear_chain import LinearChain, linear_chain
 from janus.algorithms.networks import MLP, activation_class, flat_size, make_torso, mlp, obs_dtype
 from janus.algorithms.normalization import NormalizedInput, obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
+from janus.algorithms.returns import nstep_returns
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, env_spaces, is_frame_stack, make_vector_env, next_obs_of, observation_box
 from janus.errors import ConfigError, invalid
-from janus.returns import nstep_returns
 
 
 @dataclass

@@ -16,9 +16,9 @@ from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
+from janus.config.schema import field_docs
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.errors import ConfigError, invalid, one_of
-from janus.run_config import field_docs
 
 MAPPED = {  # a key an algorithm: section may not set -> where the data-path config sets it
     "num_envs": "workload.envs_per_actor", "rollout_steps": "workload.rollout_length",

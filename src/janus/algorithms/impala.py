@@ -2,8 +2,8 @@
 
 Workers act with whatever parameter version they last loaded and never wait for the learner;
 each trajectory carries the behaviour policy's log-probabilities and the version that produced
-it, and V-trace (:func:`janus.vtrace.vtrace`) corrects for the lag. The replay is a queue
-(:class:`~janus.buffer.queue_limiter.QueueLimiter`): an *item* is one round of pieces (as many
+it, and V-trace (:func:`janus.algorithms.vtrace.vtrace`) corrects for the lag. The replay is a queue
+(:class:`~janus.buffer.pacing.queue_limiter.QueueLimiter`): an *item* is one round of pieces (as many
 trajectories as ``num_actors x envs_per_actor``), ``queue_depth`` items deep, each served
 ``num_epochs`` times in ``num_minibatches`` batches; an item older than ``max_policy_lag``
 versions is dropped whole and counted, never served.
@@ -39,10 +39,10 @@ from janus.algorithms.optim import clip_grad_norm
 from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult
+from janus.algorithms.vtrace import vtrace
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.envs.vector import Episodes, next_obs_of
 from janus.errors import invalid
-from janus.vtrace import vtrace
 
 
 @dataclass

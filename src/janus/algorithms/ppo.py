@@ -2,7 +2,7 @@
 
 * :class:`PPOActor` (runs in a Worker) samples from the policy in a vector env and returns a
   time-major piece ``[T, num_envs, ...]``: ``obs, action, logprob, value, reward, terminated,
-  truncated, advantage, return``. Advantages come from :func:`janus.returns.gae` over the piece,
+  truncated, advantage, return``. Advantages come from :func:`janus.algorithms.returns.gae` over the piece,
   bootstrapping from ``V(next_obs[t])``: after a truncation ``next_obs`` is the final observation
   (SAME_STEP autoreset, see :mod:`janus.envs.vector`), and the end of the piece bootstraps
   from the value of the last ``next_obs``.
@@ -37,11 +37,11 @@ from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.networks import activation_class, activation_function, flat_size, make_torso, mlp, obs_dtype
 from janus.algorithms.normalization import obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
+from janus.algorithms.returns import gae
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
-from janus.returns import gae
 
 
 @dataclass

@@ -21,7 +21,7 @@ from torch import nn
 
 from janus.algorithms.base import Algorithm, register
 from janus.algorithms.seeding import stream_seeds
-from janus.run_config import WorkloadConfig
+from janus.config.schema import WorkloadConfig
 
 DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
 

@@ -15,20 +15,20 @@ import yaml
 
 from janus import fileio, stopping
 from janus.config import RunConfig, available_placements, recorded, resolve
+from janus.config.resources import check_resources
 from janus.errors import invalid
 from janus.harness import run_folder
-from janus.harness.curves import write_learning_curve
-from janus.harness.granularity import ProbeResult, probe, with_granularity
-from janus.harness.live import LiveRun
-from janus.harness.progress import EnvStepProgress, EvaluationLines, ProgressLine
-from janus.harness.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
-from janus.harness.report import annotate, format_table, write_results
-from janus.harness.sweeps import compare_configs, quick, resolve_all, sweep_configs
-from janus.harness.sync_loop import on_synchronous_loop, run_configuration
-from janus.harness.train_report import acts_in_env, budget_reason, ended, train_summary, whole_budget
-from janus.resources import check_resources
+from janus.harness.experiments.granularity import ProbeResult, probe, with_granularity
+from janus.harness.experiments.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
+from janus.harness.experiments.sweeps import compare_configs, quick, resolve_all, sweep_configs
+from janus.harness.reports.curves import write_learning_curve
+from janus.harness.reports.live import LiveRun
+from janus.harness.reports.progress import EnvStepProgress, EvaluationLines, ProgressLine
+from janus.harness.reports.table import annotate, format_table, write_results
+from janus.harness.reports.train import acts_in_env, budget_reason, ended, train_summary, whole_budget
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
+from janus.runtime.synchronous import on_synchronous_loop, run_configuration
 from janus.user_code import first_line
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def runtime_summary(rt: dict, name: str | None = None) -> str:
     A message's MB are the arrays it carries (its payload), whether or not the backend copies
     them: ``local`` passes them by reference, ``process`` through shared memory, ``ray`` serialised.
     """
-    if rt.get("loop") == "synchronous":  # janus.harness.sync_loop: no components, nothing sent
+    if rt.get("loop") == "synchronous":  # janus.runtime.synchronous: no components, nothing sent
         return (f"\n{name or 'run'} ran the synchronous loop ({rt['backend']}): one thread, no components, no messages; "
                 f"{rt['param_versions_published']} parameter versions handed to the actors")
     msgs = rt["messages"]
@@ -192,14 +192,14 @@ def run_command(args: argparse.Namespace, cfg: RunConfig, hooks: CallbackHooks |
     """Run a parsed ``janus`` command; returns the exit code. ``hooks``: the callbacks of a
     ``train`` run (:func:`janus.train`), called around it and on every poll."""
     if args.command == "tune":
-        from janus.harness.tune_command import run_tune
+        from janus.harness.tune.command import run_tune
 
         return run_tune(args, cfg)
     if hooks is not None:
         hooks.check(cfg)  # a callback that cannot work in this run is refused before anything is written
     repeats_of(args)  # a bad --repeats is refused before anything is written
     if getattr(args, "wandb", False):
-        from janus.harness.wandb_log import require_wandb
+        from janus.harness.reports.wandb_log import require_wandb
 
         require_wandb()  # refused before anything is written, not once the run has started
     configs, skipped, baseline = plan(args, cfg)
@@ -389,7 +389,7 @@ def placement_note(configs: list[RunConfig]) -> str | None:
 
 def measured_granularity(args: argparse.Namespace, configs: list[RunConfig]) -> tuple[list[RunConfig], ProbeResult | None]:
     """compare without ``--g_*`` flags: the janus configuration's granularity by a short probe
-    (:mod:`janus.harness.granularity`); the granularity configuration uses it too when it is
+    (:mod:`janus.harness.experiments.granularity`); the granularity configuration uses it too when it is
     above 1 (else it keeps its own, so it still shows the knob alone)."""
     if args.command != "compare" or getattr(args, "g_collect", None) is not None or getattr(args, "g_select", None) is not None:
         return configs, None
@@ -449,7 +449,7 @@ def wandb_opener(args: argparse.Namespace, out_dir: Path, cfg: RunConfig) -> Cal
     """What opens the W&B run of ``--wandb`` (project ``--wandb_project``, the resolved config), under ``out_dir``."""
     if not getattr(args, "wandb", False):
         return None
-    from janus.harness.wandb_log import WandbWriter
+    from janus.harness.reports.wandb_log import WandbWriter
     from janus.result import reported_config
 
     project = getattr(args, "wandb_project", None) or "janus"

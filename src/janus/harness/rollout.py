@@ -7,7 +7,7 @@ from typing import Any
 
 from janus.config import SEED_LIMIT, RunConfig
 from janus.errors import ConfigError
-from janus.harness.video import FrameRecorder, check_video_path, write_gif
+from janus.harness.reports.video import FrameRecorder, check_video_path, write_gif
 from janus.policy import Policy, episode_returns, load_policy
 
 __all__ = ["MAX_VIDEO_FRAMES", "Video", "episode_returns", "rollout", "run_episodes"]  # episode_returns: janus.policy's

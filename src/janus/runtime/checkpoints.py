@@ -63,7 +63,7 @@ class Checkpointer:
 
     def stage(self, state: dict[str, Any], tag: int | str) -> None:
         """Write this component's part of checkpoint ``tag`` (a seq number, or FINAL on stop)."""
-        from janus.buffer.state_file import save_atomic
+        from janus.buffer.storage.state_file import save_atomic
 
         run = current_run(self.folder)
         save_atomic({**state, "tag": tag, "run_id": run}, _pending(self.folder, self.name, run, tag), fmt=self.fmt)
@@ -76,7 +76,7 @@ class Checkpointer:
         record = read_run_state(self.folder)
         if not record:
             return None
-        from janus.buffer.state_file import load_state
+        from janus.buffer.storage.state_file import load_state
 
         entry = _entry(self.folder, record, f"{self.name}.pt")
         _verify(self.path, entry)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from janus import policy as policies  # attributes read at call time: tests replace them
-from janus.buffer.state_file import load_state, save_atomic
+from janus.buffer.storage.state_file import load_state, save_atomic
 from janus.policy import BEST_FORMAT
 from janus.runtime.component import Component
 from janus.runtime.messages import CountsMsg, EvaluateMsg, FetchParamsMsg, LoadParamsMsg

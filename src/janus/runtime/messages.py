@@ -64,7 +64,7 @@ class PiecesAcceptedMsg:
 @dataclass(frozen=True)
 class FlushMsg:
     """Orchestrator -> TrajectoryManager: every worker has sent its last piece; the replay's inserts
-    are finished (:meth:`~janus.buffer.janus.JanusBuffer.finish_inserts`): what is staged is written,
+    are finished (:meth:`~janus.buffer.pipeline.JanusBuffer.finish_inserts`): what is staged is written,
     below the collection granularity too, and the rate limiter no longer holds sampling back for
     inserts that cannot come, or the learner would wait for them forever."""
 

@@ -1,6 +1,6 @@
 """The replay client: what the Trainer reads batches from and writes priorities to, on every backend.
 
-In one process (``local``, ``process``) the client is the :class:`~janus.buffer.janus.JanusBuffer`
+In one process (``local``, ``process``) the client is the :class:`~janus.buffer.pipeline.JanusBuffer`
 itself: its LearnerBuffer hands batches, already on the learner device, to the Trainer by
 reference. Across processes (``ray``) it is a remote client that keeps a few requests in flight
 to the replay host, so that the learner does not wait a round trip per batch
@@ -22,7 +22,7 @@ class ReplayClient(Protocol):
 
     def get(self, timeout: float | None = None) -> dict[str, torch.Tensor]:
         """The next batch on the learner device; raises
-        :class:`~janus.buffer.staging.StagingTimeout` past ``timeout`` and
+        :class:`~janus.buffer.staging.ends.StagingTimeout` past ``timeout`` and
         :class:`~janus.errors.PipelineClosedError` once the replay is closed."""
         ...
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from janus import stopping
 from janus.algorithms.base import algorithm
-from janus.buffer.experience import warm_up
-from janus.buffer.janus import JanusBuffer
+from janus.buffer.pipeline import JanusBuffer
+from janus.buffer.replay.experience import warm_up
 from janus.config import RunConfig
 from janus.errors import RunFailed
 from janus.result import RunResult, reported_config

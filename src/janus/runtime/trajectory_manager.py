@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from janus.buffer.janus import JanusBuffer
-from janus.buffer.staging import StagingTimeout
+from janus.buffer.pipeline import JanusBuffer
+from janus.buffer.staging.ends import StagingTimeout
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (

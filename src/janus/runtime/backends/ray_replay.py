@@ -19,7 +19,7 @@ import numpy as np
 import ray
 import torch
 
-from janus.buffer.staging import StagingTimeout
+from janus.buffer.staging.ends import StagingTimeout
 from janus.errors import PipelineClosedError
 
 HOST_WAIT_S = 0.2  # how long one sample call may wait at the host for a batch

@@ -1,0 +1,1 @@
+"""Frame replay: stacked image observations with every frame stored once."""

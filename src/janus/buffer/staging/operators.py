@@ -1,0 +1,179 @@
+"""The two operators of Dual-End Staging.
+
+* :class:`CollectionOp` — takes staged rollout pieces, flattens ``[T, envs, ...]`` to
+  ``[T*envs, ...]``, concatenates them, applies an optional preprocessing function and writes
+  them to the experience buffer in one ``extend`` (several, in order, when they are more than
+  its capacity).
+* :class:`SelectionOp` — picks the slots of the next ``g_select`` batches (uniform samples
+  off-policy; the next minibatches of the epoch on-policy), gathers them in one copy, moves them to
+  the learner device and splits them into batches.
+
+Both only touch data; when they run (inline or in a thread) is :class:`~janus.buffer.pipeline.JanusBuffer`'s
+business. When an insert may be written and what may be sampled is the rate limiter's
+(:mod:`janus.buffer.pacing.rate_limiter`): selection asks it for a grant and reads what it grants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from janus.buffer.pacing.queue_limiter import QueueLimiter
+from janus.buffer.pacing.rate_limiter import RateLimiter, SampleGrant
+from janus.buffer.replay.experience import ExperienceBuffer
+from janus.buffer.replay.samplers import epoch_permutation, make_generator
+from janus.buffer.storage.transfer import BatchTransfer, Pending
+from janus.errors import BufferInputError
+
+if TYPE_CHECKING:
+    from janus.buffer.frames.replay import FrameStackReplay
+
+Batch = dict[str, torch.Tensor]
+Preprocess = Callable[[Batch], Batch]
+
+
+def flatten_piece(piece: Mapping[str, Any], time_major_dims: int) -> Batch:
+    """Merge the leading ``time_major_dims`` dims of every field into one batch dim."""
+    out = {}
+    for k, v in piece.items():
+        t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+        if t.dim() < time_major_dims:
+            raise BufferInputError(
+                f"rollout field {k!r} has shape {tuple(t.shape)}; expected at least {time_major_dims} leading dims"
+            )
+        out[k] = t.reshape(-1, *t.shape[time_major_dims:]) if time_major_dims > 1 else t
+    return out
+
+
+def _reordered(batch: Batch, order: torch.Tensor) -> Batch:
+    """``batch``'s rows in ``order`` (a CPU index; the fields and the keys may be on different devices)."""
+    on: dict[torch.device, torch.Tensor] = {}
+    out = {}
+    for k, t in batch.items():
+        index = on.get(t.device)
+        if index is None:
+            index = on[t.device] = order.to(t.device)
+        out[k] = t.index_select(0, index)
+    return out
+
+
+class CollectionOp:
+    """Concatenate staged rollout pieces and write them to the experience buffer in one operation."""
+
+    def __init__(
+        self,
+        buffer: ExperienceBuffer | FrameStackReplay,
+        time_major_dims: int = 1,
+        preprocess: Preprocess | None = None,
+    ) -> None:
+        self.buffer = buffer
+        self.time_major_dims = time_major_dims
+        self.preprocess = preprocess
+
+    def prepare(self, pieces: Sequence[Mapping[str, Any]]) -> Batch:
+        """Flatten, concatenate and preprocess ``pieces`` into the batch :meth:`write` stores."""
+        flat = [flatten_piece(p, self.time_major_dims) for p in pieces]
+        if len(flat) == 1:
+            batch = flat[0]
+        else:
+            batch = {k: torch.cat([f[k] for f in flat]) for k in flat[0]}
+        return batch if self.preprocess is None else self.preprocess(batch)
+
+    def write(self, batch: Batch) -> int:
+        """Write a prepared batch; return the number of transitions written."""
+        n = next(iter(batch.values())).shape[0]
+        capacity = self.buffer.capacity
+        if n <= capacity:
+            self.buffer.extend(batch)
+        else:  # more than the ring holds (g_collect pieces, or one large piece): written in order, as a ring would
+            for start in range(0, n, capacity):
+                self.buffer.extend({k: v[start : start + capacity] for k, v in batch.items()})
+        return n
+
+    def __call__(self, pieces: Sequence[Mapping[str, Any]]) -> int:
+        """Write ``pieces``; return the number of transitions written."""
+        return self.write(self.prepare(pieces))
+
+
+class SelectionOp:
+    """Assemble the next ``g_select`` batches, gather them in one copy and move them to the learner."""
+
+    def __init__(
+        self,
+        buffer: ExperienceBuffer | FrameStackReplay,
+        batch_size: int,
+        batches_per_call: int,
+        learner_device: torch.device,
+        limiter: RateLimiter,
+        seed: int | None = None,
+        beta_schedule: Callable[[int], float] | None = None,
+    ) -> None:
+        self.buffer = buffer
+        self.limiter = limiter
+        self.beta_schedule = beta_schedule  # prioritized: beta of the n-th batch selected
+        self.selected = 0  # batches selected (off-policy)
+        self.batch_size = batch_size
+        self.batches_per_call = batches_per_call
+        self.transfer = BatchTransfer(buffer.device, learner_device)
+        self._generator = make_generator(torch.device("cpu"), seed)
+        self._order: torch.Tensor | None = None  # on-policy epoch permutation
+
+    def __call__(self, deadline: float | None = None) -> list[Pending]:
+        """Return the next bundle of batches (blocking until the limiter grants them).
+
+        ``deadline`` (a ``time.perf_counter()`` value) bounds the wait for the grant: past it,
+        raises :class:`~janus.buffer.staging.ends.StagingTimeout` with nothing consumed. A ratio limiter
+        may grant fewer batches than ``batches_per_call`` (never 0); the bundle holds what it granted.
+        """
+        grant = self.limiter.await_sample(self.batches_per_call, deadline)
+        count = grant.count
+        slots = self._item_slots(grant) if isinstance(self.limiter, QueueLimiter) else None
+        with self.transfer.stream_context():
+            if slots is None:
+                bundle = self.buffer.sample(self.batch_size * count, **self._sample_kwargs())
+                self.selected += count
+                if count > 1 and "weight" in bundle:  # stratified draws: in priority-mass order
+                    bundle = _reordered(bundle, self._spread_strata(count))
+            else:
+                bundle = self.buffer.gather(slots)
+            pending = self.transfer(bundle)
+        self.limiter.sample_done(grant)  # copied out: a queue may give the slots to the next insert
+        if count == 1:
+            return [pending]
+        sizes = [self.batch_size] * count
+        parts = {k: t.split(sizes) for k, t in pending.tensors.items()}
+        return [Pending({k: parts[k][i] for k in parts}, pending.event) for i in range(count)]
+
+    def _sample_kwargs(self) -> dict[str, float]:
+        """``beta`` of the next batch when annealed (one value for a bundle: that of its first batch)."""
+        return {} if self.beta_schedule is None else {"beta": self.beta_schedule(self.selected)}
+
+    def _spread_strata(self, count: int) -> torch.Tensor:
+        """The order that makes ``count`` batches of one stratified draw of ``count * batch_size``
+        each a stratified draw over the whole buffer.
+
+        Draw ``i`` lies in stratum ``i`` of the priority mass, so consecutive draws are neighbours
+        and batches split off in turn would each cover one ``count``-th of the buffer. Here batch
+        ``j`` takes, from every group of ``count`` consecutive strata, one at random (the others
+        go to the other batches): one draw in each of its ``batch_size`` equal strata, uniform
+        within it, as a ``sample(batch_size)`` of its own draws.
+        """
+        b = self.batch_size
+        pick = torch.rand(b, count, generator=self._generator).argsort(dim=1)  # group m: its strata, shuffled
+        return (torch.arange(b).unsqueeze(1) * count + pick).t().reshape(-1)
+
+    def _item_slots(self, grant: SampleGrant) -> torch.Tensor:
+        """The host slots of a queue grant: its batches of the item's order for this serve.
+
+        Each serve of an item gets a fresh order: the first serve shuffles within blocks of one
+        selection (so a block is readable as soon as its slots are written), later ones the whole item.
+        """
+        q = self.limiter
+        assert isinstance(q, QueueLimiter)
+        if grant.first == 0 or self._order is None:
+            block = self.batches_per_call * q.batch_size if grant.serve == 0 else q.item_size
+            self._order = epoch_permutation(q.item_size, block, self._generator, torch.device("cpu"))
+        mb, base = q.batch_size, (grant.item % q.capacity) * q.item_size
+        return self._order[grant.first * mb : (grant.first + grant.count) * mb] + base

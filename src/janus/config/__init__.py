@@ -1,0 +1,429 @@
+"""Configuration: dataclasses, YAML loading and validation with clear errors.
+
+A YAML file holds the data-path knobs at the top level, with the artifact's names
+(``placement``, ``overlap_collect``, ``g_select`` ...), and the workload under ``workload:``::
+
+    placement: auto
+    overlap_collect: 1
+    g_collect: 4
+    workload:
+      num_actors: 2
+
+Unknown keys, wrong types and out-of-range values raise :class:`~janus.errors.ConfigError` naming
+the field, the value given and the accepted values. Placements that need CUDA raise
+:class:`~janus.errors.PlacementUnavailableError` on machines without it, before any work starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from importlib import resources as package_data
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from janus.buffer.settings import (  # the data-path knobs (JanusConfig), below this module: also janus.config's names
+    DEVICES as DEVICES,
+    MAX_INT as MAX_INT,
+    PLACEMENTS as PLACEMENTS,
+    JanusConfig,
+    _int,
+    _is_number,
+    cuda_available,
+    parse_granularity as parse_granularity,
+    resolve_janus,
+    validate_janus,
+)
+from janus.config.schema import (  # the types, below this module and the algorithms: also janus.config's names
+    RunConfig as RunConfig,
+    RuntimeConfig as RuntimeConfig,
+    WorkloadConfig as WorkloadConfig,
+)
+from janus.errors import ConfigError, invalid, one_of, shown
+from janus.fileio import checking_path
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
+
+OBS_DTYPES = ("float32", "uint8")
+VECTOR_ENVS = ("sync", "async", "auto", "envpool")  # envpool: an optional extra (janus.envs.envpool_vector)
+
+
+BACKENDS = ("local", "process", "ray", "auto")
+MAX_WORKERS = 4096
+"""Workers no run takes, whatever ``allow_oversubscribe`` says (the bounds by this machine: :mod:`janus.config.resources`)."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# ---- what a run reads: the fields config.yaml and results.json record ------------------------------
+SYNTHETIC_ONLY = ("workload.obs_shape", "workload.obs_dtype", "workload.env_step_ms", "workload.env_compute_ms",
+                  "workload.hidden_size", "workload.num_layers", "workload.num_actions", "workload.iterations",
+                  "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""Fields only the synthetic workload reads (a Gymnasium run takes them from its env, its budget and its
+``algorithm:`` section, and publishes parameters per round of pieces)."""
+GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.preset", "workload.total_env_steps",
+            "runtime.eval_interval_steps", "runtime.eval_episodes")
+"""Fields only the Gymnasium algorithms (dqn, ppo, sac, appo, impala) read."""
+ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
+OFF_POLICY_ONLY = ("batch_size", "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""On-policy a learner batch is a minibatch, ``rollout / num_minibatches`` transitions: ``batch_size`` is not read."""
+RAY_ONLY = ("runtime.address", "runtime.max_calls_in_flight")
+
+
+def unread_fields(cfg: RunConfig) -> set[str]:
+    """The configuration paths (``batch_size``, ``workload.obs_shape`` ...) a run of ``cfg`` never reads:
+    those of the other kind of workload (synthetic or Gymnasium), of the other policy mode, of Ray
+    on another backend."""
+    from janus.algorithms.base import algorithm
+
+    algo = algorithm(cfg.workload.algo)
+    unread = set(SYNTHETIC_ONLY if algo.acts_in_gymnasium else GYM_ONLY)
+    unread |= set(OFF_POLICY_ONLY if algo.is_on_policy(cfg) else ON_POLICY_ONLY)
+    if cfg.runtime.backend != "ray":
+        unread |= set(RAY_ONLY)
+    return unread
+
+
+PER_INVOCATION = ("resume", "best_dir", "checkpoint_dir")
+"""Runtime fields ``janus train`` sets on each invocation (``--resume``; RUN_DIR/best; RUN_DIR/checkpoint
+unless the user chose a folder): not part of what a run records as its configuration."""
+
+
+def recorded(cfg: RunConfig) -> dict[str, Any]:
+    """The run as ``config.yaml`` and ``results.json`` record it: :meth:`RunConfig.to_dict` without the
+    fields the run never reads (:func:`unread_fields`), with its algorithm's every hyperparameter in
+    ``algorithm:`` (defaults included, the data-path knobs that set some of them left at their own
+    place; see :meth:`~janus.algorithms.base.Algorithm.hyperparameters`), and without what ``janus
+    train`` sets per invocation (:data:`PER_INVOCATION`; ``checkpoint_dir`` is kept where set). It
+    loads back as the same run (:func:`from_dict` on the algorithm's preset)."""
+    from janus.algorithms.base import algorithm
+
+    out = cfg.to_dict()
+    for path in unread_fields(cfg):
+        section, _, key = path.rpartition(".")
+        (out[section] if section else out).pop(key, None)
+    for key in PER_INVOCATION:  # janus train sets them itself on each invocation
+        out["runtime"].pop(key, None)
+    if cfg.runtime.checkpoint_dir is not None:  # a folder of the user's choosing (else: none, or RUN_DIR/checkpoint)
+        out["runtime"]["checkpoint_dir"] = cfg.runtime.checkpoint_dir
+    out.pop("algorithm", None)
+    hyperparameters = algorithm(cfg.workload.algo).hyperparameters(cfg)
+    if hyperparameters:
+        out["algorithm"] = hyperparameters
+    return out
+
+
+_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime", "algorithm"}
+_WORKLOAD = {f.name for f in fields(WorkloadConfig)}
+_RUNTIME = {f.name for f in fields(RuntimeConfig)}
+
+
+def _check_keys(given: Mapping[str, Any], accepted: set[str], where: str) -> None:
+    unknown = sorted(set(given) - accepted, key=repr)  # YAML keys may be ints, None...
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(map(repr, unknown))} in {where}; accepted keys: "
+            + ", ".join(sorted(accepted))
+        )
+
+
+def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConfig:
+    """Build a validated-shape (not yet resolved) :class:`RunConfig` from a flat mapping."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
+    _check_keys(data, _TOP_LEVEL, "config")
+    cfg = base or RunConfig()
+    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload", "runtime", "algorithm")}
+    algorithm = data.get("algorithm") or {}
+    if not isinstance(algorithm, Mapping):
+        raise invalid("algorithm", algorithm, "a mapping of algorithm hyperparameters")
+    runtime = data.get("runtime") or {}
+    if not isinstance(runtime, Mapping):
+        raise invalid("runtime", runtime, "a mapping of runtime keys")
+    _check_keys(runtime, _RUNTIME, "runtime")
+    workload = data.get("workload") or {}
+    if not isinstance(workload, Mapping):
+        raise invalid("workload", workload, "a mapping of workload keys")
+    _check_keys(workload, _WORKLOAD, "workload")
+    workload = dict(workload)
+    if isinstance(workload.get("algo"), str):  # --algo PPO, algo: PPO: the registry's spelling
+        from janus.algorithms.base import canonical_name
+
+        workload["algo"] = canonical_name(workload["algo"])
+    if "obs_shape" in workload:
+        shape = workload["obs_shape"]
+        if isinstance(shape, int):
+            shape = [shape]
+        if not isinstance(shape, (list, tuple)):
+            raise invalid("workload.obs_shape", shape, "a list of positive integers, e.g. [4, 84, 84]")
+        workload["obs_shape"] = tuple(shape)
+    return RunConfig(
+        janus=replace(cfg.janus, **janus_kw),
+        workload=replace(cfg.workload, **workload),
+        runtime=replace(cfg.runtime, **runtime),
+        algorithm={**cfg.algorithm, **algorithm},
+        name=data.get("name", cfg.name),  # checked by validate(): a list is not a name
+        seed=data.get("seed", cfg.seed),
+    )
+
+
+MAX_CONFIG_BYTES = 1 << 20
+SEED_LIMIT = 1 << 32  # the range every seeded library accepts (numpy's legacy seeding is 32-bit)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: an alias bomb (nested ``*refs``) is tiny on disk and
+    expands exponentially as soon as the config is copied, printed or validated.
+
+    It also reads ``1e-3`` as a float (YAML 1.2): PyYAML's YAML 1.1 rules want a dot (``1.0e-3``)
+    and would hand ``lr: 1e-3`` over as the string ``'1e-3'``.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ConfigError(f"YAML aliases (*{event.anchor}) are not supported in janus configs "
+                              f"(line {event.start_mark.line + 1}): write the value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A key given twice is an error (YAML forbids it; PyYAML would keep the last value silently)."""
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # not hashable (a list as a key): PyYAML says so itself
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(f"key {key!r} is given twice in one mapping (lines {seen[key]} and {line}): "
+                                  "keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_NoAliasLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML config file; clear errors for a missing or malformed file.
+
+    A FIFO or a character device (``--config /dev/stdin``, ``--config <(make_config)``) is read
+    like a file, up to :data:`MAX_CONFIG_BYTES`."""
+    path = Path(path)
+    name = shown(str(path), 300)
+    text = _config_text(path, name)
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader) or {}
+    except ConfigError as exc:  # an alias or a key given twice
+        raise ConfigError(f"config file {name}: {exc}") from None
+    except yaml.MarkedYAMLError as exc:  # where, then what: "line 3, column 2: expected <block end>, ..."
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
+        raise ConfigError(f"config file {name} is not valid YAML: {where}{what[:300]}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: {shown(str(exc), 400)}") from None
+    except (ValueError, OverflowError) as exc:  # a value PyYAML cannot build: a huge integer, a bad date
+        raise ConfigError(f"config file {name} holds a value that cannot be read: {_unreadable_value(exc)}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config file {name} must hold a mapping of keys to values, not {type(data).__name__}")
+    return dict(data)
+
+
+def _config_text(path: Path, name: str) -> str:
+    """The text of config file ``path`` (a regular file, FIFO or character device), at most
+    :data:`MAX_CONFIG_BYTES`; a ConfigError for a missing, unreadable or oversized one."""
+    with checking_path("config file", path):  # a path part too long, no permission, a socket ...
+        if path.is_dir():
+            raise ConfigError(f"config file {name} is a directory; give the YAML file in it")
+        if not path.exists():
+            raise ConfigError(f"config file not found: {name}")
+        with open(path, "rb") as f:  # not read_text(): a FIFO or /dev/stdin has no size to check first
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {name} is over {MAX_CONFIG_BYTES:,} bytes; a janus config is at most "
+                          f"{MAX_CONFIG_BYTES:,}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {name} is not valid YAML: not UTF-8 text ({exc.reason} at byte "
+                          f"{exc.start})") from None
+
+
+def _unreadable_value(exc: BaseException) -> str:
+    """What PyYAML failed to build, in words (Python's int-digit limit named as such)."""
+    text = str(exc)
+    if "integer string conversion" in text:
+        limit = sys.get_int_max_str_digits()
+        return (f"an integer of more than {limit:,} digits (Python's limit for reading one); "
+                f"no janus setting takes a number that large")
+    return shown(text, 300)
+
+
+def load_yaml(path: str | Path) -> RunConfig:
+    """Load a YAML config file (not yet resolved; call :func:`resolve`)."""
+    return from_dict(read_yaml(path))
+
+
+def default_config_file() -> Traversable:
+    """The default configuration, ``janus/configs/default.yaml``: package data, the same file from
+    any working directory (a run without ``--config`` starts from it)."""
+    return package_data.files("janus").joinpath("configs").joinpath("default.yaml")
+
+
+def read_default_config() -> dict[str, Any]:
+    """The mapping in :func:`default_config_file` (read as any config file, so with the same checks)."""
+    with package_data.as_file(default_config_file()) as path:  # a real file even from a zipped install
+        return read_yaml(path)
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Check every field of a run; return a copy with normalised types. Raises ConfigError."""
+    from janus.algorithms.base import algorithm  # the registry: imports the algorithm's module by name
+
+    w = cfg.workload
+    algo = algorithm(w.algo)  # unknown names: an error listing the registered ones (and custom ones imported)
+    # the algorithm states whether it learns on-policy; the data path's knob follows it
+    janus = validate_janus(replace(cfg.janus, is_on_policy=algo.is_on_policy(cfg)))
+    if w.obs_dtype not in OBS_DTYPES:
+        raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
+    if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
+        raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
+    check_env_kwargs(w.env_kwargs)
+    if w.vector_env not in VECTOR_ENVS:
+        raise invalid("workload.vector_env", w.vector_env, one_of(VECTOR_ENVS))
+    from janus.algorithms.presets import CHOICES as PRESETS
+
+    if w.preset not in PRESETS:
+        raise invalid("workload.preset", w.preset, one_of(PRESETS))
+    for key in ("env_step_ms", "env_compute_ms"):
+        value = getattr(w, key)
+        if not _is_number(value) or not 0 <= value <= 60_000:
+            raise invalid(f"workload.{key}", value, "a finite number in [0, 60000] (milliseconds)")
+    workload = replace(
+        w,
+        num_actors=_int("workload.num_actors", w.num_actors, high=MAX_WORKERS),
+        envs_per_actor=_int("workload.envs_per_actor", w.envs_per_actor),
+        rollout_length=_int("workload.rollout_length", w.rollout_length),
+        hidden_size=_int("workload.hidden_size", w.hidden_size),
+        num_layers=_int("workload.num_layers", w.num_layers, low=0),
+        num_actions=_int("workload.num_actions", w.num_actions),
+        iterations=_int("workload.iterations", w.iterations),
+        updates_per_iteration=_int("workload.updates_per_iteration", w.updates_per_iteration),
+        num_epochs=_int("workload.num_epochs", w.num_epochs),
+        env_step_ms=float(w.env_step_ms), env_compute_ms=float(w.env_compute_ms),
+        total_env_steps=_int("workload.total_env_steps", w.total_env_steps),
+    )
+    if not isinstance(cfg.name, str) or not cfg.name.strip():
+        raise invalid("name", cfg.name, "a non-empty string (the run's name in reports)")
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < SEED_LIMIT:
+        raise invalid("seed", cfg.seed, f"an integer in [0, {SEED_LIMIT - 1:,}]")
+    out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime))
+    algo.validate(out)  # after the types above: an algorithm's own checks may compute with the fields
+    if janus.is_on_policy:
+        rollout = out.rollout_transitions
+        for name in ("g_collect", "g_select"):
+            piece = workload.rollout_length * getattr(janus, name)
+            if name == "g_collect" and abs(piece - round(piece)) > 1e-9:
+                raise invalid(
+                    name, getattr(janus, name),
+                    f"a fraction k/M that splits workload.rollout_length={workload.rollout_length} into whole steps",
+                )
+        if rollout % janus.num_minibatches:
+            raise invalid(
+                "num_minibatches", janus.num_minibatches,
+                f"a divisor of the rollout size num_actors*envs_per_actor*rollout_length={rollout}",
+            )
+        if janus.buffer_capacity < rollout:
+            raise invalid("buffer_capacity", janus.buffer_capacity, f"at least one rollout ({rollout}) on-policy")
+        for name in ("min_inserts", "samples_per_insert"):
+            if getattr(out.runtime, name):
+                raise invalid(
+                    f"runtime.{name}", getattr(out.runtime, name),
+                    "0 on-policy (the on-policy schedule paces sampling; this rate applies off-policy only)",
+                )
+    return out
+
+
+def check_env_kwargs(kwargs: Any, name: str = "workload.env_kwargs") -> dict[str, Any]:
+    """``env_kwargs`` is a mapping of keyword names (strings) to values; returns it as a dict."""
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in kwargs):
+        raise invalid(name, kwargs, 'a mapping of gymnasium.make keyword names to values, e.g. {"max_episode_steps": 50}')
+    return dict(kwargs)
+
+
+def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
+    """Check the runtime section."""
+    if r.backend not in BACKENDS:
+        raise invalid("backend", r.backend, one_of(BACKENDS))
+    if r.address is not None and (not isinstance(r.address, str) or not r.address):
+        raise invalid("address", r.address, "'auto' or HOST:PORT of a Ray cluster")
+    for name in ("ping_interval_s", "pong_timeout_s", "checkpoint_interval_s", "results_interval_s"):
+        value = getattr(r, name)
+        if not _is_number(value) or value <= 0:
+            raise invalid(name, value, "a finite number of seconds > 0")
+    if not _is_number(r.stall_timeout_s) or r.stall_timeout_s < 0:
+        raise invalid("stall_timeout_s", r.stall_timeout_s, "a finite number of seconds >= 0 (0: never)")
+    spi = r.samples_per_insert
+    if not _is_number(spi) or spi < 0:
+        raise invalid("samples_per_insert", spi, "a finite number >= 0 (0: unlimited)")
+    if r.checkpoint_dir is not None and (not isinstance(r.checkpoint_dir, str) or not r.checkpoint_dir):
+        raise invalid("checkpoint_dir", r.checkpoint_dir, "a folder path (string) or null")
+    if not isinstance(r.resume, bool):
+        raise invalid("resume", r.resume, "true or false")
+    if not isinstance(r.allow_oversubscribe, bool):
+        raise invalid("allow_oversubscribe", r.allow_oversubscribe, "true or false")
+    if r.best_dir is not None and (not isinstance(r.best_dir, str) or not r.best_dir):
+        raise invalid("best_dir", r.best_dir, "a folder path (string) or null")
+    return replace(
+        r,
+        eval_interval_steps=_int("eval_interval_steps", r.eval_interval_steps, low=0),
+        eval_episodes=_int("eval_episodes", r.eval_episodes),
+        workers_per_node=_int("workers_per_node", r.workers_per_node, low=0),
+        min_inserts=_int("min_inserts", r.min_inserts, low=0),
+        samples_per_param_load=_int("samples_per_param_load", r.samples_per_param_load),
+        max_in_flight=_int("max_in_flight", r.max_in_flight),
+        max_calls_in_flight=_int("max_calls_in_flight", r.max_calls_in_flight),
+        samples_per_insert=float(spi), stall_timeout_s=float(r.stall_timeout_s),
+    )
+
+
+def resolve_backend(cfg: RunConfig) -> str:
+    """``runtime.backend`` for this machine: ``auto`` becomes ``local`` when both overlaps are off
+    (the serial scheduler, the ``--seed``-reproducible path, runs on ``local`` only) or when this
+    process may use a single CPU (worker processes would only take turns with the learner), else
+    ``process``; any other value is kept."""
+    if cfg.runtime.backend != "auto":
+        return cfg.runtime.backend
+    serial = not cfg.janus.overlap_collect and not cfg.janus.overlap_select
+    return "local" if serial or usable_cpus() < 2 else "process"
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """Validate a run, then resolve ``auto`` placements (see :func:`resolve_janus`) and the ``auto``
+    backend (see :func:`resolve_backend`) for this machine."""
+    cfg = validate(cfg)
+    return replace(cfg, janus=resolve_janus(cfg.janus), runtime=replace(cfg.runtime, backend=resolve_backend(cfg)))
+
+
+def available_placements() -> dict[str, str | None]:
+    """Each placement mapped to ``None`` if usable here, else the reason it is not."""
+    reason = None if cuda_available() else "CUDA is not available on this machine"
+    return {"cpu_pageable": None, "cpu_pinned": reason, "cuda": reason}

@@ -1,0 +1,1 @@
+"""The measured experiments behind ``janus compare`` and ``janus eval --sweep``."""

@@ -1,0 +1,1 @@
+"""What runs report: tables, charts, learning curves, TensorBoard, W&B, progress, the live log."""
