@@ -612,7 +612,7 @@ def configured(args: argparse.Namespace) -> RunConfig:
     checks, :func:`janus.config.validate`): what ``janus`` and :func:`janus.train` run."""
     cfg = config_from_args(args)
     if getattr(args, "resume", None) is not None:  # before validate: a refused change is named as such
-        from janus.harness.run_folder import check_resume_request
+        from janus.harness.resume_checks import check_resume_request
 
         check_resume_request(args, cfg)
     validate(cfg)  # fail on a bad config before any work starts; placements resolve per run

@@ -47,6 +47,16 @@ class PipelineClosedError(JanusError, RuntimeError):
     """The pipeline was closed (or failed) and can no longer accept or deliver data."""
 
 
+class RunFolderError(JanusError, ValueError):
+    """An output folder janus may not use (taken, locked, not a folder, not writable), or a resume
+    that would change what its checkpoint fixes."""
+
+    @classmethod
+    def naming(cls, flag: str, path: object, why: str) -> RunFolderError:
+        """The error of the folder ``path`` given by ``flag`` (``--out``, ``--resume``...): ``why``."""
+        return cls(f"{flag} {str(path)!r}: {why}")
+
+
 MAX_SHOWN = 120  # characters of a bad value quoted in a message
 
 

@@ -133,7 +133,7 @@ def test_preset_does_not_apply_to_the_synthetic_workload() -> None:
 def test_a_run_from_before_presets_resumes_without_one(tmp_path: Path) -> None:
     """Its config.yaml has no workload.preset (and, before issue 35, no algorithm section): the
     resumed run keeps the values it had, not the Atari preset's."""
-    from janus.harness.run_folder import check_changes, stored_config
+    from janus.harness.resume_checks import check_changes, stored_config
 
     cfg = configured(parse_args(["train", "--algo", "dqn", "--env", "ALE/Pong-v5", "--preset", "none"]))
     old = cfg.to_dict()

@@ -319,7 +319,7 @@ def test_a_run_whose_config_yaml_the_old_code_wrote_still_resumes(trained: Path,
     the recorded form (every hyperparameter, only the fields the run reads)."""
     import yaml
 
-    from janus.harness.run_folder import stored_config
+    from janus.harness.resume_checks import stored_config
 
     run = tmp_path / "run"
     shutil.copytree(trained, run)

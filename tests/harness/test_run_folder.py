@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 
 from janus.cli import main
-from janus.harness import run_folder
-from janus.harness.run_folder import LOCK_NAME
+from janus.errors import RunFolderError
+from janus.harness import resume_checks, run_folder
+from janus.harness.run_lock import LOCK_NAME
 
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = REPO / "tests" / "reliability" / "hooks"
@@ -233,8 +234,8 @@ def test_a_resume_may_restate_the_runs_own_hyperparameters(run: Path, janus_here
 
 def test_a_resume_may_change_how_often_results_are_written(run: Path) -> None:
     """--results_interval_s fixes nothing in the checkpoint (README: timing may change); it was refused."""
-    stored = run_folder.stored_config(run)
-    run_folder.check_changes(run, stored, replace(stored, runtime=replace(stored.runtime, results_interval_s=5.0)))
+    stored = resume_checks.stored_config(run)
+    resume_checks.check_changes(run, stored, replace(stored, runtime=replace(stored.runtime, results_interval_s=5.0)))
 
 
 @pytest.mark.parametrize("key, value, named", [
@@ -242,9 +243,9 @@ def test_a_resume_may_change_how_often_results_are_written(run: Path) -> None:
     ("activation", "tanh", "cannot change --activation ("),
 ])
 def test_a_resume_may_not_change_the_network(run: Path, key: str, value: object, named: str) -> None:
-    stored = run_folder.stored_config(run)
-    with pytest.raises(run_folder.RunFolderError) as err:
-        run_folder.check_changes(run, stored, replace(stored, algorithm={**stored.algorithm, key: value}))
+    stored = resume_checks.stored_config(run)
+    with pytest.raises(RunFolderError) as err:
+        resume_checks.check_changes(run, stored, replace(stored, algorithm={**stored.algorithm, key: value}))
     assert named in str(err.value)
 
 
@@ -369,7 +370,7 @@ def test_out_in_a_place_that_cannot_be_written_is_an_error(tmp_path: Path, janus
 def test_a_resume_that_commits_nothing_puts_the_best_policy_back(tmp_path: Path) -> None:
     """Periodic evaluation may write RUN_DIR/best/policy.pt before a resumed run's first commit: a
     run that then commits nothing leaves it as it was (and removes one it created)."""
-    from janus.harness.run_folder import ResumeCommit
+    from janus.harness.resume_commit import ResumeCommit
 
     best = tmp_path / "best" / "policy.pt"
     best.parent.mkdir()

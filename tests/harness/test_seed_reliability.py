@@ -21,7 +21,7 @@ import pytest
 
 import janus
 from janus.cli import main
-from janus.harness.run_folder import LOCK_NAME, _alive
+from janus.harness.run_lock import LOCK_NAME, _alive
 from janus.harness.seeds.aggregate import write_aggregate
 
 CARTPOLE = ["--algo", "dqn", "--env", "CartPole-v1", "--backend", "local"]

@@ -17,7 +17,7 @@ from janus import fileio, stopping
 from janus.config import RunConfig, available_placements, recorded, resolve
 from janus.config.resources import check_resources
 from janus.errors import invalid
-from janus.harness import run_folder
+from janus.harness import resume_checks, resume_commit, run_folder
 from janus.harness.experiments.granularity import ProbeResult, probe, with_granularity
 from janus.harness.experiments.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
 from janus.harness.experiments.sweeps import compare_configs, quick, resolve_all, sweep_configs
@@ -154,17 +154,17 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
     from janus.runtime import checkpoints
 
     algo = algorithm(cfg.workload.algo)
-    stored = run_folder.stored_config(out_dir)
-    run_folder.check_resumable(out_dir, stored)
+    stored = resume_checks.stored_config(out_dir)
+    resume_checks.check_resumable(out_dir, stored)
     checkpoint_dir = str(cfg.runtime.checkpoint_dir)
     state = checkpoints.read_run_state(checkpoint_dir)
-    run_folder.check_changes(out_dir, stored, cfg)  # as planned: resolved, --quick
+    resume_checks.check_changes(out_dir, stored, cfg)  # as planned: resolved, --quick
     at_budget = bool(state) and int(state["trained"]) >= algo.budget(cfg).total_updates
-    if at_budget and run_folder.results_missing(out_dir, state) is not None:
+    if at_budget and resume_checks.results_missing(out_dir, state) is not None:
         checkpoints.verify_committed(checkpoint_dir, state)  # results only from a commit whose files are whole
         return state
-    run_folder.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, "--total_env_steps")
-    run_folder.check_checkpoint_kept(out_dir, checkpoint_dir, state)
+    resume_checks.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, "--total_env_steps")
+    resume_checks.check_checkpoint_kept(out_dir, checkpoint_dir, state)
     checkpoints.verify_committed(checkpoint_dir, state)  # a corrupt file is refused first
     _print_resume_point(cfg, state)
     return None
@@ -175,7 +175,7 @@ def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any], comma
     results are missing or stale; nothing is trained and config.yaml is not changed."""
     from janus.runtime.run import result_from_run_state
 
-    why = run_folder.results_missing(out_dir, state)
+    why = resume_checks.results_missing(out_dir, state)
     print(f"janus train: the run is already at its budget ({int(state['env_steps']):,} env steps, "
           f"{int(state['trained']):,} updates, final checkpoint committed) but {why}: the session that trained "
           f"it stopped before writing its results; writing them from {Path(str(cfg.runtime.checkpoint_dir)) / 'run_state.json'} "
@@ -217,7 +217,7 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
             skipped: list[dict[str, str]], baseline: str, hooks: CallbackHooks | None = None) -> int:
     """Run ``configs`` into the locked folder ``out_dir``: a resumed run's config.yaml is
     written once it has committed a checkpoint, a new run's at once."""
-    resumed: run_folder.ResumeCommit | None = None
+    resumed: resume_commit.ResumeCommit | None = None
     if args.command == "train":
         prepared = [prepare_train(args, c, out_dir) for c in configs]
         configs = [c for c, _ in prepared]
@@ -228,8 +228,8 @@ def _run_in(args: argparse.Namespace, label: str, out_dir: Path, configs: list[R
                     return complete_results(out_dir, configs[0], committed, command_line(label, args))
             ckpt = configs[0].runtime.checkpoint_dir
             best = configs[0].runtime.best_dir
-            resumed = run_folder.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None,
-                                              Path(best) / "policy.pt" if best else None)
+            resumed = resume_commit.ResumeCommit(out_dir / "config.yaml", prepared[0][1], Path(ckpt) if ckpt else None,
+                                                 Path(best) / "policy.pt" if best else None)
             resumed.start()
         else:
             from janus.runtime.plan import plan_of
