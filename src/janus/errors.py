@@ -47,6 +47,10 @@ class PipelineClosedError(JanusError, RuntimeError):
     """The pipeline was closed (or failed) and can no longer accept or deliver data."""
 
 
+class StagingTimeout(JanusError, TimeoutError):
+    """A blocking call of the data path (a staging queue, the rate limiter) did not complete within its timeout."""
+
+
 class RunFolderError(JanusError, ValueError):
     """An output folder janus may not use (taken, locked, not a folder, not writable), or a resume
     that would change what its checkpoint fixes."""

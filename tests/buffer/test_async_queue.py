@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from janus import JanusBuffer, JanusConfig
-from janus.buffer.staging.ends import StagingTimeout
-from janus.errors import ConfigError
+from janus.errors import ConfigError, StagingTimeout
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,8 +19,7 @@ import pytest
 import torch
 
 from janus import ExperienceBuffer, JanusBuffer, JanusConfig
-from janus.buffer.staging.ends import StagingTimeout
-from janus.errors import BufferInputError, ConfigError, PipelineClosedError
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError, StagingTimeout
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -967,7 +966,7 @@ def test_reordering_a_bundle_keeps_each_field_on_its_device():
     """On the cuda placement a bundle's fields and weights are on the GPU and its keys on the host;
     the reorder of the strata indexes each with an index on its own device ('meta' stands in for
     the GPU here; index_select with an index on another device fails on a GPU)."""
-    from janus.buffer.staging.operators import _reordered
+    from janus.buffer.staging.selection import _reordered
 
     bundle = {"x": torch.zeros(4, 3, device="meta"), "weight": torch.zeros(4, device="meta"), "index": torch.arange(4)}
     out = _reordered(bundle, torch.tensor([2, 0, 3, 1]))

@@ -222,7 +222,7 @@ def test_priorities_of_every_float_input_land_as_their_float64_value(make):
 def test_priorities_read_by_address_match_the_numpy_path(dtype):
     """Contiguous CPU tensors reach the kernel by address, anything else as numpy arrays: with
     duplicate and stale keys, both leave the same trees, max priority and applied counts."""
-    from janus.buffer.replay import validation
+    from janus.buffer.replay import priority_checks
 
     gen = np.random.default_rng(0)
     bufs = [ExperienceBuffer(50, sampler="prioritized", seed=0, fields={"x": ((), "int64")}) for _ in range(2)]
@@ -232,7 +232,7 @@ def test_priorities_read_by_address_match_the_numpy_path(dtype):
     for _ in range(20):
         keys = torch.from_numpy(gen.integers(0, 80, 40))
         prio = torch.from_numpy(gen.random(40) * 5).to(dtype)
-        assert validation.priority_addresses(keys, prio) is not None  # the tensors take the address path
+        assert priority_checks.priority_addresses(keys, prio) is not None  # the tensors take the address path
         by_address = bufs[0].update_priority(keys, prio)
         as_arrays = bufs[1].update_priority(keys.numpy(), prio.numpy())
         assert by_address == as_arrays == int((keys >= 30).sum())
@@ -244,7 +244,7 @@ def test_priorities_read_by_address_match_the_numpy_path(dtype):
 def test_priority_limit_is_checked_in_the_kernel_with_nothing_written():
     """The largest safe priority is accepted; the next float up (float64 or float32) is refused,
     naming the overflow, and nothing is written."""
-    from janus.buffer.replay.validation import priority_limit
+    from janus.buffer.kernels.native import priority_limit
 
     buf = ExperienceBuffer(8, sampler="prioritized", seed=0, alpha=10.0, eps=1e-6, fields={"x": ((), "int64")})
     keys = buf.extend({"x": np.arange(4)})

@@ -17,8 +17,7 @@ from hypothesis import given, settings, strategies as st
 from janus import JanusBuffer, JanusConfig
 from janus.buffer.pacing.queue_limiter import QueueLimiter
 from janus.buffer.pacing.rate_limiter import RatioLimiter, SampleGrant
-from janus.buffer.staging.ends import StagingTimeout
-from janus.errors import BufferInputError, ConfigError, PipelineClosedError
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError, StagingTimeout
 
 pytestmark = pytest.mark.timeout(60)
 JOIN_S = 10.0

@@ -40,8 +40,8 @@ def test_a_collection_unit_the_ratio_could_never_admit_whole_is_written_a_piece_
     import numpy as np
 
     from janus.buffer.pipeline import JanusBuffer
-    from janus.buffer.staging.ends import StagingTimeout
     from janus.config import JanusConfig
+    from janus.errors import StagingTimeout
 
     # 8-transition pieces, 4 per collection = 32 transitions, worth 64 sampled; error_buffer 24 admits one piece
     buffer = JanusBuffer(JanusConfig(batch_size=8, buffer_capacity=1000, g_collect=4, actor_buffer_size=8,

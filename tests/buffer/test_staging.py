@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from janus.buffer.staging.ends import ActorBuffer, LearnerBuffer, StagingTimeout
-from janus.errors import JanusError, PipelineClosedError
+from janus.buffer.staging.actor_buffer import ActorBuffer
+from janus.buffer.staging.learner_buffer import LearnerBuffer
+from janus.errors import JanusError, PipelineClosedError, StagingTimeout
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from janus.buffer.replay.validation import check_int
+from janus.buffer.arguments import check_int
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from janus.buffer.arguments import check_int, is_int
 from janus.buffer.frames.replay import FrameStackReplay
 from janus.buffer.pacing.queue_limiter import QueueLimiter
 from janus.buffer.pacing.rate_limiter import RateLimiter, RatioLimiter
 from janus.buffer.replay.experience import ExperienceBuffer
-from janus.buffer.replay.validation import check_frame_piece, check_int, check_piece, is_int
 from janus.buffer.settings import JanusConfig, resolve_janus
-from janus.buffer.staging.ends import ActorBuffer, LearnerBuffer, StagingTimeout
-from janus.buffer.staging.operators import CollectionOp, Preprocess, SelectionOp
-from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, invalid
+from janus.buffer.staging.actor_buffer import ActorBuffer
+from janus.buffer.staging.batch import Preprocess
+from janus.buffer.staging.collection import CollectionOp
+from janus.buffer.staging.learner_buffer import LearnerBuffer
+from janus.buffer.staging.piece_checks import check_frame_piece, check_piece
+from janus.buffer.staging.selection import SelectionOp
+from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, StagingTimeout, invalid
 
 
 @dataclass
@@ -223,7 +227,7 @@ class JanusBuffer:
         dtypes and item shapes of the first piece; any other is refused here, before it is staged.
         ``version``: the parameter version the piece was acted with (on-policy ``max_staleness``
         drops a rollout that lags the learner's too far; None: never stale). ``timeout=0`` never
-        blocks: a full ActorBuffer raises :class:`~janus.buffer.staging.ends.StagingTimeout` at once.
+        blocks: a full ActorBuffer raises :class:`~janus.errors.StagingTimeout` at once.
         """
         timeout = _check_timeout(timeout)
         self._raise_if_failed()
@@ -384,7 +388,7 @@ class JanusBuffer:
         """The next batch on the learner device (fields, ``"index"`` keys, ``"weight"`` if prioritized).
 
         Blocks until a batch is ready; past ``timeout`` seconds raises
-        :class:`~janus.buffer.staging.ends.StagingTimeout` (also when selection runs inline), saying
+        :class:`~janus.errors.StagingTimeout` (also when selection runs inline), saying
         what it waits for. Inline (``overlap_select=0``) it first writes the staged pieces the rate
         limiter now admits (``overlap_collect=0``), then selects if the limiter grants a sample:
         ``get(timeout=0)`` never blocks. After :meth:`close` raises :class:`PipelineClosedError`.

@@ -22,7 +22,7 @@ class ReplayClient(Protocol):
 
     def get(self, timeout: float | None = None) -> dict[str, torch.Tensor]:
         """The next batch on the learner device; raises
-        :class:`~janus.buffer.staging.ends.StagingTimeout` past ``timeout`` and
+        :class:`~janus.errors.StagingTimeout` past ``timeout`` and
         :class:`~janus.errors.PipelineClosedError` once the replay is closed."""
         ...
 

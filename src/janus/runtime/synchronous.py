@@ -27,9 +27,8 @@ from janus import stopping
 from janus.algorithms.base import algorithm
 from janus.buffer.pipeline import JanusBuffer
 from janus.buffer.replay.experience import warm_up
-from janus.buffer.staging.ends import StagingTimeout
 from janus.config import RunConfig
-from janus.errors import ConfigError, RunFailed
+from janus.errors import ConfigError, RunFailed, StagingTimeout
 from janus.result import RunResult, reported_config
 from janus.runtime.messages import ParamsSnapshot
 from janus.runtime.plan import RunPlan, plan_of

@@ -11,8 +11,7 @@ from typing import Any, Protocol
 import torch
 
 from janus.algorithms.base import LearnerSide
-from janus.buffer.staging.ends import StagingTimeout
-from janus.errors import PipelineClosedError, TrainingDiverged
+from janus.errors import PipelineClosedError, StagingTimeout, TrainingDiverged
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import CheckpointMsg, CountsMsg, FetchParamsMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from janus.buffer.pipeline import JanusBuffer
-from janus.buffer.staging.ends import StagingTimeout
+from janus.errors import StagingTimeout
 from janus.runtime.checkpoints import FINAL, Checkpointer
 from janus.runtime.component import Component
 from janus.runtime.messages import (

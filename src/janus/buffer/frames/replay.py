@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from janus.buffer import arguments
 from janus.buffer.frames import state as frame_state
 from janus.buffer.kernels.native import NativePrioritizedSampler, NativeSampler, kernels
-from janus.buffer.replay import validation
+from janus.buffer.replay import field_casts, field_checks, priority_checks
 from janus.buffer.storage import state_file
-from janus.buffer.storage.memory import HUGE_PAGE_MIN_BYTES
+from janus.buffer.storage.memory import HUGE_PAGE_MIN_BYTES, is_out_of_memory
 from janus.buffer.storage.ring import FieldSpec, OutLayout, RingStorage, placement_device
 from janus.errors import AllocationError, BufferEmptyError, BufferInputError, BufferTypeError, CheckpointError, invalid, one_of
 
@@ -107,8 +108,8 @@ class FrameStackReplay:
         max_age: int | None = None,
         history: int = 16,
     ) -> None:
-        validation.check_capacity(capacity)
-        validation.check_seed(seed)
+        arguments.check_capacity(capacity)
+        arguments.check_seed(seed)
         if sampler not in SAMPLERS:
             raise invalid("sampler", sampler, one_of(SAMPLERS))
         if placement == "auto":
@@ -120,16 +121,16 @@ class FrameStackReplay:
         placement_device(placement)
         capacity = int(capacity)
         frame_capacity = default_frame_capacity(capacity) if frame_capacity is None else frame_capacity
-        validation.check_capacity(frame_capacity)  # same bounds, named below if wrong
+        arguments.check_capacity(frame_capacity)  # same bounds, named below if wrong
         headroom = int(frame_capacity) - capacity
         if max_age is None:  # most of the headroom (see the docstring); a ring below capacity evicts early anyway
             max_age = max(3 * headroom // 4, 1) if headroom >= 64 else max(int(frame_capacity) // 8, 1)
         for name, value, high in (("max_age", max_age, 2**40), ("history", history, 4096)):
-            validation.check_int(name, value, 1, high, error=BufferInputError)
+            arguments.check_int(name, value, 1, high, error=BufferInputError)
         self.capacity, self.placement, self.seed = capacity, placement, None if seed is None else int(seed)
         self.frame_capacity, self.max_age, self.history = int(frame_capacity), int(max_age), int(history)
         self._sampler_name = sampler
-        self._sampler_kwargs = validation.prioritized_settings(sampler, alpha, beta, eps)
+        self._sampler_kwargs = priority_checks.prioritized_settings(sampler, alpha, beta, eps)
         self._sampler = self._make_sampler(seed)
         self._lock = threading.RLock()
         self._written = 0
@@ -202,7 +203,7 @@ class FrameStackReplay:
         """
         if not isinstance(data, Mapping) or not data:
             raise BufferTypeError(f"extend() takes a non-empty mapping of field name -> tensor, got {type(data).__name__}")
-        validation.check_field_names(data, "extend()")
+        field_checks.check_field_names(data, "extend()")
         missing = [k for k in (OBS, NEXT) if k not in data]
         if missing:
             raise BufferInputError(f"FrameStackReplay.extend() needs fields 'obs' and 'next_obs' (stacks of frames); missing {missing}")
@@ -214,12 +215,12 @@ class FrameStackReplay:
             f = self._f
             assert f is not None
             n = f.check_stacks(obs, nxt)  # (checked on allocation too)
-            validation.check_item_count(n, self.capacity)
+            field_checks.check_item_count(n, self.capacity)
             specs = {k: s for k, s in self._storage.specs.items() if k != LINKS}
             if set(rest) != set(specs):
                 raise BufferInputError(f"extend() fields do not match the buffer's: missing {sorted(set(specs) - set(rest))}, "
                                        f"unexpected {sorted(set(rest) - set(specs))}")
-            views, m = validation.coerce_batch(rest, specs, self.capacity, strict=True) if specs else ((), n)
+            views, m = field_casts.coerce_batch(rest, specs, self.capacity, strict=True) if specs else ((), n)
             if m != n:
                 raise BufferInputError(f"extend() fields have different batch sizes: obs has {n} items, the other fields {m}")
             streams = f.stream_indices(rest.get(STREAM), n)
@@ -237,8 +238,8 @@ class FrameStackReplay:
     def _allocate_from(self, obs: np.ndarray, nxt: np.ndarray, rest: Mapping[str, Any], order: list[str]) -> None:
         if obs.ndim < 2:
             raise invalid("field 'obs' shape", obs.shape, "(n, k, *frame): a batch of stacks of k frames", BufferInputError)
-        validation.check_reserved_names(rest, {LINKS: "the links of the stored frames"})
-        _, specs = validation.check_batch(rest, {}, self.capacity, self.device) if rest else (None, {})
+        field_checks.check_reserved_names(rest, {LINKS: "the links of the stored frames"})
+        _, specs = field_checks.check_batch(rest, {}, self.capacity, self.device) if rest else (None, {})
         f, storage = self._build(tuple(int(d) for d in obs.shape[1:]), obs.dtype, specs)
         f.check_stacks(obs, nxt)  # next_obs like obs, before anything is kept
         self._f, self._storage, self._order = f, storage, list(order)
@@ -250,7 +251,7 @@ class FrameStackReplay:
             f = frame_state.Frames(stack_shape, dtype, self.frame_capacity, self.max_age, self.history, self.placement)
             storage.allocate({LINKS: FieldSpec((2,), torch.int64), **specs})
         except (RuntimeError, MemoryError) as exc:
-            if not validation.is_out_of_memory(exc):
+            if not is_out_of_memory(exc):
                 raise
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise AllocationError(f"cannot allocate a FrameStackReplay of capacity={self.capacity}, "
@@ -267,9 +268,9 @@ class FrameStackReplay:
         no other live result shares), ``"index"`` (keys) and, prioritized, ``"weight"``: what an ExperienceBuffer of
         whole stacks returns, item for item with the same seed while no row was evicted early.
         """
-        validation.check_batch_size(batch_size)
+        arguments.check_batch_size(batch_size)
         if sampler_kwargs:
-            validation.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
+            priority_checks.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
         n = int(batch_size)
         with self._lock:
             if len(self) == 0:
@@ -296,7 +297,7 @@ class FrameStackReplay:
         with self._lock:
             if self._f is None:
                 raise BufferEmptyError("cannot gather from an empty FrameStackReplay: call extend() first")
-            idx = validation.slot_array(slots, min(self._written, self.capacity))
+            idx = field_checks.slot_array(slots, min(self._written, self.capacity))
             n = idx.shape[0]
             w, cap = self._written, self.capacity
             dead = idx[w - 1 - (w % cap - 1 - idx) % cap < self._live_from()]
@@ -346,18 +347,18 @@ class FrameStackReplay:
         raises :class:`~janus.errors.BufferInputError`.
         """
         if self._sampler_name != "prioritized":
-            validation.refuse_priorities(self._sampler_name)
+            priority_checks.refuse_priorities(self._sampler_name)
         with self._lock:
-            keys, prio = validation.priority_arrays(index, priority)
+            keys, prio = priority_checks.priority_arrays(index, priority)
             if keys.size and (keys.min() < 0 or keys.max() >= self._written or not np.all((prio >= 0) & (prio < np.inf))):
-                validation.check_priority_update(index, priority, self._written)  # raises, naming the bad values
+                priority_checks.check_priority_update(index, priority, self._written)  # raises, naming the bad values
             live = keys >= self._live_from()
             if not live.all():
                 keys, prio = np.ascontiguousarray(keys[live]), np.ascontiguousarray(prio[live])
             s = self._sampler
             if not s.prioritized or not keys.size:
                 return int(keys.size)
-            validation.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
+            priority_checks.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
             return int(kernels().update_priority(s.trees, s.params, keys, prio, self._written, self.capacity))
 
     # ---- checkpoints ----------------------------------------------------------------------------

@@ -23,10 +23,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from janus.buffer.replay.validation import priority_limit
 from janus.errors import invalid
 
 _MASK64 = (1 << 64) - 1
+
+#: the sum tree stays this far below float64's overflow (1.8e308)
+MAX_TREE_TOTAL = 1e300
+
+
+def priority_limit(alpha: float, eps: float, capacity: int) -> float:
+    """The largest priority whose leaf ``(p + eps) ** alpha``, summed over a full buffer, stays
+    below :data:`MAX_TREE_TOTAL` (``inf`` when every finite priority does)."""
+    if alpha <= 0:
+        return math.inf
+    try:
+        return math.exp((math.log(MAX_TREE_TOTAL) - math.log(capacity)) / alpha) - eps
+    except OverflowError:
+        return math.inf
 
 
 _KERNELS: Any = None

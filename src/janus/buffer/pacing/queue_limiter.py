@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from janus.buffer.arguments import check_int
 from janus.buffer.pacing.rate_limiter import RateLimiter, SampleGrant
-from janus.buffer.replay.validation import check_int
 from janus.errors import BufferInputError, ConfigError, invalid
 
 

@@ -16,7 +16,7 @@ Two modes, one family (:class:`RateLimiter`):
   each served a set number of times, a capacity in items, staleness bounded by parameter version.
 
 Waits are bounded by deadlines (``time.perf_counter()`` values; past one a wait raises
-:class:`~janus.buffer.staging.ends.StagingTimeout`); :meth:`RateLimiter.close` wakes every waiter with
+:class:`~janus.errors.StagingTimeout`); :meth:`RateLimiter.close` wakes every waiter with
 :class:`~janus.errors.PipelineClosedError`. An insert is two steps: :meth:`~RateLimiter.await_insert`
 admits (reserves) ``n`` transitions, :meth:`~RateLimiter.commit_insert` says they are written, so a
 sample never reads what is admitted and not yet stored.
@@ -31,8 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from janus.buffer.staging.ends import StagingTimeout
-from janus.errors import BufferInputError, ConfigError, PipelineClosedError, invalid
+from janus.errors import BufferInputError, ConfigError, PipelineClosedError, StagingTimeout, invalid
 
 
 @dataclass(frozen=True)

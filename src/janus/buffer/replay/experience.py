@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from janus.buffer import arguments
 from janus.buffer.kernels.native import NativePrioritizedSampler, NativeSampler, compiled, kernels
-from janus.buffer.replay import validation
+from janus.buffer.replay import field_casts, field_checks, priority_checks
 from janus.buffer.replay.samplers import Sampler, UniformSampler, epoch_permutation, make_generator
 from janus.buffer.storage import state_file
+from janus.buffer.storage.memory import is_out_of_memory
 from janus.buffer.storage.ring import FieldSpec, RingStorage, placement_device
 from janus.errors import (
     AllocationError,
@@ -96,15 +98,15 @@ class ExperienceBuffer:
         fields: Mapping[str, Any] | None = None,
         output: str = "torch",
     ) -> None:
-        validation.check_capacity(capacity)
-        validation.check_seed(seed)
+        arguments.check_capacity(capacity)
+        arguments.check_seed(seed)
         if sampler not in SAMPLERS:
             raise invalid("sampler", sampler, one_of(SAMPLERS))
         if output not in OUTPUTS:
             raise invalid("output", output, one_of(OUTPUTS))
         if isinstance(placement, str) and placement == "auto":
             placement = "cuda" if torch.cuda.is_available() and output == "torch" else "cpu_pageable"
-        specs = None if fields is None else validation.parse_fields(fields)
+        specs = None if fields is None else field_checks.parse_fields(fields)
         self._declared = specs is not None  # declared fields cast their inputs
         self._storage = RingStorage(int(capacity), placement)
         self._native = self._storage.device.type == "cpu"  # compiled kernels, see janus.buffer.kernels.native
@@ -112,14 +114,14 @@ class ExperienceBuffer:
         if self._numpy_out and not self._native:
             raise invalid("output", output, f"'torch' with placement={self.placement!r} (numpy arrays live in host memory)")
         self._sampler_name = sampler
-        self._sampler_kwargs = validation.prioritized_settings(sampler, alpha, beta, eps)
+        self._sampler_kwargs = priority_checks.prioritized_settings(sampler, alpha, beta, eps)
         self.seed = None if seed is None else int(seed)
         try:
             # A NativeSampler (host placements, self._native) or a torch Sampler: the code picks by
             # self._native, which mypy cannot follow, and an isinstance on the hot paths costs.
             self._sampler: Any = self._make_sampler(seed)
         except (RuntimeError, MemoryError) as exc:  # the prioritized trees may not fit in memory
-            if not validation.is_out_of_memory(exc):
+            if not is_out_of_memory(exc):
                 raise
             raise _allocation_error(f"priority trees for capacity={capacity}", exc) from None
         self._epoch_generator = make_generator(torch.device("cpu"), None if seed is None else seed + 1)
@@ -196,12 +198,12 @@ class ExperienceBuffer:
         """
         with self._lock:
             if not self._storage.allocated:  # undeclared fields: the first batch fixes them
-                _, specs = validation.check_batch(data, {}, self.capacity, self.device)
+                _, specs = field_checks.check_batch(data, {}, self.capacity, self.device)
                 self._allocate(self._storage, specs)
             if not self._native:
                 return self._extend_torch(data)
             st, s, written = self._storage, self._sampler, self._written
-            views, n = validation.coerce_batch(data, st.specs, st.capacity, not self._declared, True)
+            views, n = field_casts.coerce_batch(data, st.specs, st.capacity, not self._declared, True)
             kernels().extend(st.packed, st.field_bytes, views, written % st.capacity, n, s.trees, s.params)
             self._written = written + n
             keys = np.arange(written, written + n, dtype=np.int64)
@@ -217,7 +219,7 @@ class ExperienceBuffer:
             storage.allocate(specs)
         except RuntimeError as exc:  # undo a partial allocation
             storage.__init__(self.capacity, self.placement)  # type: ignore[misc]  # reset in place: a RingStorage, not a subclass
-            if not validation.is_out_of_memory(exc):
+            if not is_out_of_memory(exc):
                 raise
             raise _allocation_error(f"storage for capacity={self.capacity} items of {dict(specs)}", exc) from None
 
@@ -231,10 +233,10 @@ class ExperienceBuffer:
 
     def _extend_torch(self, data: Mapping[str, Any]) -> torch.Tensor:
         specs = self._storage.specs
-        if self._declared and not validation.matches_specs(data, specs, self.capacity, self.device):
-            batch, n = validation.cast_batch(data, specs, self.capacity)  # the casts of the CPU path
+        if self._declared and not field_checks.matches_specs(data, specs, self.capacity, self.device):
+            batch, n = field_casts.cast_batch(data, specs, self.capacity)  # the casts of the CPU path
         else:
-            batch, _ = validation.check_batch(data, specs, self.capacity, self.device)
+            batch, _ = field_checks.check_batch(data, specs, self.capacity, self.device)
             n = next(iter(batch.values())).shape[0]
         start = self._written % self.capacity
         self._storage.write(start, batch)
@@ -266,11 +268,11 @@ class ExperienceBuffer:
         ``batch_size`` equal parts of the total priority), so they come in slot order: to split one
         sample into minibatches, take every ``k``-th draw rather than runs of neighbours.
         """
-        if type(batch_size) is not int or not 0 < batch_size <= validation.MAX_ITEMS:
-            validation.check_batch_size(batch_size)
+        if type(batch_size) is not int or not 0 < batch_size <= arguments.MAX_ITEMS:
+            arguments.check_batch_size(batch_size)
             batch_size = int(batch_size)
         if sampler_kwargs:
-            validation.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
+            priority_checks.check_sampler_kwargs(self._sampler_name, sampler_kwargs)
         with self._lock:
             written = self._written
             if written == 0:
@@ -281,7 +283,7 @@ class ExperienceBuffer:
                 slots, weights = self._sampler.sample(batch_size, min(written, self.capacity), **sampler_kwargs)
                 out = self._storage.gather(slots)
             except (RuntimeError, MemoryError) as exc:
-                if not validation.is_out_of_memory(exc):
+                if not is_out_of_memory(exc):
                     raise
                 raise _allocation_error(f"a batch of batch_size={batch_size} items", exc) from None
             out["index"] = self._keys_of(slots)
@@ -316,7 +318,7 @@ class ExperienceBuffer:
         with self._lock:
             if self._written == 0:
                 raise BufferEmptyError("cannot gather from an empty ExperienceBuffer: call extend() first")
-            idx = validation.slot_array(slots, len(self))
+            idx = field_checks.slot_array(slots, len(self))
             if self._native:
                 st, n = self._storage, idx.shape[0]
                 layout, flat = st.new_output(n)
@@ -333,7 +335,7 @@ class ExperienceBuffer:
 
         Bad arguments and an empty buffer raise here, not at the first ``next()``.
         """
-        validation.check_batch_size(batch_size)
+        arguments.check_batch_size(batch_size)
         if len(self) == 0:
             raise BufferEmptyError("cannot iterate an empty ExperienceBuffer: call extend() first")
         return self._epoch(int(batch_size), shuffle)
@@ -369,7 +371,7 @@ class ExperienceBuffer:
         A buffer with the uniform sampler has no priorities: it raises :class:`BufferInputError`.
         """
         if self._sampler_name != "prioritized":
-            validation.refuse_priorities(self._sampler_name)
+            priority_checks.refuse_priorities(self._sampler_name)
         with self._lock:
             s = self._sampler
             if self._native and s.prioritized:
@@ -380,20 +382,20 @@ class ExperienceBuffer:
                 if (type(index) is _NDARRAY and type(priority) is _NDARRAY and index.ndim == 1 and priority.ndim == 1
                         and index.dtype is _INT64 and ((dt := priority.dtype) is _FLOAT64 or dt is _FLOAT32)):
                     applied = kernels().update_priority(s.trees, s.params, index, priority, self._written, s.capacity)
-                elif (at := validation.priority_addresses(index, priority)) is not None:  # the usual tensors, read in place
+                elif (at := priority_checks.priority_addresses(index, priority)) is not None:  # the usual tensors, read in place
                     applied = kernels().update_priority_at(s.trees, s.params, *at, self._written, s.capacity)
                 else:
-                    keys_np, prio_np = validation.priority_arrays(index, priority)
+                    keys_np, prio_np = priority_checks.priority_arrays(index, priority)
                     applied = kernels().update_priority(s.trees, s.params, keys_np, prio_np, self._written, s.capacity)
                 if applied < 0:  # nothing was written: explain what is wrong
-                    keys_np, prio_np = validation.priority_arrays(index, priority)
-                    validation.check_priority_update(index, priority, self._written)
-                    validation.check_priority_scale(float(prio_np.max()), s.alpha, s.eps, s.capacity)
+                    keys_np, prio_np = priority_checks.priority_arrays(index, priority)
+                    priority_checks.check_priority_update(index, priority, self._written)
+                    priority_checks.check_priority_scale(float(prio_np.max()), s.alpha, s.eps, s.capacity)
                     raise invalid("priority", float(prio_np[-1 - applied]), f"a finite number in [0, {s.limit:g}]", BufferInputError)
                 return applied
-            keys, prio, first = validation.check_priority_update(index, priority, self._written)
+            keys, prio, first = priority_checks.check_priority_update(index, priority, self._written)
             if prio.numel() and hasattr(s, "alpha"):  # the torch prioritized sampler (CUDA placements)
-                validation.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
+                priority_checks.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
             oldest = self._written - self.capacity  # smallest key still stored
             if first < oldest:  # some items were overwritten since they were sampled
                 live = keys >= oldest

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from janus.buffer.arguments import check_int, is_finite_number
 from janus.buffer.replay.samplers import make_generator, restore_generator
 from janus.buffer.replay.sumtree import MinTree, SumTree
-from janus.buffer.replay.validation import check_int, is_finite_number
 from janus.errors import BufferEmptyError, BufferInputError, invalid
 
 

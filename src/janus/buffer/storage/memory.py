@@ -1,5 +1,6 @@
 """Host memory for buffers: huge pages for large tensors (:func:`advise_huge_pages`), and memory
-for large results that is used again once the result it last held is garbage (:class:`ResultMemory`).
+for large results that is used again once the result it last held is garbage (:class:`ResultMemory`),
+and telling a failed allocation from other errors (:func:`is_out_of_memory`).
 
 A result in fresh memory pays for its pages before the copy writes them: the OS maps and zeroes
 every page on first touch, which for a batch of images costs about as much as the copy itself.
@@ -101,3 +102,11 @@ class ResultMemory:
     def idle_bytes(self) -> int:
         """Bytes held by buffers waiting to be handed out again."""
         return sum(b.nbytes for b in list(self._idle))
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch (or Python) failing to allocate memory (host, pinned or GPU)."""
+    text = str(exc)
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or any(
+        s in text for s in ("can't allocate memory", "out of memory", "overflow")
+    )

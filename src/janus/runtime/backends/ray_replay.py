@@ -19,8 +19,7 @@ import numpy as np
 import ray
 import torch
 
-from janus.buffer.staging.ends import StagingTimeout
-from janus.errors import PipelineClosedError
+from janus.errors import PipelineClosedError, StagingTimeout
 
 HOST_WAIT_S = 0.2  # how long one sample call may wait at the host for a batch
 

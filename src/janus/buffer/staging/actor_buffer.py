@@ -1,102 +1,21 @@
-"""Staging at both ends of the data path.
+"""The actor end of Dual-End Staging: :class:`ActorBuffer`, a bounded FIFO of rollout pieces.
 
-* :class:`ActorBuffer` — producer side: a bounded FIFO of rollout pieces. A full queue blocks the
-  producer (backpressure) until space frees up or its timeout expires.
-* :class:`LearnerBuffer` — consumer side: a bounded FIFO of selected bundles (lists of batches);
-  ``get()`` hands the learner one batch at a time.
-
-Both can be closed with an error: every blocked or later call then raises that error (with its
-original traceback), so a failure in a background thread never turns into a silent hang.
+A full queue blocks the producer (backpressure) until space frees up or its timeout expires; the
+collection stage takes pieces once a collection unit is staged (and the rate limiter admits it).
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from janus.errors import JanusError, PipelineClosedError
-
-T = TypeVar("T")
-
-
-class StagingTimeout(JanusError, TimeoutError):
-    """A blocking staging call did not complete within its timeout."""
+from janus.buffer.staging.bounded_queue import BoundedQueue
+from janus.errors import PipelineClosedError
 
 
-class _BoundedQueue(Generic[T]):
-    """A FIFO bounded by a total ``size`` (items weigh what the caller says), closeable with an error."""
-
-    def __init__(self, max_size: int, name: str) -> None:
-        self.max_size = max_size
-        self.name = name
-        self._items: deque[tuple[T, int]] = deque()
-        self._size = 0
-        self._cond = threading.Condition()
-        self._closed = False
-        self._error: BaseException | None = None
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise PipelineClosedError(f"{self.name} is closed")
-
-    def _wait(self, ready: Callable[[], bool], timeout: float | None, what: str) -> float:
-        """Wait until ``ready()`` (under the lock); return seconds waited. Raises on close/timeout."""
-        if ready():
-            return 0.0
-        start = time.perf_counter()
-        deadline = None if timeout is None else start + timeout
-        while not ready():
-            if self._error is not None or self._closed:
-                self._raise_if_failed()
-            remaining = None if deadline is None else deadline - time.perf_counter()
-            if remaining is not None and remaining <= 0:
-                raise StagingTimeout(f"{self.name}: timed out after {timeout:.3g}s waiting to {what}")
-            self._cond.wait(remaining)
-        return time.perf_counter() - start
-
-    def put(self, item: T, size: int = 1, timeout: float | None = None) -> float:
-        """Append ``item``; block while the queue is full. Returns the seconds spent blocked.
-
-        An item larger than the whole bound is accepted into an empty queue, so it cannot deadlock.
-        """
-        with self._cond:
-            self._raise_if_failed()
-            blocked = self._wait(
-                lambda: self._size == 0 or self._size + size <= self.max_size, timeout, "put (queue full)"
-            )
-            self._raise_if_failed()
-            self._items.append((item, size))
-            self._size += size
-            self._cond.notify_all()
-            return blocked
-
-    def close(self, error: BaseException | None = None) -> None:
-        """Refuse further puts; wake every waiter. With ``error``, waiters and later calls raise it."""
-        with self._cond:
-            self._closed = True
-            if error is not None and self._error is None:
-                self._error = error
-            self._cond.notify_all()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-
-class ActorBuffer(_BoundedQueue[Any]):
+class ActorBuffer(BoundedQueue[Any]):
     """Producer-side staging of rollout pieces, bounded in pieces (backpressure when full).
 
     ``min_transitions``: a put never blocks while fewer transitions than this are staged. Set it to
@@ -231,30 +150,3 @@ class ActorBuffer(_BoundedQueue[Any]):
             self._transitions -= size
         self._cond.notify_all()
         return out
-
-
-class LearnerBuffer(_BoundedQueue[list]):
-    """Consumer-side staging: bundles of ready batches, bounded in bundles."""
-
-    def __init__(self, max_bundles: int) -> None:
-        super().__init__(max_bundles, "LearnerBuffer")
-        self._current: deque[Any] = deque()
-
-    def ready(self) -> int:
-        """Batches that ``get`` can return without waiting."""
-        with self._cond:
-            return len(self._current) + sum(len(b) for b, _ in self._items)
-
-    def get(self, timeout: float | None = None) -> tuple[Any, float]:
-        """Return ``(batch, seconds waited)``; blocks until a batch is staged."""
-        with self._cond:
-            if self._error is not None:
-                raise self._error
-            if self._current:
-                return self._current.popleft(), 0.0
-            waited = self._wait(lambda: bool(self._items), timeout, "get a batch")
-            bundle, _ = self._items.popleft()
-            self._size -= 1
-            self._cond.notify_all()
-            self._current.extend(bundle)
-            return self._current.popleft(), waited

@@ -1,50 +1,28 @@
-"""The two operators of Dual-End Staging.
+"""The selection operator of Dual-End Staging: :class:`SelectionOp`, batches out of the experience buffer.
 
-* :class:`CollectionOp` — takes staged rollout pieces, flattens ``[T, envs, ...]`` to
-  ``[T*envs, ...]``, concatenates them, applies an optional preprocessing function and writes
-  them to the experience buffer in one ``extend`` (several, in order, when they are more than
-  its capacity).
-* :class:`SelectionOp` — picks the slots of the next ``g_select`` batches (uniform samples
-  off-policy; the next minibatches of the epoch on-policy), gathers them in one copy, moves them to
-  the learner device and splits them into batches.
-
-Both only touch data; when they run (inline or in a thread) is :class:`~janus.buffer.pipeline.JanusBuffer`'s
-business. When an insert may be written and what may be sampled is the rate limiter's
-(:mod:`janus.buffer.pacing.rate_limiter`): selection asks it for a grant and reads what it grants.
+It picks the slots of the next ``g_select`` batches (uniform samples off-policy; the next
+minibatches of the epoch on-policy), gathers them in one copy, moves them to the learner device and
+splits them into batches. It only touches data: when it runs is
+:class:`~janus.buffer.pipeline.JanusBuffer`'s business, what may be sampled the rate limiter's
+(:mod:`janus.buffer.pacing`): selection asks it for a grant and reads what it grants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from janus.buffer.pacing.queue_limiter import QueueLimiter
 from janus.buffer.pacing.rate_limiter import RateLimiter, SampleGrant
-from janus.buffer.replay.experience import ExperienceBuffer
 from janus.buffer.replay.samplers import epoch_permutation, make_generator
+from janus.buffer.staging.batch import Batch
 from janus.buffer.storage.transfer import BatchTransfer, Pending
-from janus.errors import BufferInputError
 
 if TYPE_CHECKING:
     from janus.buffer.frames.replay import FrameStackReplay
-
-Batch = dict[str, torch.Tensor]
-Preprocess = Callable[[Batch], Batch]
-
-
-def flatten_piece(piece: Mapping[str, Any], time_major_dims: int) -> Batch:
-    """Merge the leading ``time_major_dims`` dims of every field into one batch dim."""
-    out = {}
-    for k, v in piece.items():
-        t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
-        if t.dim() < time_major_dims:
-            raise BufferInputError(
-                f"rollout field {k!r} has shape {tuple(t.shape)}; expected at least {time_major_dims} leading dims"
-            )
-        out[k] = t.reshape(-1, *t.shape[time_major_dims:]) if time_major_dims > 1 else t
-    return out
+    from janus.buffer.replay.experience import ExperienceBuffer
 
 
 def _reordered(batch: Batch, order: torch.Tensor) -> Batch:
@@ -57,44 +35,6 @@ def _reordered(batch: Batch, order: torch.Tensor) -> Batch:
             index = on[t.device] = order.to(t.device)
         out[k] = t.index_select(0, index)
     return out
-
-
-class CollectionOp:
-    """Concatenate staged rollout pieces and write them to the experience buffer in one operation."""
-
-    def __init__(
-        self,
-        buffer: ExperienceBuffer | FrameStackReplay,
-        time_major_dims: int = 1,
-        preprocess: Preprocess | None = None,
-    ) -> None:
-        self.buffer = buffer
-        self.time_major_dims = time_major_dims
-        self.preprocess = preprocess
-
-    def prepare(self, pieces: Sequence[Mapping[str, Any]]) -> Batch:
-        """Flatten, concatenate and preprocess ``pieces`` into the batch :meth:`write` stores."""
-        flat = [flatten_piece(p, self.time_major_dims) for p in pieces]
-        if len(flat) == 1:
-            batch = flat[0]
-        else:
-            batch = {k: torch.cat([f[k] for f in flat]) for k in flat[0]}
-        return batch if self.preprocess is None else self.preprocess(batch)
-
-    def write(self, batch: Batch) -> int:
-        """Write a prepared batch; return the number of transitions written."""
-        n = next(iter(batch.values())).shape[0]
-        capacity = self.buffer.capacity
-        if n <= capacity:
-            self.buffer.extend(batch)
-        else:  # more than the ring holds (g_collect pieces, or one large piece): written in order, as a ring would
-            for start in range(0, n, capacity):
-                self.buffer.extend({k: v[start : start + capacity] for k, v in batch.items()})
-        return n
-
-    def __call__(self, pieces: Sequence[Mapping[str, Any]]) -> int:
-        """Write ``pieces``; return the number of transitions written."""
-        return self.write(self.prepare(pieces))
 
 
 class SelectionOp:
@@ -124,7 +64,7 @@ class SelectionOp:
         """Return the next bundle of batches (blocking until the limiter grants them).
 
         ``deadline`` (a ``time.perf_counter()`` value) bounds the wait for the grant: past it,
-        raises :class:`~janus.buffer.staging.ends.StagingTimeout` with nothing consumed. A ratio limiter
+        raises :class:`~janus.errors.StagingTimeout` with nothing consumed. A ratio limiter
         may grant fewer batches than ``batches_per_call`` (never 0); the bundle holds what it granted.
         """
         grant = self.limiter.await_sample(self.batches_per_call, deadline)
