@@ -16,7 +16,8 @@ from hypothesis import given, settings, strategies as st
 
 from janus import JanusBuffer, JanusConfig
 from janus.buffer.pacing.queue_limiter import QueueLimiter
-from janus.buffer.pacing.rate_limiter import RatioLimiter, SampleGrant
+from janus.buffer.pacing.rate_limiter import SampleGrant
+from janus.buffer.pacing.ratio_limiter import RatioLimiter
 from janus.errors import BufferInputError, ConfigError, PipelineClosedError, StagingTimeout
 
 pytestmark = pytest.mark.timeout(60)

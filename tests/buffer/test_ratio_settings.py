@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from janus.buffer.pacing.rate_limiter import SampleToInsertRatio
+from janus.buffer.pacing.ratio_limiter import SampleToInsertRatio
 from janus.errors import ConfigError
 
 

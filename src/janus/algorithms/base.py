@@ -127,7 +127,7 @@ class Pacing:
     """Rates and piece sizes: what the replay's rate limiter and the Workers are built from.
 
     Sizes are in transitions; ``error_buffer`` is in sampled transitions (see
-    :class:`~janus.buffer.pacing.rate_limiter.RatioLimiter`).
+    :class:`~janus.buffer.pacing.ratio_limiter.RatioLimiter`).
     """
 
     samples_per_insert: float

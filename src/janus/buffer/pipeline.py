@@ -29,7 +29,8 @@ import torch
 from janus.buffer.arguments import check_int, is_int
 from janus.buffer.frames.replay import FrameStackReplay
 from janus.buffer.pacing.queue_limiter import QueueLimiter
-from janus.buffer.pacing.rate_limiter import RateLimiter, RatioLimiter
+from janus.buffer.pacing.rate_limiter import RateLimiter
+from janus.buffer.pacing.ratio_limiter import RatioLimiter
 from janus.buffer.replay.experience import ExperienceBuffer
 from janus.buffer.settings import JanusConfig, resolve_janus
 from janus.buffer.staging.actor_buffer import ActorBuffer
@@ -102,7 +103,7 @@ class JanusBuffer:
             :mod:`janus.buffer.replay.prioritized`, which anneals it as the PER paper does; ``None``:
             the sampler's ``beta`` throughout. :attr:`beta` is the value the next batch gets.
         samples_per_insert, error_buffer: off-policy, the sample/insert ratio and how far it may
-            drift, in sampled transitions (see :class:`~janus.buffer.pacing.rate_limiter.RatioLimiter`;
+            drift, in sampled transitions (see :class:`~janus.buffer.pacing.ratio_limiter.RatioLimiter`;
             0: no ratio, sampling waits only for ``min_size``).
         max_staleness: on-policy, parameter versions a rollout may lag the learner's
             (:meth:`set_learner_version`, ``put(..., version=)``) before it is dropped unserved.
@@ -112,7 +113,7 @@ class JanusBuffer:
 
     The rate limiter is built here from these arguments, not passed in, because its units are the
     buffer's own (the batch size, the rollout, the collection unit): off-policy a
-    :class:`~janus.buffer.pacing.rate_limiter.RatioLimiter`, on-policy a
+    :class:`~janus.buffer.pacing.ratio_limiter.RatioLimiter`, on-policy a
     :class:`~janus.buffer.pacing.queue_limiter.QueueLimiter` (item = one rollout, served ``num_epochs``
     times, one deep). A resumed run restores its counts with ``rate_limiter.restore(...)``.
     """

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm, largest_insert
-from janus.buffer.pacing.rate_limiter import SampleToInsertRatio
+from janus.buffer.pacing.ratio_limiter import SampleToInsertRatio
 from janus.buffer.replay.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError
