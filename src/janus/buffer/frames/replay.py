@@ -16,7 +16,6 @@ CPU placements; :class:`~janus.buffer.pipeline.JanusBuffer` uses it with ``frame
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 
 from janus.buffer import arguments
-from janus.buffer.frames import state as frame_state
+from janus.buffer.frames import checkpoint, state as frame_state
 from janus.buffer.kernels.native import NativePrioritizedSampler, NativeSampler, kernels
 from janus.buffer.replay import field_casts, field_checks, priority_checks
 from janus.buffer.storage import state_file
@@ -38,7 +37,6 @@ SAMPLERS = ("uniform", "prioritized")
 OBS, NEXT, STREAM = "obs", "next_obs", "stream"
 LINKS = "_frames"  # internal row field: the newest frame of obs and of next_obs (int64 x 2)
 FORMAT = "janus.frame_stack_replay"
-KIND = "frame_stack_replay"  # a state_dict's "kind"
 
 _FK: Any = None
 
@@ -365,7 +363,7 @@ class FrameStackReplay:
     def state_dict(self) -> dict[str, Any]:
         """Everything that restores this replay: rows, frames and their links, streams, sampler state."""
         with self._lock:
-            return _state_of(self)
+            return checkpoint.state_of(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (same capacity, frame capacity and sampler).
@@ -374,7 +372,7 @@ class FrameStackReplay:
         leaves this replay as it was.
         """
         with self._lock:
-            _restore(self, state)
+            checkpoint.restore(self, state)
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (temporary file, then rename)."""
@@ -392,95 +390,3 @@ class FrameStackReplay:
             raise CheckpointError(f"{str(path)!r} holds a malformed frame-stack checkpoint: {type(exc).__name__}: {exc}") from None
         replay.load_state_dict(state)
         return replay
-
-
-# ---- checkpoints: a replay as a state and back (reads its fields; hence here, not in frame_state) --
-def _state_of(replay: FrameStackReplay) -> dict[str, Any]:
-    f, st = replay._f, replay._storage
-    state: dict[str, Any] = {
-        "kind": KIND, "capacity": replay.capacity, "placement": replay.placement, "sampler": replay._sampler_name,
-        "sampler_kwargs": dict(replay._sampler_kwargs), "seed": replay.seed, "written": replay._written,
-        "frame_capacity": replay.frame_capacity, "max_age": replay.max_age, "history": replay.history,
-        "order": list(replay._order), "stack": None, "fields": {},
-        "sampler_state": {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in replay._sampler.state_dict().items()},
-    }
-    if f is None or st.packed is None:
-        return state
-    rows, nf, ns = min(replay._written, replay.capacity), min(int(f.meta[0]), replay.frame_capacity), len(f.ids)
-    state.update({
-        "stack": {"shape": list(f.stack_shape), "dtype": str(f.dtype).removeprefix("torch.")},
-        "fields": {k: [list(s.shape), str(s.dtype).removeprefix("torch.")] for k, s in st.specs.items() if k != "_frames"},
-        "rows": torch.from_numpy(st.packed[:rows].copy()),
-        "frames": torch.from_numpy(f.frames[:nf].copy()),
-        **{k: torch.from_numpy(getattr(f, k)[:nf].copy()) for k in ("prev", "gen", "users")},
-        "meta": torch.from_numpy(f.meta.copy()),
-        "streams": torch.tensor(sorted(f.ids, key=f.ids.__getitem__), dtype=torch.int64),
-        **{k: torch.from_numpy(getattr(f, k)[:ns].copy()) for k in ("hist", "hist_len", "hint")},
-    })
-    return state
-
-
-def _restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
-    """Load ``state`` into ``replay``, all or nothing."""
-    if not isinstance(state, Mapping) or state.get("kind") != KIND:
-        raise CheckpointError(f"not a FrameStackReplay state (kind {state.get('kind') if isinstance(state, Mapping) else None!r})")
-    mine = {"capacity": replay.capacity, "sampler": replay._sampler_name, "frame_capacity": replay.frame_capacity}
-    theirs = {k: state.get(k) for k in mine}
-    if theirs != mine:
-        raise CheckpointError(f"checkpoint holds {theirs}; this FrameStackReplay has {mine}")
-    try:
-        written = state_file.written_from_state(state)
-        sampler = replay._make_sampler(0)
-        sampler.load_state_dict({k: v for k, v in state["sampler_state"].items()})
-        if state["stack"] is None:
-            f, storage, order = None, type(replay._storage)(replay.capacity, replay.placement), []
-        else:
-            specs = state_file.specs_from_state({"capacity": replay.capacity, "fields": state["fields"], "sampler": replay._sampler_name})
-            shape, dtype = tuple(state["stack"]["shape"]), getattr(torch, state["stack"]["dtype"])
-            _check_frame_memory(replay, shape, dtype)
-            np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-            f, storage = replay._build(shape, np_dtype, specs)
-            order = [str(k) for k in state["order"]]
-            if sorted(order) != sorted([*specs, "obs", "next_obs"]):
-                raise CheckpointError(f"checkpoint 'order' {order} does not name its fields {sorted(specs)} + obs, next_obs")
-            assert storage.packed is not None  # _build allocated it
-            _copy(state["rows"], storage.packed, min(written, replay.capacity), "rows")
-            nf = min(int(state["meta"][0]), replay.frame_capacity)
-            for name in ("frames", "prev", "gen", "users"):
-                _copy(state[name], getattr(f, name), nf, name)
-            f.meta[:] = _array(state["meta"], (2,), np.int64, "meta")
-            ids = [int(i) for i in _array(state["streams"], None, np.int64, "streams")]
-            f.ids = {sid: row for row, sid in enumerate(ids)}
-            if len(ids) > f.hist.shape[0]:
-                f._grow(len(ids))
-            for name in ("hist", "hist_len", "hint"):
-                _copy(state[name], getattr(f, name), len(ids), name)
-    except (CheckpointError, AllocationError):
-        raise
-    except (LookupError, TypeError, ValueError, AttributeError, RuntimeError, BufferInputError) as exc:
-        raise CheckpointError(f"malformed FrameStackReplay checkpoint state: {type(exc).__name__}: {exc}") from None
-    replay._f, replay._storage, replay._order = f, storage, order
-    replay._sampler, replay._written = sampler, written
-
-
-def _check_frame_memory(replay: FrameStackReplay, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-    if not isinstance(dtype, torch.dtype) or not all(isinstance(d, int) and d >= 1 for d in shape):
-        raise CheckpointError(f"checkpoint 'stack' is malformed: shape {shape!r}, dtype {dtype!r}")
-    need, limit = replay.frame_capacity * math.prod(shape[1:]) * dtype.itemsize, state_file.memory_limit()
-    if need > limit:
-        raise CheckpointError(f"checkpoint declares {need / 2**30:.1f} GiB of frames, more than this machine's "
-                              f"{limit / 2**30:.1f} GiB; nothing was allocated")
-
-
-def _array(value: Any, shape: tuple[int, ...] | None, dtype: Any, name: str) -> np.ndarray:
-    if not isinstance(value, torch.Tensor):
-        raise CheckpointError(f"checkpoint {name!r} is a {type(value).__name__}; expected a tensor")
-    a = value.detach().cpu().numpy()
-    if (shape is not None and a.shape != shape) or a.dtype != dtype:
-        raise CheckpointError(f"checkpoint {name!r} holds {a.dtype} {a.shape}; expected {np.dtype(dtype)} {shape}")
-    return a
-
-
-def _copy(value: Any, dst: np.ndarray, rows: int, name: str) -> None:
-    a = _array(value, (rows, *dst.shape[1:]), dst.dtype, name)
-    dst[:rows] = a

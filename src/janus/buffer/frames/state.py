@@ -1,8 +1,8 @@
 """The frame side of :class:`~janus.buffer.frames.replay.FrameStackReplay`: arrays and streams.
 
 :class:`Frames` owns the frame ring (see :mod:`janus.buffer.kernels.frames` for what each array
-holds) and the per-stream search state. Turning a replay into a checkpoint state and back reads
-the replay's own fields, so it lives with the replay in :mod:`janus.buffer.frames.replay`.
+holds) and the per-stream search state. Turning a replay into a checkpoint state and back is
+:mod:`janus.buffer.frames.checkpoint`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ recognised (its key is older than ``capacity`` writes) and dropped instead of hi
 occupant of the slot.
 
 On CPU placements every operation is one call into a compiled kernel (:mod:`janus.buffer.kernels.native`);
-the ``cuda`` placement runs batched torch ops (:mod:`janus.buffer.replay.sumtree`).
+the ``cuda`` placement runs batched torch ops (:mod:`janus.buffer.replay.torch_path`). Checkpoint
+states are :mod:`janus.buffer.replay.checkpoint`'s; input checks are named for what they check
+(:mod:`~janus.buffer.replay.field_checks`, :mod:`~janus.buffer.replay.field_casts`,
+:mod:`~janus.buffer.replay.priority_checks`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import torch
 
 from janus.buffer import arguments
 from janus.buffer.kernels.native import NativePrioritizedSampler, NativeSampler, compiled, kernels
-from janus.buffer.replay import field_casts, field_checks, priority_checks
-from janus.buffer.replay.samplers import Sampler, UniformSampler, epoch_permutation, make_generator
+from janus.buffer.replay import checkpoint, field_casts, field_checks, priority_checks, torch_path
+from janus.buffer.replay.samplers import Sampler, epoch_permutation, make_generator
 from janus.buffer.storage import state_file
 from janus.buffer.storage.memory import is_out_of_memory
 from janus.buffer.storage.ring import FieldSpec, RingStorage, placement_device
@@ -142,11 +145,7 @@ class ExperienceBuffer:
             if self._sampler_name == "prioritized":  # _sampler_kwargs: checked in __init__
                 return NativePrioritizedSampler(cap, seed, **self._sampler_kwargs)
             return NativeSampler(cap, seed, False)
-        if self._sampler_name == "prioritized":
-            from janus.buffer.replay.prioritized import PrioritizedSampler
-
-            return PrioritizedSampler(cap, dev, seed, **self._sampler_kwargs)
-        return UniformSampler(cap, dev, seed)
+        return torch_path.make_sampler(self._sampler_name, cap, dev, seed, self._sampler_kwargs)
 
     # ---- properties -----------------------------------------------------------------------------
     @property
@@ -201,7 +200,7 @@ class ExperienceBuffer:
                 _, specs = field_checks.check_batch(data, {}, self.capacity, self.device)
                 self._allocate(self._storage, specs)
             if not self._native:
-                return self._extend_torch(data)
+                return torch_path.extend(self, data)
             st, s, written = self._storage, self._sampler, self._written
             views, n = field_casts.coerce_batch(data, st.specs, st.capacity, not self._declared, True)
             kernels().extend(st.packed, st.field_bytes, views, written % st.capacity, n, s.trees, s.params)
@@ -230,25 +229,6 @@ class ExperienceBuffer:
                 if spec.numpy_dtype is None:
                     return name
         return None
-
-    def _extend_torch(self, data: Mapping[str, Any]) -> torch.Tensor:
-        specs = self._storage.specs
-        if self._declared and not field_checks.matches_specs(data, specs, self.capacity, self.device):
-            batch, n = field_casts.cast_batch(data, specs, self.capacity)  # the casts of the CPU path
-        else:
-            batch, _ = field_checks.check_batch(data, specs, self.capacity, self.device)
-            n = next(iter(batch.values())).shape[0]
-        start = self._written % self.capacity
-        self._storage.write(start, batch)
-        keys = torch.arange(self._written, self._written + n, dtype=torch.long)
-        if getattr(self._sampler, "tracks_writes", True):
-            if start + n <= self.capacity:
-                slots = torch.arange(start, start + n, device=self.device)
-            else:
-                slots = keys.remainder(self.capacity).to(self.device)
-            self._sampler.on_write(slots)
-        self._written += n
-        return keys
 
     # ---- reading --------------------------------------------------------------------------------
     def sample(self, batch_size: int, **sampler_kwargs: Any) -> dict[str, Any]:
@@ -286,7 +266,7 @@ class ExperienceBuffer:
                 if not is_out_of_memory(exc):
                     raise
                 raise _allocation_error(f"a batch of batch_size={batch_size} items", exc) from None
-            out["index"] = self._keys_of(slots)
+            out["index"] = torch_path.keys_of(slots, written, self.capacity)
         if weights is not None:
             out["weight"] = weights
         return out
@@ -326,7 +306,7 @@ class ExperienceBuffer:
                 return st.unpack(flat, layout, self._numpy_out, layout.indexed)
             host = torch.from_numpy(idx)
             out = self._storage.gather(host.to(self.device))
-            out["index"] = self._keys_of(host)
+            out["index"] = torch_path.keys_of(host, self._written, self.capacity)
             return out
 
     def epoch(self, batch_size: int, shuffle: bool = True) -> Iterator[dict[str, Any]]:
@@ -350,15 +330,6 @@ class ExperienceBuffer:
         for start in range(0, size, batch_size):
             slots = order[start : start + batch_size]
             yield self.gather(slots)
-
-    def _keys_of(self, slots: torch.Tensor) -> torch.Tensor:
-        """Key currently stored at each slot (the most recent write to it)."""
-        slots = slots.to("cpu", torch.long)
-        head = self._written % self.capacity
-        # Slot s was last written ``age`` writes before the newest item (key written - 1), with
-        # age = (head - 1 - s) mod capacity: s < head in this lap, s >= head in the previous one.
-        age = torch.rsub(slots, head - 1).remainder_(self.capacity)
-        return torch.rsub(age, self._written - 1)
 
     # ---- priorities -----------------------------------------------------------------------------
     def update_priority(self, index: Any, priority: Any) -> int:
@@ -393,37 +364,13 @@ class ExperienceBuffer:
                     priority_checks.check_priority_scale(float(prio_np.max()), s.alpha, s.eps, s.capacity)
                     raise invalid("priority", float(prio_np[-1 - applied]), f"a finite number in [0, {s.limit:g}]", BufferInputError)
                 return applied
-            keys, prio, first = priority_checks.check_priority_update(index, priority, self._written)
-            if prio.numel() and hasattr(s, "alpha"):  # the torch prioritized sampler (CUDA placements)
-                priority_checks.check_priority_scale(float(prio.max()), s.alpha, s.eps, self.capacity)
-            oldest = self._written - self.capacity  # smallest key still stored
-            if first < oldest:  # some items were overwritten since they were sampled
-                live = keys >= oldest
-                keys, prio = keys[live], prio[live]
-            if keys.numel():
-                slots = keys.remainder(self.capacity).to(self.device)
-                self._sampler.update_priority(slots, prio.to(self.device))
-            return int(keys.numel())
+            return torch_path.update_priority(self, index, priority)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything that restores this buffer: data, cursor, size, sampler state, RNG state."""
         with self._lock:
-            size = len(self)
-            return {
-                "capacity": self.capacity,
-                "placement": self.placement,
-                "sampler": self._sampler_name,
-                "sampler_kwargs": dict(self._sampler_kwargs),
-                "seed": self.seed,
-                "output": self.output,
-                "declared": self._declared,
-                "written": self._written,
-                "fields": {k: [list(s.shape), str(s.dtype).removeprefix("torch.")] for k, s in self._storage.specs.items()},
-                "data": {k: t[:size].to("cpu", copy=True) for k, t in self._storage.fields.items()},
-                "sampler_state": _to_cpu(self._sampler.state_dict()),
-                "epoch_rng": self._epoch_generator.get_state(),
-            }
+            return checkpoint.state_of(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output into this buffer (same capacity and sampler).
@@ -432,38 +379,7 @@ class ExperienceBuffer:
         raises :class:`CheckpointError` and leaves this buffer as it was.
         """
         with self._lock:
-            try:
-                state_file.check_compatible(state, self.capacity, self._sampler_name)
-                written = state_file.written_from_state(state)
-                specs = state_file.specs_from_state(state)
-                name = self._torch_only_field(specs)
-                if name is not None:
-                    raise CheckpointError(f"checkpoint field {name!r} is {specs[name].dtype}, which output='numpy' cannot "
-                                          "return; load it with output='torch'")
-                storage = RingStorage(self.capacity, self.placement)
-                if specs:
-                    self._allocate(storage, specs)
-                    state_file.copy_data(state, storage.fields, min(written, self.capacity))
-                elif self._storage.allocated:  # an empty checkpoint keeps this buffer's declared fields
-                    self._allocate(storage, self._storage.specs)
-                sampler = self._make_sampler(0)  # seeded: draws nothing from torch's global RNG
-                sampler.load_state_dict(_to_device(state["sampler_state"], self.device))
-                epoch_generator = make_generator(torch.device("cpu"), 0)
-                epoch_generator.set_state(state["epoch_rng"])
-                declared = state.get("declared", self._declared)  # older checkpoints: as this buffer
-                if not isinstance(declared, bool):
-                    raise CheckpointError(f"malformed janus checkpoint state: 'declared' is {type(declared).__name__}, "
-                                          "not a bool")
-            except (CheckpointError, AllocationError):
-                raise
-            except (LookupError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
-                raise CheckpointError(f"malformed janus checkpoint state: {type(exc).__name__}: {exc}") from None
-            self._storage, self._written = storage, written
-            self._sampler, self._epoch_generator = sampler, epoch_generator
-            if specs:  # the checkpoint's fields, and how they take input
-                self._declared = declared
-            if self._sampler_kwargs:  # what state_dict() reports: the settings now in use
-                self._sampler_kwargs = {k: float(getattr(sampler, k)) for k in ("alpha", "beta", "eps")}
+            checkpoint.restore(self, state)
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint atomically (temporary file, then rename)."""
@@ -518,11 +434,3 @@ def warm_up() -> None:
 def _allocation_error(what: str, exc: BaseException) -> AllocationError:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return AllocationError(f"cannot allocate {what}: {first}")
-
-
-def _to_cpu(state: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.to("cpu") if isinstance(v, torch.Tensor) and k != "rng_state" else v) for k, v in state.items()}
-
-
-def _to_device(state: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
-    return {k: (v.to(device) if isinstance(v, torch.Tensor) and k != "rng_state" else v) for k, v in state.items()}
