@@ -10,21 +10,44 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from janus.buffer.frames.state import Frames
+from janus.buffer.kernels.native import NativeSampler
 from janus.buffer.storage import state_file
+from janus.buffer.storage.ring import FieldSpec, RingStorage
 from janus.errors import AllocationError, BufferInputError, CheckpointError
 
-if TYPE_CHECKING:
-    from janus.buffer.frames.replay import FrameStackReplay
+
+class CheckpointedReplay(Protocol):
+    """What a checkpoint reads and writes of a :class:`janus.buffer.frames.replay.FrameStackReplay`:
+    its settings, rows, frames, sampler and cursor, and how it builds its arrays."""
+
+    capacity: int
+    placement: str
+    seed: int | None
+    frame_capacity: int
+    max_age: int
+    history: int
+    _sampler_name: str
+    _sampler_kwargs: dict[str, float]
+    _written: int
+    _order: list[str]
+    _sampler: NativeSampler
+    _f: Frames | None
+    _storage: RingStorage
+
+    def _make_sampler(self, seed: int | None) -> NativeSampler: ...
+
+    def _build(self, stack_shape: tuple[int, ...], dtype: Any, specs: Mapping[str, FieldSpec]) -> tuple[Frames, RingStorage]: ...
 
 KIND = "frame_stack_replay"  # a state_dict's "kind"
 
 
-def state_of(replay: FrameStackReplay) -> dict[str, Any]:
+def state_of(replay: CheckpointedReplay) -> dict[str, Any]:
     """Everything that restores ``replay``: rows, frames and their links, streams, sampler state."""
     f, st = replay._f, replay._storage
     state: dict[str, Any] = {
@@ -50,7 +73,7 @@ def state_of(replay: FrameStackReplay) -> dict[str, Any]:
     return state
 
 
-def restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
+def restore(replay: CheckpointedReplay, state: Mapping[str, Any]) -> None:
     """Load ``state`` into ``replay``, all or nothing."""
     if not isinstance(state, Mapping) or state.get("kind") != KIND:
         raise CheckpointError(f"not a FrameStackReplay state (kind {state.get('kind') if isinstance(state, Mapping) else None!r})")
@@ -93,7 +116,7 @@ def restore(replay: FrameStackReplay, state: Mapping[str, Any]) -> None:
     replay._sampler, replay._written = sampler, written
 
 
-def _check_frame_memory(replay: FrameStackReplay, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+def _check_frame_memory(replay: CheckpointedReplay, shape: tuple[int, ...], dtype: torch.dtype) -> None:
     if not isinstance(dtype, torch.dtype) or not all(isinstance(d, int) and d >= 1 for d in shape):
         raise CheckpointError(f"checkpoint 'stack' is malformed: shape {shape!r}, dtype {dtype!r}")
     need, limit = replay.frame_capacity * math.prod(shape[1:]) * dtype.itemsize, state_file.memory_limit()

@@ -10,20 +10,51 @@ lock); the file format is :mod:`janus.buffer.storage.state_file`'s.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from janus.buffer.replay.samplers import make_generator
 from janus.buffer.storage import state_file
-from janus.buffer.storage.ring import RingStorage
+from janus.buffer.storage.ring import FieldSpec, RingStorage
 from janus.errors import AllocationError, CheckpointError
 
-if TYPE_CHECKING:
-    from janus.buffer.replay.experience import ExperienceBuffer
+
+class CheckpointedBuffer(Protocol):
+    """What a checkpoint reads and writes of a :class:`janus.buffer.replay.experience.ExperienceBuffer`:
+    its settings, storage, sampler, cursor and epoch generator, and how it allocates storage."""
+
+    seed: int | None
+    _sampler_name: str
+    _sampler_kwargs: dict[str, float]
+    _declared: bool
+    _written: int
+    _storage: RingStorage
+    _sampler: Any
+    _epoch_generator: torch.Generator
+
+    @property
+    def capacity(self) -> int: ...
+
+    @property
+    def placement(self) -> str: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def output(self) -> str: ...
+
+    def __len__(self) -> int: ...
+
+    def _torch_only_field(self, specs: Mapping[str, FieldSpec]) -> str | None: ...
+
+    def _allocate(self, storage: RingStorage, specs: Mapping[str, FieldSpec]) -> None: ...
+
+    def _make_sampler(self, seed: int | None) -> Any: ...
 
 
-def state_of(buf: ExperienceBuffer) -> dict[str, Any]:
+def state_of(buf: CheckpointedBuffer) -> dict[str, Any]:
     """Everything that restores ``buf``: data, cursor, size, sampler state, RNG state."""
     size = len(buf)
     return {
@@ -42,7 +73,7 @@ def state_of(buf: ExperienceBuffer) -> dict[str, Any]:
     }
 
 
-def restore(buf: ExperienceBuffer, state: Mapping[str, Any]) -> None:
+def restore(buf: CheckpointedBuffer, state: Mapping[str, Any]) -> None:
     """Load ``state`` (a :func:`state_of` output: same capacity and sampler) into ``buf``, all or nothing."""
     try:
         state_file.check_compatible(state, buf.capacity, buf._sampler_name)

@@ -200,7 +200,9 @@ class ExperienceBuffer:
                 _, specs = field_checks.check_batch(data, {}, self.capacity, self.device)
                 self._allocate(self._storage, specs)
             if not self._native:
-                return torch_path.extend(self, data)
+                written_keys = torch_path.extend(self._storage, self._sampler, self._declared, self._written, data)
+                self._written += written_keys.shape[0]
+                return written_keys
             st, s, written = self._storage, self._sampler, self._written
             views, n = field_casts.coerce_batch(data, st.specs, st.capacity, not self._declared, True)
             kernels().extend(st.packed, st.field_bytes, views, written % st.capacity, n, s.trees, s.params)
@@ -364,7 +366,7 @@ class ExperienceBuffer:
                     priority_checks.check_priority_scale(float(prio_np.max()), s.alpha, s.eps, s.capacity)
                     raise invalid("priority", float(prio_np[-1 - applied]), f"a finite number in [0, {s.limit:g}]", BufferInputError)
                 return applied
-            return torch_path.update_priority(self, index, priority)
+            return torch_path.update_priority(s, index, priority, self._written, self.capacity, self.device)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

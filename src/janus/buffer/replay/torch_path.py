@@ -4,22 +4,20 @@ On CPU placements every :class:`~janus.buffer.replay.experience.ExperienceBuffer
 call into a compiled kernel (:mod:`janus.buffer.kernels.native`). On ``cuda`` the storage is torch
 tensors on the GPU and the sampler a torch one (:class:`~janus.buffer.replay.samplers.UniformSampler`,
 :class:`~janus.buffer.replay.prioritized.PrioritizedSampler` over :mod:`janus.buffer.replay.sumtree`):
-these functions are that path's sampler, writes, keys and priority updates. They read and write the
-buffer's own fields; the buffer calls them under its lock.
+these functions are that path's sampler, writes, keys and priority updates, given the buffer's
+storage and sampler; the buffer calls them under its lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from janus.buffer.replay import field_casts, field_checks, priority_checks
 from janus.buffer.replay.samplers import Sampler, UniformSampler
-
-if TYPE_CHECKING:
-    from janus.buffer.replay.experience import ExperienceBuffer
+from janus.buffer.storage.ring import RingStorage
 
 
 def make_sampler(name: str, capacity: int, device: torch.device, seed: int | None,
@@ -32,24 +30,24 @@ def make_sampler(name: str, capacity: int, device: torch.device, seed: int | Non
     return UniformSampler(capacity, device, seed)
 
 
-def extend(buf: ExperienceBuffer, data: Mapping[str, Any]) -> torch.Tensor:
-    """Write ``data`` (checked, and cast to declared fields) at the ring's head; return the keys."""
-    specs = buf._storage.specs
-    if buf._declared and not field_checks.matches_specs(data, specs, buf.capacity, buf.device):
-        batch, n = field_casts.cast_batch(data, specs, buf.capacity)  # the casts of the CPU path
+def extend(storage: RingStorage, sampler: Any, declared: bool, written: int, data: Mapping[str, Any]) -> torch.Tensor:
+    """Write ``data`` (checked, and cast to ``declared`` fields) at the ring's head, ``written`` items
+    in, and tell the sampler; return the keys (the caller counts them as written)."""
+    specs, capacity, device = storage.specs, storage.capacity, storage.device
+    if declared and not field_checks.matches_specs(data, specs, capacity, device):
+        batch, n = field_casts.cast_batch(data, specs, capacity)  # the casts of the CPU path
     else:
-        batch, _ = field_checks.check_batch(data, specs, buf.capacity, buf.device)
+        batch, _ = field_checks.check_batch(data, specs, capacity, device)
         n = next(iter(batch.values())).shape[0]
-    start = buf._written % buf.capacity
-    buf._storage.write(start, batch)
-    keys = torch.arange(buf._written, buf._written + n, dtype=torch.long)
-    if getattr(buf._sampler, "tracks_writes", True):
-        if start + n <= buf.capacity:
-            slots = torch.arange(start, start + n, device=buf.device)
+    start = written % capacity
+    storage.write(start, batch)
+    keys = torch.arange(written, written + n, dtype=torch.long)
+    if getattr(sampler, "tracks_writes", True):
+        if start + n <= capacity:
+            slots = torch.arange(start, start + n, device=device)
         else:
-            slots = keys.remainder(buf.capacity).to(buf.device)
-        buf._sampler.on_write(slots)
-    buf._written += n
+            slots = keys.remainder(capacity).to(device)
+        sampler.on_write(slots)
     return keys
 
 
@@ -63,17 +61,18 @@ def keys_of(slots: torch.Tensor, written: int, capacity: int) -> torch.Tensor:
     return torch.rsub(age, written - 1)
 
 
-def update_priority(buf: ExperienceBuffer, index: Any, priority: Any) -> int:
-    """Set the priorities of the live keys in ``index`` (checked here); return how many were applied."""
-    s = buf._sampler
-    keys, prio, first = priority_checks.check_priority_update(index, priority, buf._written)
+def update_priority(sampler: Any, index: Any, priority: Any, written: int, capacity: int, device: torch.device) -> int:
+    """Set the priorities of the live keys in ``index`` (checked here), ``written`` items in; return
+    how many were applied."""
+    s = sampler
+    keys, prio, first = priority_checks.check_priority_update(index, priority, written)
     if prio.numel() and hasattr(s, "alpha"):  # the torch prioritized sampler (CUDA placements)
-        priority_checks.check_priority_scale(float(prio.max()), s.alpha, s.eps, buf.capacity)
-    oldest = buf._written - buf.capacity  # smallest key still stored
+        priority_checks.check_priority_scale(float(prio.max()), s.alpha, s.eps, capacity)
+    oldest = written - capacity  # smallest key still stored
     if first < oldest:  # some items were overwritten since they were sampled
         live = keys >= oldest
         keys, prio = keys[live], prio[live]
     if keys.numel():
-        slots = keys.remainder(buf.capacity).to(buf.device)
-        buf._sampler.update_priority(slots, prio.to(buf.device))
+        slots = keys.remainder(capacity).to(device)
+        sampler.update_priority(slots, prio.to(device))
     return int(keys.numel())
