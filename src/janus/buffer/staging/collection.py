@@ -10,16 +10,21 @@ insert may be written the rate limiter's (:mod:`janus.buffer.pacing`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from janus.buffer.staging.batch import Batch, Preprocess
 from janus.errors import BufferInputError
 
-if TYPE_CHECKING:
-    from janus.buffer.frames.replay import FrameStackReplay
-    from janus.buffer.replay.experience import ExperienceBuffer
+
+class CollectionTarget(Protocol):
+    """What collection writes into: an experience buffer (or a frame-stack replay) of ``capacity`` items."""
+
+    @property
+    def capacity(self) -> int: ...
+
+    def extend(self, data: Mapping[str, Any]) -> object: ...
 
 
 def flatten_piece(piece: Mapping[str, Any], time_major_dims: int) -> Batch:
@@ -40,7 +45,7 @@ class CollectionOp:
 
     def __init__(
         self,
-        buffer: ExperienceBuffer | FrameStackReplay,
+        buffer: CollectionTarget,
         time_major_dims: int = 1,
         preprocess: Preprocess | None = None,
     ) -> None:

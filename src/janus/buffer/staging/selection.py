@@ -10,7 +10,7 @@ splits them into batches. It only touches data: when it runs is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
@@ -20,9 +20,16 @@ from janus.buffer.replay.samplers import epoch_permutation, make_generator
 from janus.buffer.staging.batch import Batch
 from janus.buffer.storage.transfer import BatchTransfer, Pending
 
-if TYPE_CHECKING:
-    from janus.buffer.frames.replay import FrameStackReplay
-    from janus.buffer.replay.experience import ExperienceBuffer
+
+class SelectionSource(Protocol):
+    """What selection reads from: an experience buffer (or a frame-stack replay) on ``device``."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def sample(self, batch_size: int, **sampler_kwargs: Any) -> dict[str, Any]: ...
+
+    def gather(self, slots: Any) -> dict[str, Any]: ...
 
 
 def _reordered(batch: Batch, order: torch.Tensor) -> Batch:
@@ -42,7 +49,7 @@ class SelectionOp:
 
     def __init__(
         self,
-        buffer: ExperienceBuffer | FrameStackReplay,
+        buffer: SelectionSource,
         batch_size: int,
         batches_per_call: int,
         learner_device: torch.device,
