@@ -25,7 +25,7 @@ _WHERE = {
     "ExperienceBuffer": "janus.buffer.replay.experience",
     "FrameStackReplay": "janus.buffer.frames.replay",
     "JanusBuffer": "janus.buffer.pipeline",
-    "StageStats": "janus.buffer.pipeline",
+    "StageStats": "janus.buffer.stage_stats",
     "JanusConfig": "janus.config",
     "RunConfig": "janus.config",
     "WorkloadConfig": "janus.config",
@@ -49,8 +49,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is import
     from janus.api.seeds import SeedRuns
     from janus.api.train import TrainedRun, train
     from janus.buffer.frames.replay import FrameStackReplay
-    from janus.buffer.pipeline import JanusBuffer, StageStats
+    from janus.buffer.pipeline import JanusBuffer
     from janus.buffer.replay.experience import ExperienceBuffer
+    from janus.buffer.stage_stats import StageStats
     from janus.callbacks import Callback, Checkpoint, EarlyStop, Evaluation, Progress, ProgressStats, RunInfo
     from janus.config import JanusConfig, RunConfig, WorkloadConfig
     from janus.errors import (

@@ -1,4 +1,4 @@
-"""Checks of plain arguments shared across the data path: integers, finite numbers, counts and seeds.
+"""Checks of plain arguments shared across the data path: integers, finite numbers, counts, seeds, timeouts.
 
 Errors name the argument, what was given and what is accepted.
 """
@@ -62,3 +62,13 @@ def check_seed(seed: Any) -> None:
         return
     if not is_int(seed) or not -(2**63) <= seed < 2**63 - 1:
         raise invalid("seed", seed, "None or an integer in [-2**63, 2**63 - 1)", BufferInputError)
+
+
+def check_timeout(timeout: Any, none_ok: bool = True) -> float | None:
+    """A timeout is a number of seconds >= 0 (``None``: wait as long as it takes, where allowed);
+    returned as a float, or ``None`` for an infinite one (a condition cannot wait ``inf`` seconds)."""
+    if timeout is None and none_ok:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout >= 0:
+        raise invalid("timeout", timeout, "a number of seconds >= 0" + (" or None" if none_ok else ""))
+    return None if timeout == float("inf") else float(timeout)

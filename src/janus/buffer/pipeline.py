@@ -13,6 +13,11 @@ once the limiter admits it (held-back pieces stay staged, so the bounded ActorBu
 
 Errors raised in a background thread are re-raised, with their original traceback, by the next
 ``put``/``get``; the pipeline then stops instead of hanging. ``close()`` joins every thread.
+
+This module is the wiring and the public face; its parts are places of their own: the stages in
+:mod:`janus.buffer.staging`, when collection and selection run in :mod:`janus.buffer.collector` and
+:mod:`janus.buffer.selector`, their threads in :mod:`janus.buffer.stage_threads`, the counters in
+:mod:`janus.buffer.stage_stats`, and why ``get`` found no batch in :mod:`janus.buffer.diagnosis`.
 """
 
 from __future__ import annotations
@@ -20,61 +25,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import torch
 
-from janus.buffer.arguments import check_int, is_int
+from janus.buffer.arguments import check_int, check_timeout, is_int
+from janus.buffer.collector import Collector
+from janus.buffer.diagnosis import no_batch_message
 from janus.buffer.frames.replay import FrameStackReplay
 from janus.buffer.pacing.queue_limiter import QueueLimiter
 from janus.buffer.pacing.rate_limiter import RateLimiter
 from janus.buffer.pacing.ratio_limiter import RatioLimiter
 from janus.buffer.replay.experience import ExperienceBuffer
+from janus.buffer.selector import Selector
 from janus.buffer.settings import JanusConfig, resolve_janus
+from janus.buffer.stage_stats import StageStats
+from janus.buffer.stage_threads import start_stage_thread
 from janus.buffer.staging.actor_buffer import ActorBuffer
 from janus.buffer.staging.batch import Preprocess
 from janus.buffer.staging.collection import CollectionOp
 from janus.buffer.staging.learner_buffer import LearnerBuffer
 from janus.buffer.staging.piece_checks import check_frame_piece, check_piece
 from janus.buffer.staging.selection import SelectionOp
-from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, StagingTimeout, invalid
-
-
-@dataclass
-class StageStats:
-    """Seconds and counts per stage, accumulated since the buffer was created."""
-
-    collect_s: float = 0.0
-    collect_calls: int = 0
-    transitions_collected: int = 0
-    select_s: float = 0.0  # selecting the batches the learner took (so within the run's time)
-    select_ahead_s: float = 0.0  # selecting batches not taken (yet; after close: never), e.g. prefetched past a run's end
-    select_calls: int = 0
-    batches_selected: int = 0
-    batches_delivered: int = 0
-    learner_wait_s: float = 0.0
-    actor_blocked_s: float = 0.0
-    pieces_put: int = 0
-    transitions_put: int = 0
-    pieces_dropped_on_close: int = 0
-    insert_wait_s: float = 0.0  # collection waiting for the rate limiter to admit staged pieces
-    sample_wait_s: float = 0.0  # selection waiting for the rate limiter to grant a sample
-    items_dropped_stale: int = 0  # queue mode: items staler than max_staleness, never served
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-def _check_timeout(timeout: Any, none_ok: bool = True) -> float | None:
-    """A timeout is a number of seconds >= 0 (``None``: wait as long as it takes, where allowed);
-    returned as a float, or ``None`` for an infinite one (a condition cannot wait ``inf`` seconds)."""
-    if timeout is None and none_ok:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout >= 0:
-        raise invalid("timeout", timeout, "a number of seconds >= 0" + (" or None" if none_ok else ""))
-    return None if timeout == float("inf") else float(timeout)
+from janus.errors import BufferInputError, BufferTypeError, ConfigError, PipelineClosedError, StagingTimeout
 
 
 class JanusBuffer:
@@ -210,8 +184,9 @@ class JanusBuffer:
             self.experience, batch_size, batches_per_call, learner_device, self.rate_limiter,
             None if seed is None else seed + 2, beta_schedule,
         )
-        self._collect_lock = threading.Lock()
-        self._unit_too_large = False  # the last unit offered could never be admitted whole (see _collect_staged)
+        self._collector = Collector(self.actor_buffer, self.collection, self.rate_limiter, self._collect_pieces,
+                                    self._collect_transitions, self._stats, self._stats_lock)
+        self._selector = Selector(self.selection, self.learner_buffer, self.rate_limiter, self._stats, self._stats_lock)
         self._piece_schema: dict[str, tuple[str, tuple[int, ...]]] | None = None  # of the first piece put
         self._schema_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -230,7 +205,7 @@ class JanusBuffer:
         drops a rollout that lags the learner's too far; None: never stale). ``timeout=0`` never
         blocks: a full ActorBuffer raises :class:`~janus.errors.StagingTimeout` at once.
         """
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
@@ -253,7 +228,7 @@ class JanusBuffer:
             self._stats.transitions_put += n
         if not self.config.overlap_collect:
             try:
-                self._collect_staged(block=False)
+                self._collector.collect_staged(block=False)
             except PipelineClosedError:
                 self._raise_if_failed()  # closed by a background failure: raise the cause
                 raise
@@ -266,7 +241,7 @@ class JanusBuffer:
         room); False if it still would. A writer holding a piece back polls with this, cheaply
         (no checks of the piece, no exception per poll), then puts."""
         self._raise_if_failed()
-        return self.actor_buffer.wait_room(_check_timeout(timeout, none_ok=False) or 0.0)
+        return self.actor_buffer.wait_room(check_timeout(timeout, none_ok=False) or 0.0)
 
     def _set_piece_schema(self, rollout: Mapping[str, Any], schema: dict[str, tuple[str, tuple[int, ...]]]) -> None:
         """Record the first piece's fields; a piece checked at the same time as another first piece
@@ -285,18 +260,12 @@ class JanusBuffer:
         flush returns without waiting for them: they are written once the learner has sampled
         enough (or after :meth:`finish_inserts`)."""
         self._raise_if_failed()
-        with self._collect_lock:
-            while True:  # all staged at once; if the limiter holds that back, piece by piece
-                pieces = (self.actor_buffer.take(len(self.actor_buffer) or 1, None, block=False, admit=self._admit_quiet)
-                          or self.actor_buffer.take(1, None, block=False, admit=self._admit_quiet))
-                if not pieces:
-                    return
-                self._run_collection(pieces)
+        self._collector.flush()
 
     def snapshot(self) -> tuple[dict[str, Any], int]:
         """The experience buffer's state and the transitions still staged, taken together: no
         collection runs in between (it holds the same lock), so the two agree."""
-        with self._collect_lock:
+        with self._collector.lock:
             return self.experience.state_dict(), self.actor_buffer.transitions
 
     def finish_inserts(self) -> None:
@@ -312,77 +281,7 @@ class JanusBuffer:
         goes to the staged pieces."""
         self.rate_limiter.set_learner_version(version)
         if not self.config.overlap_collect and not self._closed:
-            self._collect_staged(block=False)
-
-    def _admit(self, items: list[Any], n: int) -> bool:
-        """Admit (reserve) a collection of staged ``items`` with the limiter, if it allows it now."""
-        versions = [v for _, v, _ in items if v is not None]
-        return self.rate_limiter.try_insert(n, min(versions) if versions else None)
-
-    def _admit_quiet(self, items: list[Any], n: int) -> bool:
-        """As :meth:`_admit`, but False (not an error) for a collection the limiter could never admit."""
-        return self.rate_limiter.can_insert(n) and self._admit(items, n)
-
-    def _collect_threshold(self) -> tuple[int | None, int | None]:
-        q = self.rate_limiter
-        if not isinstance(q, QueueLimiter):
-            return self._collect_pieces, None
-        assert self._collect_transitions is not None  # on-policy: set with the queue
-        return None, min(self._collect_transitions, q.remaining_in_item())
-
-    def _collect_staged(self, block: bool) -> None:
-        """Collect staged pieces the rate limiter admits.
-
-        ``block=True`` (the background collector) waits for one collection unit to be staged and
-        for the limiter to admit it, *outside* the collect lock and without taking the pieces (so
-        ``flush`` is never locked out, and held-back pieces stay staged: backpressure), then takes
-        and writes it; ``block=False`` (inline) collects every complete unit the limiter admits now.
-        A unit of several pieces more than the ratio could ever admit whole (``g_collect`` pieces
-        worth more than ``error_buffer``) is written a piece at a time; only a single piece that
-        large is an error.
-        """
-        if block:
-            threshold = self._collect_threshold()
-            n = self.actor_buffer.wait_unit(*threshold)
-            if threshold[0] != 1 and self._never_admitted(n):
-                threshold = (1, None)
-                n = self.actor_buffer.wait_unit(*threshold)
-            self.rate_limiter.await_can_insert(n)
-        while True:
-            with self._collect_lock:
-                pieces = self.actor_buffer.take(*self._collect_threshold(), block=False, admit=self._admit_whole)
-                if not pieces and self._unit_too_large:
-                    pieces = self.actor_buffer.take(1, None, block=False, admit=self._admit)
-                if not pieces:
-                    return
-                self._run_collection(pieces)
-            if block:
-                return
-
-    def _never_admitted(self, n: int) -> bool:
-        """Whether an insert of ``n`` transitions is more than the limiter could ever admit."""
-        try:
-            self.rate_limiter.check_insert(n)
-        except (BufferInputError, ConfigError):
-            return True
-        return False
-
-    def _admit_whole(self, items: list[Any], n: int) -> bool:
-        """As :meth:`_admit`; a unit of several pieces the limiter could never admit whole is not
-        admitted (and noted: the caller takes one piece instead), never an error."""
-        self._unit_too_large = len(items) > 1 and self._never_admitted(n)
-        return not self._unit_too_large and self._admit(items, n)
-
-    def _run_collection(self, items: list[Any]) -> None:
-        """Write admitted ``items`` (``(piece, version, transitions)``) and tell the limiter."""
-        start = time.perf_counter()
-        n = sum(size for _, _, size in items)
-        self.collection([piece for piece, _, _ in items])  # a failed write fails the pipeline: never committed
-        self.rate_limiter.commit_insert(n)
-        with self._stats_lock:
-            self._stats.collect_s += time.perf_counter() - start
-            self._stats.collect_calls += 1
-            self._stats.transitions_collected += n
+            self._collector.collect_staged(block=False)
 
     # ---- learner side --------------------------------------------------------------------------
     def get(self, timeout: float | None = None) -> dict[str, torch.Tensor]:
@@ -394,7 +293,7 @@ class JanusBuffer:
         limiter now admits (``overlap_collect=0``), then selects if the limiter grants a sample:
         ``get(timeout=0)`` never blocks. After :meth:`close` raises :class:`PipelineClosedError`.
         """
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         self._raise_if_failed()
         if self._closed:
             raise PipelineClosedError("JanusBuffer is closed")
@@ -402,11 +301,12 @@ class JanusBuffer:
         if not self.config.overlap_select and self.learner_buffer.ready() == 0:
             try:
                 if not self.config.overlap_collect:
-                    self._collect_staged(block=False)
+                    self._collector.collect_staged(block=False)
                 self._select_once(inline=True, deadline=deadline)
             except StagingTimeout as exc:
                 self._raise_if_failed()
-                raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
+                raise StagingTimeout(no_batch_message(timeout, exc, self.actor_buffer, self._collector.threshold(), self.rate_limiter,
+                                                   self.config.g_collect)) from None
             except PipelineClosedError:
                 self._raise_if_failed()  # closed by a background failure: raise the cause
                 raise
@@ -417,7 +317,8 @@ class JanusBuffer:
         try:
             pending, waited = self.learner_buffer.get(remaining)
         except StagingTimeout as exc:
-            raise StagingTimeout(self._no_batch_message(timeout, exc)) from None
+            raise StagingTimeout(no_batch_message(timeout, exc, self.actor_buffer, self._collector.threshold(), self.rate_limiter,
+                                                   self.config.g_collect)) from None
         with self._stats_lock:
             self._stats.learner_wait_s += waited
             self._stats.batches_delivered += 1
@@ -433,32 +334,6 @@ class JanusBuffer:
         beta = getattr(getattr(self.experience, "_sampler", None), "beta", None)
         return None if beta is None else float(beta)
 
-    def _no_batch_message(self, timeout: float | None, exc: StagingTimeout) -> str:
-        """Why :meth:`get` found no batch within ``timeout``: the pieces staged below the collection
-        granularity (which :meth:`flush` writes now), too little stored, or the stage's own message."""
-        head = "JanusBuffer.get: no batch" + (f" within {timeout:g}s" if timeout is not None else "")
-        staged, transitions = len(self.actor_buffer), self.actor_buffer.transitions
-        pieces_needed, transitions_needed = self._collect_threshold()
-        if staged and ((pieces_needed is not None and staged < pieces_needed)
-                       or (transitions_needed is not None and transitions < transitions_needed)):
-            unit = (f"g_collect={pieces_needed} pieces" if pieces_needed is not None else
-                    f"{transitions_needed} transitions (g_collect={self.config.g_collect:g} of a rollout)")
-            return (f"{head}: collection is waiting for {unit} before it writes, and {staged} piece(s) "
-                    f"({transitions} transitions) are staged; put more pieces, or call flush() to write "
-                    "the staged ones now")
-        lim = self.rate_limiter
-        if isinstance(lim, RatioLimiter):
-            if lim.stored < lim.min_size_to_sample:
-                return (f"{head}: the buffer stores {lim.stored} transitions and sampling starts at min_size="
-                        f"{lim.min_size_to_sample}; {staged} piece(s) are staged: put more pieces")
-            if not lim.can_sample():
-                r = lim.ratio
-                return (f"{head}: the sample/insert ratio holds sampling back (samples_per_insert="
-                        f"{r.samples_per_insert:g}, error_buffer={r.error_buffer:g}, {lim.inserted} transitions "
-                        f"written, {lim.sampled} sampled); put more pieces, or call finish_inserts() once none "
-                        "will come")
-        return f"{head}: {exc}"
-
     def update_priority(self, index: Any, priority: Any) -> int:
         """Set the priorities of delivered items: ``index`` is a batch's ``"index"`` (keys),
         ``priority`` one number >= 0 per key (e.g. ``|td_error|``). Returns how many were applied:
@@ -468,22 +343,9 @@ class JanusBuffer:
         return self.experience.update_priority(index, priority)
 
     def _select_once(self, inline: bool, deadline: float | None = None) -> None:
-        start = time.perf_counter()
-        wait_before = self.selection_wait_s
-        bundle = self.selection(deadline)
-        waited = self.selection_wait_s - wait_before
-        spent = time.perf_counter() - start - waited
-        for pending in bundle:  # counted in select_s when the learner takes the batch
-            pending.select_s = spent / max(len(bundle), 1)
-        with self._stats_lock:
-            self._stats.select_ahead_s += spent
-            self._stats.select_calls += 1
-            self._stats.batches_selected += len(bundle)
-            if inline:
-                self._stats.learner_wait_s += waited
-        self.learner_buffer.put(bundle)
+        self._selector.select_once(inline, deadline)
         if not self.config.overlap_collect:  # the grant may have made room: write what is now admitted
-            self._collect_staged(block=False)
+            self._collector.collect_staged(block=False)
 
     @property
     def selection_wait_s(self) -> float:
@@ -502,34 +364,11 @@ class JanusBuffer:
 
     # ---- threads, errors, shutdown -------------------------------------------------------------
     def _start(self, name: str, loop: Callable[[], None]) -> None:
-        ready = threading.Event()
-        thread = threading.Thread(target=self._guard(loop, ready), name=name, daemon=True)
-        self._threads.append(thread)
-        intra_op_threads = torch.get_num_threads()
-        thread.start()
-        ready.wait(10.0)
-        # torch.set_num_threads() in the background thread also sets the default that every thread
-        # started later inherits (the learner's too): restore it, the background thread keeps 1.
-        torch.set_num_threads(intra_op_threads)
-
-    def _guard(self, loop: Callable[[], None], ready: threading.Event) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                torch.set_num_threads(1)
-            finally:
-                ready.set()
-            try:
-                loop()
-            except PipelineClosedError:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                self._fail(exc)
-
-        return run
+        start_stage_thread(self._threads, name, loop, self._fail)
 
     def _collect_loop(self) -> None:
         while not (self._closed and isinstance(self.rate_limiter, QueueLimiter)):  # on-policy: a closed rollout is dropped
-            self._collect_staged(block=True)
+            self._collector.collect_staged(block=True)
 
     def _select_loop(self) -> None:
         while not self._closed:
@@ -562,7 +401,7 @@ class JanusBuffer:
         no ratio: all of them); the rest (held back by the ratio, or on-policy the rest of a rollout
         that can no longer be served) are counted in ``stats.pieces_dropped_on_close``.
         """
-        join_s = _check_timeout(timeout, none_ok=False)  # inf: None, as Thread.join takes it
+        join_s = check_timeout(timeout, none_ok=False)  # inf: None, as Thread.join takes it
         if self._closed:
             return
         self._closed = True
