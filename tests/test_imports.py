@@ -258,3 +258,51 @@ def test_the_environments_import_without_torch() -> None:
                           env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
+
+
+# ---- inside the buffer: the places of the data path and what each may import ---------------------
+# Each place (a package of janus.buffer, or a module beside them) and the places of the buffer it
+# may import (itself always), counting imports inside functions and under TYPE_CHECKING. Outside
+# the buffer, the LAYERS above hold. From the bottom up: compiled kernels, storage, the replay,
+# frame replay, the pacing, the staging ends and operators, and the pipeline that wires them.
+BUFFER_PLACES: dict[str, set[str]] = {
+    "janus.buffer.settings": set(),
+    "janus.buffer.arguments": set(),
+    "janus.buffer.kernels": {"janus.buffer.settings"},
+    "janus.buffer.storage": set(),
+    "janus.buffer.replay": {"janus.buffer.arguments", "janus.buffer.kernels", "janus.buffer.storage"},
+    "janus.buffer.frames": {"janus.buffer.arguments", "janus.buffer.kernels", "janus.buffer.storage",
+                            "janus.buffer.replay"},
+    "janus.buffer.pacing": {"janus.buffer.arguments"},
+    # the operators name what they write into and read from by Protocols (no replay or frames types);
+    # from the replay they still take the sampler's generators (SelectionOp: make_generator and the
+    # on-policy epoch_permutation) and the field-name rules a put piece shares with extend
+    "janus.buffer.staging": {"janus.buffer.pacing", "janus.buffer.storage", "janus.buffer.replay.samplers",
+                             "janus.buffer.replay.field_checks"},
+    "janus.buffer.stage_stats": set(),
+    "janus.buffer.stage_threads": set(),
+    "janus.buffer.collector": {"janus.buffer.pacing", "janus.buffer.staging", "janus.buffer.stage_stats"},
+    "janus.buffer.selector": {"janus.buffer.pacing", "janus.buffer.staging", "janus.buffer.stage_stats"},
+    "janus.buffer.diagnosis": {"janus.buffer.pacing", "janus.buffer.staging"},
+}
+
+
+def test_buffer_places_import_only_the_places_below_them() -> None:
+    """Every module of the buffer belongs to a place, and imports of the buffer only its own place
+    and those listed for it (the pipeline, janus.buffer.pipeline, and the package face may import any)."""
+    edges = graph(top_level_only=False)
+    free = {"janus.buffer", "janus.buffer.pipeline"}
+    found, homeless = [], []
+    for name, deps in sorted(edges.items()):
+        if not within(name, "janus.buffer") or name in free:
+            continue
+        place = next((p for p in BUFFER_PLACES if within(name, p)), None)
+        if place is None:
+            homeless.append(name)
+            continue
+        allowed = {place, *BUFFER_PLACES[place]}
+        found += [f"{name} -> {d}" for d in sorted(deps)
+                  if within(d, "janus.buffer") and d != "janus.buffer" and not any(within(d, a) for a in allowed)]
+    assert not homeless, f"buffer modules in no place of BUFFER_PLACES: {homeless}"
+    assert not found, "a buffer place imports one above it:\n" + "\n".join(found)
+    assert "janus.buffer.staging.collection" in edges and "janus.buffer.kernels.native" in edges, "the graph was read"
