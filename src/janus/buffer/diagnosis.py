@@ -1,5 +1,8 @@
-"""Why the learner found no batch: the message of the :class:`~janus.errors.StagingTimeout` that
-:meth:`JanusBuffer.get <janus.buffer.pipeline.JanusBuffer.get>` raises, naming what holds the data back."""
+"""Why the learner found no batch: the message of the ``StagingTimeout`` that ``JanusBuffer.get`` raises.
+
+It names what holds the data back: pieces staged below the collection unit, too little stored, or
+the sample/insert ratio.
+"""
 
 from __future__ import annotations
 

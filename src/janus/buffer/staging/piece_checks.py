@@ -1,4 +1,4 @@
-"""Checks of a rollout piece before :meth:`JanusBuffer.put <janus.buffer.pipeline.JanusBuffer.put>` stages it.
+"""Checks of a rollout piece before ``JanusBuffer.put`` stages it.
 
 A piece that differs from the first one accepted is refused by its own ``put``, so one bad producer
 never fails the pipeline for all.

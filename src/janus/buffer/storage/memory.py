@@ -1,6 +1,8 @@
-"""Host memory for buffers: huge pages for large tensors (:func:`advise_huge_pages`), and memory
-for large results that is used again once the result it last held is garbage (:class:`ResultMemory`),
-and telling a failed allocation from other errors (:func:`is_out_of_memory`).
+"""Host memory for buffers: huge pages, memory reused for large results, failed allocations told apart.
+
+Huge pages for large tensors (:func:`advise_huge_pages`), and memory for large results that is used
+again once the result it last held is garbage (:class:`ResultMemory`); :func:`is_out_of_memory`
+tells torch (or Python) failing to allocate from any other error.
 
 A result in fresh memory pays for its pages before the copy writes them: the OS maps and zeroes
 every page on first touch, which for a batch of images costs about as much as the copy itself.
