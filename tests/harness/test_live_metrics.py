@@ -269,7 +269,7 @@ def test_ray_backend_run_carries_training_scalars() -> None:
     pytest.importorskip("ray")
     import ray
 
-    from janus.runtime.backends.ray import start_local_ray
+    from janus.runtime.backends.ray_cluster import start_local_ray
     from janus.runtime.run import run_runtime
 
     started = not ray.is_initialized()
