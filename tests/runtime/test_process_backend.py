@@ -31,7 +31,7 @@ from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, 
 from janus.runtime import run as runmod
 from janus.runtime.backends.base import Backend
 from janus.runtime.backends.process import ProcessBackend, ProcessOutbox, SharedSnapshot, WorkerOutbox, _receive
-from janus.runtime.component import Component, Host
+from janus.runtime.component import Component, Handlers, Host
 from janus.runtime.messages import (
     FetchParamsMsg,
     InsertTransitionMsg,
@@ -110,6 +110,9 @@ class ParamServer(Component):
         super().__init__(name)
         self.latest: LoadParamsMsg | None = None
 
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), FetchParamsMsg: self.on_FetchParamsMsg}
+
     def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
         if self.latest is None:
             snapshot = ParamsSnapshot.freeze(0, {"w": np.ones(PARAMS, np.float32)})
@@ -124,6 +127,9 @@ class Sink(Component):
         super().__init__(name)
         self.ids: list[int] = []
         self.lock = threading.Lock()
+
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), InsertTransitionMsg: self.on_InsertTransitionMsg}
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
         assert np.array_equal(msg.transitions["obs"][..., 0], msg.transitions["id"]), "fields of one piece mixed up"

@@ -24,7 +24,7 @@ import torch
 from janus import policy as policies  # attributes read at call time: tests replace them
 from janus.buffer.storage.state_file import load_state, save_atomic
 from janus.policy import BEST_FORMAT
-from janus.runtime.component import Component
+from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import CountsMsg, EvaluateMsg, FetchParamsMsg, LoadParamsMsg
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation envs never share seeds with training envs
@@ -48,6 +48,9 @@ class Evaluator(Component):
         self.running: threading.Thread | None = None
         self.result: tuple[int, int, list[float]] | None = None
         self.failure: BaseException | None = None
+
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), EvaluateMsg: self.on_EvaluateMsg, LoadParamsMsg: self.on_LoadParamsMsg}
 
     def on_StartMsg(self, msg: Any) -> None:
         super().on_StartMsg(msg)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from janus.runtime.checkpoints import CheckpointSchedule
-from janus.runtime.component import Component
+from janus.runtime.component import Component, Handlers
 from janus.runtime.faults import WorkerFaults
 from janus.runtime.messages import (
     CheckpointMsg,
@@ -186,6 +186,16 @@ class Orchestrator(Component):
         self._metric_updates = 0
         self._metrics_at = time.monotonic()
         self.worker_elapsed: dict[str, float] = {}  # when each worker last reported episodes
+
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            CountsMsg: self.on_CountsMsg,
+            PongMsg: self.on_PongMsg,
+            CheckpointMsg: self.on_CheckpointMsg,
+            WorkerDownMsg: self.on_WorkerDownMsg,
+            WorkerUpMsg: self.on_WorkerUpMsg,
+        }
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)

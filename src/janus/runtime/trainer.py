@@ -14,7 +14,7 @@ from janus.algorithms.base import LearnerSide
 from janus.buffer.staging.ends import StagingTimeout
 from janus.errors import PipelineClosedError, TrainingDiverged
 from janus.runtime.checkpoints import FINAL, Checkpointer
-from janus.runtime.component import Component
+from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import CheckpointMsg, CountsMsg, FetchParamsMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg
 from janus.runtime.replay_client import ReplayClient, set_priorities
 
@@ -86,6 +86,9 @@ class Trainer(Component):
         self.metric_sums: dict[str, float] = {}  # over the updates since the last report
         self.metric_updates = 0
         self.idle_since = 0.0  # end of the last update (or start): waiting for a batch since then
+
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), FetchParamsMsg: self.on_FetchParamsMsg, CheckpointMsg: self.on_CheckpointMsg}
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)

@@ -17,7 +17,7 @@ import torch
 from janus.buffer.pipeline import JanusBuffer
 from janus.buffer.staging.ends import StagingTimeout
 from janus.runtime.checkpoints import FINAL, Checkpointer
-from janus.runtime.component import Component
+from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import (
     CheckpointMsg,
     CountsMsg,
@@ -76,6 +76,14 @@ class TrajectoryManager(Component):
         self.version_lock = threading.Lock()  # not the sample lock: a sample may wait 0.2 s for data
         self.finishing = False  # told every piece was sent (FlushMsg)
         self.finished = False  # ... and the buffer's inserts were finished
+
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            InsertTransitionMsg: self.on_InsertTransitionMsg,
+            FlushMsg: self.on_FlushMsg,
+            CheckpointMsg: self.on_CheckpointMsg,
+        }
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         first = not self.started  # the buffer takes the checkpoint's replay (if any) once

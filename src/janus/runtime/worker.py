@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from janus.algorithms.base import ActorSide
-from janus.runtime.component import Component
+from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, PiecesAcceptedMsg, StartMsg
 
 PIECES_UNACCEPTED = 2
@@ -62,6 +62,13 @@ class Worker(Component):
         if not self.lockstep:
             return 0
         return self.base_version + self.rollouts // self.pieces_per_rollout
+
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            PiecesAcceptedMsg: self.on_PiecesAcceptedMsg,
+            LoadParamsMsg: self.on_LoadParamsMsg,
+        }
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
