@@ -22,9 +22,10 @@ import pytest
 from janus.algorithms.base import algorithm
 from janus.algorithms.seeding import stream_seeds
 from janus.config import RunConfig, from_dict, resolve
-from janus.runtime import run as runmod
+from janus.runtime import wiring
 from janus.runtime.plan import RunPlan
-from janus.runtime.run import make_actor, run_runtime
+from janus.runtime.run import run_runtime
+from janus.runtime.wiring import make_actor
 
 
 def dqn_cfg(backend: str, steps: int = 3000, **runtime: Any) -> RunConfig:
@@ -79,7 +80,7 @@ class Recorder:
 
 
 def recorded_backend(cfg: RunConfig, recorder: Recorder) -> Any:
-    backend = runmod.make_backend(cfg)
+    backend = wiring.make_backend(cfg)
     add = backend.add
     backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
         name, role, recorder.wrap(factory) if role == "proxy" else factory, node)
@@ -171,10 +172,10 @@ def test_a_restarted_worker_component_knows_its_instance() -> None:
     """The backend tells the component which instance it is, before it builds its actor (the
     process backend's, in the worker's process: the duplicate-row test above fails without it)."""
     cfg = dqn_cfg("local")
-    backend = runmod.make_backend(cfg)
+    backend = wiring.make_backend(cfg)
     try:
         plan = RunPlan.of(cfg)
-        runmod.build(plan, backend, runmod.SharedBuffer(plan))
+        wiring.build(plan, backend, wiring.SharedBuffer(plan))
         backend.restart("worker-1")
         backend.restart("worker-1")
         assert backend.component("worker-1").instance == 2 and backend.component("worker-0").instance == 0

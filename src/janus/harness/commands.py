@@ -173,7 +173,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
 def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any], command: str = "janus train") -> int:
     """Write the results of a run that reached its budget (commit record ``state``) but whose
     results are missing or stale; nothing is trained and config.yaml is not changed."""
-    from janus.runtime.run import result_from_run_state
+    from janus.runtime.summary import result_from_run_state
 
     why = run_folder.results_missing(out_dir, state)
     print(f"janus train: the run is already at its budget ({int(state['env_steps']):,} env steps, "

@@ -128,6 +128,6 @@ class LiveRun:
 
 
 def _rows_as_columns(rows: list[dict[str, float]]) -> dict[str, list[Any]]:
-    from janus.runtime.run import metric_columns
+    from janus.runtime.summary import metric_columns
 
     return metric_columns(rows)
