@@ -18,7 +18,7 @@ from janus.buffer.pipeline import JanusBuffer
 from janus.buffer.replay.experience import warm_up
 from janus.config import RunConfig
 from janus.runtime.backends.base import Backend
-from janus.runtime.checkpoints import Checkpointer, CheckpointSchedule
+from janus.runtime.checkpoint_parties import Checkpointer, CheckpointSchedule
 from janus.runtime.orchestrator import Orchestrator
 from janus.runtime.plan import RunPlan, serial
 from janus.runtime.replay_client import ReplayClient
