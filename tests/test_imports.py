@@ -152,7 +152,7 @@ RUN_MODULES = {"janus.runtime.run", "janus.runtime.wiring", "janus.runtime.summa
 
 def test_backends_never_import_the_run_module() -> None:
     edges = graph(top_level_only=False)
-    assert RUN_MODULES <= set(edges), f"not modules: {sorted(RUN_MODULES - set(edges))}"
+    assert set(edges) >= RUN_MODULES, f"not modules: {sorted(RUN_MODULES - set(edges))}"
     for name, deps in edges.items():
         if name.startswith("janus.runtime.backends"):
             assert not deps & RUN_MODULES, f"{name} imports {sorted(deps & RUN_MODULES)}"

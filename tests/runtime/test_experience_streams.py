@@ -25,6 +25,7 @@ from janus.config import RunConfig, from_dict, resolve
 from janus.runtime import wiring
 from janus.runtime.plan import RunPlan
 from janus.runtime.run import run_runtime
+from janus.runtime.status import RunStatus
 from janus.runtime.wiring import make_actor
 
 
@@ -95,10 +96,10 @@ def observed_run(cfg: RunConfig, kill_at_inserted: int = 0) -> dict[str, Any]:
     backend = recorded_backend(cfg, recorder)
     live: dict[str, Any] = {}
 
-    def observer(status: dict[str, Any], result_so_far: Any) -> None:
-        if "before" not in live and status["trained"] > 0:
+    def observer(status: RunStatus, result_so_far: Any) -> None:
+        if "before" not in live and status.trained > 0:
             live["before"] = result_so_far()
-        if kill_at_inserted and "killed" not in live and status["inserted"] >= kill_at_inserted:
+        if kill_at_inserted and "killed" not in live and status.inserted >= kill_at_inserted:
             live["killed"] = backend.worker_pids()["worker-0"]
             backend.kill("worker-0")
             deadline = time.monotonic() + 90  # hold the run until the replacement works (spawning can be slow)
@@ -107,7 +108,7 @@ def observed_run(cfg: RunConfig, kill_at_inserted: int = 0) -> dict[str, Any]:
                 if fresh is not None and fresh.process.pid != live["killed"] and fresh.ring is not None:
                     break
                 time.sleep(0.05)
-        if "killed" in live and "after" not in live and status["restarts"]:
+        if "killed" in live and "after" not in live and status.restarts:
             live["after"] = result_so_far()
 
     result = run_runtime(cfg, backend=backend, timeout_s=240, observer=observer)

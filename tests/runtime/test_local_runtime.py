@@ -235,7 +235,7 @@ def test_trainer_takes_batches_from_the_shared_buffer_up_to_its_budget() -> None
             pass
         assert trainer.trained == 3, "the budget, not a credit, ends its training"
         # at its budget it reports at once (the Orchestrator stops the run on this count)
-        assert [m.counters["trained"] for _, m in out.of(CountsMsg)] == [3]
+        assert [m.counters.trained for _, m in out.of(CountsMsg)] == [3]
         assert buffer.stats.batches_delivered == 3
         assert trainer.step() is False and trainer.trained == 3
     finally:

@@ -15,7 +15,7 @@ from janus.runtime.backends.pipe import Deliver, Done, Forward, Ready, SharedSna
 from janus.runtime.backends.process import ProcessBackend
 from janus.runtime.backends.worker_process import WorkerOutbox, WorkerProcess, take_record
 from janus.runtime.component import Component, Host
-from janus.runtime.messages import CountsMsg, StartMsg, StopMsg
+from janus.runtime.messages import StartMsg, StopMsg
 from janus.runtime.shm import Layout
 
 
@@ -43,7 +43,7 @@ def test_a_refused_record_fails_the_run_through_the_receiver_thread() -> None:
     receiver = threading.Thread(target=backend._receive_loop, daemon=True)
     receiver.start()
     try:
-        theirs.send(Forward("orchestrator", CountsMsg("worker-0", {})))  # a known record: delivered (nobody there)
+        theirs.send(Forward("orchestrator", StopMsg()))  # a known record: delivered (nobody there)
         theirs.send({"kind": "piece"})
         deadline = time.monotonic() + 10
         while backend.fatal is None and time.monotonic() < deadline:

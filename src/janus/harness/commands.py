@@ -28,6 +28,7 @@ from janus.harness.reports.table import annotate, format_table, write_results
 from janus.harness.reports.train import acts_in_env, budget_reason, ended, train_summary, whole_budget
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
+from janus.runtime.status import RunStatus
 from janus.runtime.synchronous import on_synchronous_loop, run_configuration
 from janus.user_code import first_line
 
@@ -487,7 +488,7 @@ def observers(*each: Observer | None) -> Observer | None:
     if len(given) <= 1:
         return given[0] if given else None
 
-    def observe(status: dict[str, Any], result_so_far: Callable[[], RunResult]) -> None:
+    def observe(status: RunStatus, result_so_far: Callable[[], RunResult]) -> None:
         for observer in given:
             observer(status, result_so_far)
 

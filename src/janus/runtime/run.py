@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -22,15 +22,15 @@ from janus.result import RunResult
 from janus.runtime import checkpoints
 from janus.runtime.backends.base import Backend
 from janus.runtime.messages import StartMsg
-from janus.runtime.orchestrator import run_state
 from janus.runtime.plan import RunPlan, plan_of
+from janus.runtime.status import RunCounters, RunStatus, run_state
 from janus.runtime.summary import rl_note, summarize
 from janus.runtime.wiring import SharedBuffer, build, make_backend, replay_host
 
 Progress = Callable[[int, int, str], None]
 """``(done, total, note)`` each poll: an RL run's env steps (note: its recent mean return), the synthetic
 workload's learner updates (:attr:`RunPlan.env_step_total` says which)."""
-Observer = Callable[[dict[str, Any], Callable[[], RunResult]], None]
+Observer = Callable[[RunStatus, Callable[[], RunResult]], None]
 """Called on every poll of a run with the Orchestrator's status and a function that builds the
 run's :class:`RunResult` so far (costly: call it only when writing, e.g. every 30 s)."""
 __all__ = ["RunFailed", "RunPlan", "build", "make_backend", "run_runtime"]
@@ -67,7 +67,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
         raise
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
-    last: list[dict[str, Any]] = [{}]  # the last poll's status
+    last = [RunStatus()]  # the last poll's status
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM/SIGHUP through the CLI
     error: Exception | None = None  # the run failed: a stall, a worker that keeps failing, an observer's error
     committed = False
@@ -82,7 +82,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
     finally:
         alive = backend.shutdown()
         report_abandoned(backend, last[0])
-        counters = backend.counters()
+        counters = RunCounters.of(backend.counters())
         failed = backend.fatal  # also an error while draining, after the goal was reached
         if failed is None and not backend.gcs_lost:  # Ray's coordinator lost: counts unknown
             committed = commit_final_checkpoint(plan, backend)
@@ -98,7 +98,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
             pass
         # the signal came as the run reached its goal (the Orchestrator says finished only then): the
         # CLI saves it as finished and exits as stopped once everything is written
-        if status.get("finished") and stopping.defer(interrupted):
+        if status.finished and stopping.defer(interrupted):
             interrupted = None
     if failed is not None:
         name, text = failed
@@ -118,18 +118,18 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
 
 
 def _poll_until_finished(plan: RunPlan, backend: Backend, start: float, progress: Progress | None, timeout_s: float,
-                         observer: Observer | None, last: list[dict[str, Any]]) -> None:
+                         observer: Observer | None, last: list[RunStatus]) -> None:
     """Poll the Orchestrator until the run finishes (``last[0]``: the last poll's status);
     :class:`RunFailed` when a component fails, the Orchestrator gives up or ``timeout_s`` passes."""
     total, env_total = plan.total_updates, plan.env_step_total
     errors_shown = 0
     while True:
         status = last[0] = backend.orchestrator_status()
-        errors_shown = report_worker_errors(status.get("worker_errors"), errors_shown)
+        errors_shown = report_worker_errors(status.worker_errors, errors_shown)
         if progress is not None and env_total:  # an RL run: in env steps (its rate and ETA: the progress line's)
-            progress(min(int(status["env_steps"]), env_total), env_total, rl_note(status["curve"]))
+            progress(min(int(status.env_steps), env_total), env_total, rl_note(status.curve))
         elif progress is not None:
-            progress(min(status["trained"], total), total, "")
+            progress(min(status.trained, total), total, "")
         if observer is not None:
             with stopping.saving():  # its periodic results files are written whole; a stop is raised after
                 observer(status, partial(result_so_far, plan, backend, status, start))
@@ -137,9 +137,9 @@ def _poll_until_finished(plan: RunPlan, backend: Backend, start: float, progress
         if backend.fatal is not None:
             name, text = backend.fatal
             raise RunFailed(f"component {name!r} failed; the run was stopped:\n{text}")
-        if status["failure"]:
-            raise RunFailed(f"the run was stopped: {status['failure']}")
-        if status["finished"]:
+        if status.failure:
+            raise RunFailed(f"the run was stopped: {status.failure}")
+        if status.finished:
             return
         if time.perf_counter() - start > timeout_s:
             raise RunFailed(f"the run did not finish within {timeout_s:.0f}s")
@@ -172,22 +172,22 @@ def report_worker_errors(faults: dict[str, Any] | None, shown: int) -> int:
     return total
 
 
-def report_abandoned(backend: Backend, status: Mapping[str, Any]) -> None:
+def report_abandoned(backend: Backend, status: RunStatus) -> None:
     """One line on stderr for what hung and was left behind, if anything: the threads the backend's
     shutdown abandoned (:attr:`janus.runtime.backends.local.LocalBackend.abandoned`), and the
-    evaluations the Orchestrator gave up at the goal (``status``: its last summary)."""
+    evaluations the Orchestrator gave up at the goal (``status``: its last status)."""
     abandoned = getattr(backend, "abandoned", [])
     if abandoned:
         print(f"janus: abandoned {len(abandoned)} thread(s) that did not stop (hung, e.g. in env.step; left to exit "
               f"with the process): {', '.join(abandoned)}", file=sys.stderr, flush=True)
-    given_up = status.get("evaluations_abandoned") or []
+    given_up = status.evaluations_abandoned
     if given_up:
         print(f"janus: gave up the evaluation at {', '.join(f'{s:,}' for s in given_up)} env steps: it did not finish "
               f"within the stall timeout after the run reached its goal (hung?); results.json has the earlier ones",
               file=sys.stderr, flush=True)
 
 
-def failed_result(plan: RunPlan, backend: Backend, status: dict[str, Any], counters: dict[str, dict[str, float]],
+def failed_result(plan: RunPlan, backend: Backend, status: RunStatus, counters: RunCounters,
                   wall: float) -> RunResult | None:
     """The :class:`RunResult` (status ``failed``) of a run that failed after its final commit; None
     where it cannot be built (the error that failed the run is raised either way)."""
@@ -211,14 +211,15 @@ def commit_final_checkpoint(plan: RunPlan, backend: Backend) -> bool:
         status = backend.orchestrator_status()
         state = run_state(status)
         if "trajectory_manager" in names:  # the replay buffer's count, as periodic commits record it
-            state["inserted"] = status["inserted"]
+            state["inserted"] = status.inserted
         checkpoints.commit(folder, names, checkpoints.FINAL, state)
         return True
     return False
 
 
-def result_so_far(plan: RunPlan, backend: Backend, status: dict[str, Any], start: float) -> RunResult:
+def result_so_far(plan: RunPlan, backend: Backend, status: RunStatus, start: float) -> RunResult:
     """The :class:`RunResult` of a run still going (counters as last reported)."""
-    return summarize(plan, backend, status, backend.counters(), time.perf_counter() - start, outcome="running")
+    return summarize(plan, backend, status, RunCounters.of(backend.counters()), time.perf_counter() - start,
+                     outcome="running")
 
 

@@ -13,41 +13,39 @@ from janus.config import RunConfig
 from janus.result import RunResult, reported_config
 from janus.runtime.backends.base import Backend
 from janus.runtime.plan import RunPlan, evaluation_on
+from janus.runtime.status import ReplayHostCounters, RunCounters, RunStatus, TrainerCounters
 
 
-def produced(workers: Mapping[str, Mapping[str, float]], status: Mapping[str, Any], key: str) -> int:
-    """What every worker instance of this session produced (``key``: ``env_steps`` or
-    ``transitions``), retired instances included, on every backend.
+def produced(reported: int, current: float, retired: int) -> int:
+    """What every worker instance of this session produced (env steps, or transitions), retired
+    instances included, on every backend.
 
     Two lower bounds, the larger wins: the Orchestrator's count of each instance's last report
-    (live on every backend: a process-backend worker's own counters reach the learner only when it
-    stops, and a killed one's never), and the current instances' counters plus the retired ones'
-    as the Orchestrator last heard them (ahead when a stop drained pieces after the last status)."""
-    reported = int(status.get(f"worker_{key}", 0))
-    current = int(sum(c.get(key, 0) for c in workers.values())) + int(status.get(f"retired_{key}", 0))
-    return max(reported, current)
+    (``reported``: live on every backend: a process-backend worker's own counters reach the learner
+    only when it stops, and a killed one's never), and the current instances' counters
+    (``current``) plus the retired ones' as the Orchestrator last heard them (``retired``; ahead
+    when a stop drained pieces after the last status)."""
+    return max(int(reported), int(current) + int(retired))
 
 
-def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters: dict[str, dict[str, float]], wall: float,
+def summarize(plan: RunPlan, backend: Backend, status: RunStatus, counters: RunCounters, wall: float,
               outcome: str = "finished") -> RunResult:
     """The run's :class:`RunResult`: samples/s, stage times, counts and the runtime figures.
     The counts of the run state this session resumed from start the whole run's; ``outcome``: its
     ``status`` (finished, interrupted, stopped or running)."""
     cfg, earlier = plan.cfg, plan.resumed
-    workers = {n: c for n, c in counters.items() if n.startswith("worker-")}
-    tm, trainer = counters.get("trajectory_manager", {}), counters.get("trainer", {})
-    proxies = {n: c for n, c in counters.items() if n.startswith("proxy-")}
+    workers, tm, trainer = counters.workers.values(), counters.replay, counters.trainer
     rows = plan.spec.row_steps  # the replay counts rows: a whole trajectory each for IMPALA/APPO
-    transitions = produced(workers, status, "transitions") * rows
-    trained = int(trainer.get("batches_trained", status.get("trained", 0)))
-    update_s = trainer.get("update_s", 0.0)
-    rollout_s = sum(c.get("rollout_s", 0.0) for c in workers.values()) / max(len(workers), 1)  # per worker
+    transitions = produced(status.worker_transitions, sum(w.transitions for w in workers), status.retired_transitions) * rows
+    trained = int(trainer.batches_trained if trainer.batches_trained is not None else status.trained)
+    update_s = trainer.update_s
+    rollout_s = sum(w.rollout_s for w in workers) / max(len(workers), 1)  # per worker
     limiter = plan.limiter
-    inserted = int(tm.get("transitions_inserted", 0)) * rows
-    curve = learning_curve(status.get("curve", []))
-    metrics = metric_columns(status.get("train_metrics", []))
-    env_steps = produced(workers, status, "env_steps")
-    faults = status.get("worker_errors", {})
+    inserted = int(tm.transitions_inserted) * rows
+    curve = learning_curve(status.curve)
+    metrics = metric_columns(status.train_metrics)
+    env_steps = produced(status.worker_env_steps, sum(w.env_steps for w in workers), status.retired_env_steps)
+    faults = status.worker_errors
     return RunResult(
         name=cfg.name,
         config=reported_config(cfg),
@@ -57,11 +55,11 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
         wall_s=wall,
         stage_s={
             "rollout": rollout_s,
-            "collect": tm.get("buffer.collect_s", 0.0),
-            "select": tm.get("buffer.select_s", 0.0),
+            "collect": tm.collect_s,
+            "select": tm.select_s,
             "update": update_s,
-            "learner_wait": tm.get("buffer.learner_wait_s", 0.0),
-            "actor_blocked": tm.get("buffer.actor_blocked_s", 0.0),
+            "learner_wait": tm.learner_wait_s,
+            "actor_blocked": tm.actor_blocked_s,
         },
         counts={
             "updates": trained, "transitions_produced": int(transitions),
@@ -71,15 +69,15 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
             "run_env_steps": int(earlier.get("env_steps", 0)) + env_steps,
             "run_updates": int(earlier.get("trained", 0)) + trained,
             "transitions_inserted": inserted,
-            "transitions_collected": int(tm.get("buffer.transitions_collected", 0)) * rows,
-            "collect_calls": int(tm.get("buffer.collect_calls", 0)),
-            "select_calls": int(tm.get("buffer.select_calls", 0)),
-            "batches_selected": int(tm.get("buffer.batches_selected", 0)),
+            "transitions_collected": int(tm.transitions_collected) * rows,
+            "collect_calls": int(tm.collect_calls),
+            "select_calls": int(tm.select_calls),
+            "batches_selected": int(tm.batches_selected),
         },
         runtime={
             "backend": cfg.runtime.backend,
             "learner_utilization": update_s / wall if wall > 0 else 0.0,
-            "learner_wait_s": trainer.get("wait_s", 0.0),
+            "learner_wait_s": trainer.wait_s,
             # the workers' share of the wall spent acting (the rest: waiting for room, parameters, messages)
             "actor_utilization": rollout_s / wall if wall > 0 else 0.0,
             **policy_lag(trainer, tm),
@@ -87,39 +85,39 @@ def summarize(plan: RunPlan, backend: Backend, status: dict[str, Any], counters:
                 "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,
                 "error_buffer": limiter.error_buffer, "largest_insert": limiter.insert_piece,
                 "sample_batch": limiter.sample_batch,
-                "insert_wait_s": tm.get("buffer.insert_wait_s", 0.0), "sample_wait_s": tm.get("buffer.sample_wait_s", 0.0),
-                "pieces_dropped_at_stop": int(tm.get("pieces_dropped_at_stop", 0)),
+                "insert_wait_s": tm.insert_wait_s, "sample_wait_s": tm.sample_wait_s,
+                "pieces_dropped_at_stop": int(tm.pieces_dropped_at_stop),
             },
             "messages": backend.stats.as_dict(),
-            "param_versions_published": int(trainer.get("versions_published", 0)),
-            "param_fetches_per_node": {n: int(c.get("param_fetches", 0)) for n, c in proxies.items()},
-            "worker_restarts": status.get("restarts", {}),
+            "param_versions_published": int(trainer.versions_published),
+            "param_fetches_per_node": {n: int(fetches) for n, fetches in counters.param_fetches.items()},
+            "worker_restarts": status.restarts,
             "worker_errors": faults.get("recent", []),  # the newest 20
             "worker_errors_total": int(faults.get("total", 0)),
             "workers_unresponsive": int(faults.get("unresponsive_total", 0)),  # replaced for going silent (hung)
             "workers_abandoned": list(getattr(backend, "abandoned", [])),  # hung threads left running at the end
-            "evaluations_abandoned": list(status.get("evaluations_abandoned", [])),  # given up at the goal (hung)
-            "stalls": status.get("stalls", 0),
-            "priorities_dropped": int(tm.get("priorities_dropped", 0) + trainer.get("priorities_dropped", 0)),
+            "evaluations_abandoned": list(status.evaluations_abandoned),  # given up at the goal (hung)
+            "stalls": status.stalls,
+            "priorities_dropped": int(tm.priorities_dropped + trainer.priorities_dropped),
             # only a backend spread over nodes (Ray) says where each component ran
             "nodes": backend.node_summary(),
         },
-        evaluations=list(status.get("evaluations", [])) if plan.evaluates else None,
+        evaluations=list(status.evaluations) if plan.evaluates else None,
         train_metrics=metrics or None,
         **curve,
     )
 
 
-def policy_lag(trainer: Mapping[str, float], tm: Mapping[str, float]) -> dict[str, Any]:
+def policy_lag(trainer: TrainerCounters, tm: ReplayHostCounters) -> dict[str, Any]:
     """An asynchronous run's policy lag (versions between the parameters that acted a batch's rows
     and those that trained on it: mean over batches, worst row) and the items dropped as too stale;
     nothing for a run whose rows carry no version."""
-    batches = int(trainer.get("policy_lag_batches", 0))
+    batches = int(trainer.policy_lag_batches)
     if not batches:
         return {}
-    return {"policy_lag": {"mean": trainer.get("policy_lag_sum", 0.0) / batches, "max": trainer.get("policy_lag_max", 0.0),
-                           "batches": batches, "items_dropped_stale": int(tm.get("buffer.items_dropped_stale", 0)),
-                           "batches_dropped_stale": int(trainer.get("batches_dropped_stale", 0))}}
+    return {"policy_lag": {"mean": trainer.policy_lag_sum / batches, "max": trainer.policy_lag_max,
+                           "batches": batches, "items_dropped_stale": int(tm.items_dropped_stale),
+                           "batches_dropped_stale": int(trainer.batches_dropped_stale)}}
 
 
 RESULTS_FROM_RUN_STATE = (

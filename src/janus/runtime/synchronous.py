@@ -34,6 +34,7 @@ from janus.result import RunResult, reported_config
 from janus.runtime.messages import ParamsSnapshot
 from janus.runtime.plan import RunPlan, plan_of
 from janus.runtime.run import Observer, Progress, run_runtime
+from janus.runtime.status import RunStatus
 from janus.runtime.summary import metric_columns
 from janus.runtime.trainer import check_finite_losses
 from janus.runtime.wiring import make_actor, make_buffer, make_learner
@@ -239,10 +240,10 @@ class SyncLoop:
     def elapsed_s(self) -> float:
         return self.wall or (time.perf_counter() - self.start if self.start else 0.0)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> RunStatus:
         """The run now, as an observer reads the Orchestrator's status (no episodes, no evaluations)."""
-        return {"trained": self.trained, "env_steps": self.env_steps, "elapsed_s": self.elapsed_s, "curve": [],
-                "evaluations": [], "train_metrics": list(self.metric_rows), "finished": False, "failure": None}
+        return RunStatus(trained=self.trained, env_steps=self.env_steps, elapsed_s=self.elapsed_s,
+                         train_metrics=list(self.metric_rows))
 
     def close(self) -> None:
         """Close the buffer and the actors' environments (where they have any)."""

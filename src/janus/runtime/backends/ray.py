@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -32,6 +33,7 @@ from janus.runtime.backends.local import ABANDONABLE, SHUTDOWN_ORDER, WORKER_STO
 from janus.runtime.component import Component
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.stats import MessageStats
+from janus.runtime.status import RunStatus
 
 RAY_MISSING = ("--backend ray needs Ray, which is not installed here: pip install 'janus-rl[ray]' "
                "(from a clone: .venv/bin/pip install -e '.[ray]'), or choose --backend local|process")
@@ -89,7 +91,7 @@ class RayBackend:
         self.outbox: RayOutbox | None = None
         self._watch: dict[Any, str] = {}  # wait_done ref -> name, for non-workers
         self._last_poll = 0.0
-        self._status: dict[str, Any] = {}
+        self._status = RunStatus()  # the last one polled (a failure when the Orchestrator cannot be reached)
         self._final: dict[str, dict[str, Any]] | None = None
         self.released: dict[str, list[str]] = {}  # actor -> named resources its early exit clean-up removed
 
@@ -203,9 +205,8 @@ class RayBackend:
                 self._fatal = (name, error)
         return self._fatal
 
-    def orchestrator_status(self) -> dict[str, Any]:
-        """The Orchestrator's summary plus ``finished``; a dead Orchestrator, or a lost GCS, reads as
-        a failure.
+    def orchestrator_status(self) -> RunStatus:
+        """The Orchestrator's status; a dead Orchestrator, or a lost GCS, reads as a failure.
 
         After :meth:`shutdown` this is the summary taken while shutting down (Ray may be gone).
         """
@@ -213,13 +214,12 @@ class RayBackend:
             return self._status
         lost = self.gcs_lost
         if lost is not None:
-            self._status = {"trained": 0, **self._status, "finished": False, "failure": lost}
+            self._status = replace(self._status, finished=False, failure=lost)
             return self._status
         try:
             self._status = ray.get(self.handles["orchestrator"].status.remote(), timeout=30)
         except ray.exceptions.RayError as exc:
-            self._status = {"trained": 0, **self._status, "finished": False,
-                            "failure": f"the orchestrator is unreachable: {exc}"}
+            self._status = replace(self._status, finished=False, failure=f"the orchestrator is unreachable: {exc}")
         return self._status
 
     def _gather(self, timeout: float) -> dict[str, dict[str, Any]]:
@@ -282,7 +282,7 @@ class RayBackend:
             if role in ABANDONABLE:  # a worker or Evaluator not stopped in this time is hung: killed below, not waited for
                 left = min(left, WORKER_STOP_S)
             wait_all([handles[n].wait_done.remote(left) for n in group], left)
-        if "orchestrator" in handles:  # its summary after the drain, for orchestrator_status()
+        if "orchestrator" in handles:  # its status after the drain, for orchestrator_status()
             try:
                 self._status = ray.get(handles["orchestrator"].status.remote(), timeout=max(1.0, deadline - time.monotonic()))
             except (ray.exceptions.RayError, TimeoutError):

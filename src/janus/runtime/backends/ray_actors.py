@@ -28,7 +28,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from janus.runtime.component import Component, Host
 from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
+from janus.runtime.orchestrator import Orchestrator
 from janus.runtime.stats import MessageStats, payload_bytes
+from janus.runtime.status import RunStatus
 from janus.runtime.trajectory_manager import TrajectoryManager
 
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -205,10 +207,12 @@ class ComponentActor:
             self.outbox.flush(timeout)
         return done, self.host.error_text
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> RunStatus:
+        """The hosted Orchestrator's status (the driver polls it)."""
         c = self.host.component
-        out = c.summary() if hasattr(c, "summary") else {}
-        return out | {"finished": getattr(c, "finished", c.stopped)}
+        if not isinstance(c, Orchestrator):
+            raise TypeError(f"{c.name!r} is not the Orchestrator: status calls go to the Orchestrator")
+        return c.status()
 
     def final(self) -> dict[str, Any]:
         """Counters, message stats and node id (gathered before the actor is killed)."""
