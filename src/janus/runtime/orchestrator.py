@@ -35,6 +35,7 @@ from janus.runtime.messages import (
 )
 from janus.runtime.stalls import Rates, StallWatch, diagnose_stall
 from janus.runtime.status import RunStatus, run_state
+from janus.runtime.training_scalars import TrainingScalars
 
 
 class Orchestrator(Component):
@@ -56,7 +57,7 @@ class Orchestrator(Component):
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a
             checkpoint) fails the run with a message naming the starved stage (0: never).
         metrics_interval_s: the learner's metrics (sums the Trainer reports with its counts) are
-            averaged into one row of :attr:`train_metrics` at most this often (and at the stop).
+            averaged into one row of :attr:`scalars` at most this often (and at the stop).
     """
 
     def __init__(
@@ -124,11 +125,7 @@ class Orchestrator(Component):
         self.evaluations_abandoned: list[int] = []  # env steps of evaluations that never came back (hung)
         # training scalars: one row (wall_s, env_steps, updates, mean of each learner metric since
         # the previous row, latest actor metrics averaged over workers) every metrics_interval_s
-        self.metrics_interval_s = metrics_interval_s
-        self.train_metrics: list[dict[str, float]] = [dict(r) for r in initial.get("train_metrics", [])]  # earlier sessions' rows
-        self._metric_sums: dict[str, float] = {}
-        self._metric_updates = 0
-        self._metrics_at = time.monotonic()
+        self.scalars = TrainingScalars(metrics_interval_s, [dict(r) for r in initial.get("train_metrics", [])])
         self.worker_elapsed: dict[str, float] = {}  # when each worker last reported episodes
 
     def handlers(self) -> Handlers:
@@ -149,7 +146,7 @@ class Orchestrator(Component):
                 if r == role:
                     self.send(name, StartMsg())
         start = time.monotonic()
-        self.started_at = self.progress_at = self._metrics_at = start
+        self.started_at = self.progress_at = self.scalars.closed_at = start
         self.last_pong = {n: start for n in self.roles}
         self.instance_started = {n: start for n in self.workers}
 
@@ -192,24 +189,15 @@ class Orchestrator(Component):
             self.curve.append((since + (elapsed - since) * i / k, at_steps, float(r)))
 
     def _add_metrics(self, counts: TrainerCounts) -> None:
-        """Add the Trainer's metric sums; close a row of :attr:`train_metrics` when one is due."""
-        if counts.metric_updates:
-            self._metric_updates += int(counts.metric_updates)
-            for name, value in counts.metric_sums.items():
-                self._metric_sums[name] = self._metric_sums.get(name, 0.0) + float(value)
-        if self.finished or time.monotonic() - self._metrics_at >= self.metrics_interval_s:
+        """Add the Trainer's metric sums; close a row of training scalars when one is due."""
+        self.scalars.add(counts)
+        if self.finished or self.scalars.due:
             self._close_metrics_row()
 
     def _close_metrics_row(self) -> None:
-        """Append the means since the last row to :attr:`train_metrics` (if any update reported)."""
-        self._metrics_at = time.monotonic()
-        if not self._metric_updates:
-            return
-        row: dict[str, float] = {"wall_s": self.elapsed_s, "env_steps": self.env_steps, "updates": self.trained}
-        row.update({k: v / self._metric_updates for k, v in self._metric_sums.items()})
-        row.update(self.actor_metrics())
-        self.train_metrics.append(row)
-        self._metric_sums, self._metric_updates = {}, 0
+        """A row of training scalars: the means since the last one (if any update reported)."""
+        self.scalars.close_row({"wall_s": self.elapsed_s, "env_steps": self.env_steps, "updates": self.trained},
+                               self.actor_metrics())
 
     def actor_metrics(self) -> dict[str, float]:
         """The workers' latest ``actor.<name>`` counters (from their pieces' counts and their Pongs),
@@ -408,6 +396,6 @@ class Orchestrator(Component):
             evaluations=list(self.evaluations), retired_env_steps=self.produced("env_steps", retired_only=True),
             retired_transitions=self.produced("transitions", retired_only=True),
             worker_env_steps=self.produced("env_steps"), worker_transitions=self.produced("transitions"),
-            train_metrics=list(self.train_metrics), evaluations_abandoned=list(self.evaluations_abandoned),
+            train_metrics=list(self.scalars.rows), evaluations_abandoned=list(self.evaluations_abandoned),
             finished=self.finished,
         )
