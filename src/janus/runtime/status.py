@@ -87,6 +87,7 @@ class ReplayHostCounters:
 
     @classmethod
     def of(cls, c: Mapping[str, float]) -> ReplayHostCounters:
+        """From the TrajectoryManager's counters."""
         return cls(
             transitions_inserted=c.get("transitions_inserted", 0), pieces_dropped_at_stop=c.get("pieces_dropped_at_stop", 0),
             priorities_dropped=c.get("priorities_dropped", 0),
@@ -115,6 +116,7 @@ class TrainerCounters:
 
     @classmethod
     def of(cls, c: Mapping[str, float]) -> TrainerCounters:
+        """From the Trainer's counters."""
         return cls(
             batches_trained=c.get("batches_trained"), update_s=c.get("update_s", 0.0), wait_s=c.get("wait_s", 0.0),
             versions_published=c.get("versions_published", 0), priorities_dropped=c.get("priorities_dropped", 0),
@@ -132,6 +134,7 @@ class WorkerCounters:
 
     @classmethod
     def of(cls, c: Mapping[str, float]) -> WorkerCounters:
+        """From a worker's counters."""
         return cls(env_steps=c.get("env_steps", 0), transitions=c.get("transitions", 0), rollout_s=c.get("rollout_s", 0.0))
 
 

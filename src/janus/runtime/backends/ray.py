@@ -208,7 +208,7 @@ class RayBackend:
     def orchestrator_status(self) -> RunStatus:
         """The Orchestrator's status; a dead Orchestrator, or a lost GCS, reads as a failure.
 
-        After :meth:`shutdown` this is the summary taken while shutting down (Ray may be gone).
+        After :meth:`shutdown` this is the status taken while shutting down (Ray may be gone).
         """
         if self._final is not None:
             return self._status
