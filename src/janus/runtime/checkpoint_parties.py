@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from janus.errors import CheckpointError
+from janus.runtime import checkpoints
 from janus.runtime.checkpoints import (
     ADVICE,
     RUN_STATE,
-    commit,
     current_run,
     pending_of_run,
     read_run_state,
@@ -95,6 +95,6 @@ class CheckpointSchedule:
         state = dict(self.run_state)
         for counters_of in self.acks.values():  # the components' own counters win (same instant as their files)
             state.update(counters_of)
-        commit(self.folder, self.names, self.seq, state)
+        checkpoints.commit(self.folder, self.names, self.seq, state)  # by the module: one commit, whoever calls it
         self.last = time.monotonic()
         return True
