@@ -34,7 +34,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
-from janus.runtime.run import make_backend, run_runtime
+from janus.runtime.run import run_runtime
+from janus.runtime.wiring import make_backend
 from rl_peers import children_cpu_s
 
 SETTINGS = {  # both libraries; DQN-Zoo-like values scaled down to a short run

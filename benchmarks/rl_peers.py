@@ -32,7 +32,8 @@ from torch import nn
 
 from janus.algorithms.base import algorithm
 from janus.config import from_dict, resolve
-from janus.runtime.run import make_backend, run_runtime
+from janus.runtime.run import run_runtime
+from janus.runtime.wiring import make_backend
 
 STEPS = {"dqn": 50_000, "ppo": 100_000, "sac": 20_000}
 QUICK_STEPS = {"dqn": 4_000, "ppo": 8_192, "sac": 2_000}

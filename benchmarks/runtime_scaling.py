@@ -122,7 +122,7 @@ def main() -> int:
     if "ray" in backends:
         import ray
 
-        from janus.runtime.backends.ray import start_local_ray
+        from janus.runtime.backends.ray_cluster import start_local_ray
 
         start_local_ray()  # once, shared by every ray run (start-up is not part of the rates)
         meta["ray"] = ray.__version__

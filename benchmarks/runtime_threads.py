@@ -76,6 +76,7 @@ def main() -> None:
     from janus.cli import build_parser, config_from_args
     from janus.config import validate
     from janus.runtime.run import run_runtime
+    from janus.runtime.status import RunStatus
 
     if os.environ.get("COUNT_WAITS"):
         count_condition_waits()
@@ -83,7 +84,7 @@ def main() -> None:
     threads: dict[int, tuple[str, float, int, int]] = {}
     children: dict[int, tuple[float, int, int]] = {}
 
-    def observer(status: dict[str, Any], result: Any) -> None:  # every poll: the last sight of each thread counts
+    def observer(status: RunStatus, result: Any) -> None:  # every poll: the last sight of each thread counts
         threads.update(thread_times())
         children.update(children_times())
 

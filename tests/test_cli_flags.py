@@ -206,7 +206,7 @@ def test_compare_backend_ray_hands_ray_to_the_runtime(monkeypatch: pytest.Monkey
     """Every configuration of ``compare --backend ray`` runs on the Ray backend (not a local run)."""
     from janus.runtime import synchronous as sync_loop
     from janus.runtime.backends.ray import RayBackend
-    from janus.runtime.run import make_backend
+    from janus.runtime.wiring import make_backend
 
     ran: list[str] = []
 

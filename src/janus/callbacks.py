@@ -30,13 +30,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
 from janus.config import RunConfig
 from janus.errors import CallbackError, ConfigError, invalid, shown
 from janus.stopping import CallbackFailed, StopRequested
+
+if TYPE_CHECKING:
+    from janus.runtime.status import RunStatus
 
 RETURN_WINDOW = 20
 """Episodes in :attr:`ProgressStats.mean_return` (as the results' ``final_mean_return``)."""
@@ -304,12 +307,12 @@ class CallbackHooks:
         for cb in self.callbacks:
             self._ask(cb, self._called(cb, "on_start", info))
 
-    def __call__(self, status: dict[str, Any], result_so_far: Callable[[], Any]) -> None:
+    def __call__(self, status: RunStatus, result_so_far: Callable[[], Any]) -> None:
         """One poll of the run: progress and new evaluations to the callbacks; stop if one asked."""
         now = time.monotonic()
-        steps = int(status.get("env_steps", 0))
+        steps = int(status.env_steps)
         if self._steps_at_start is None:
-            self._started_at, self._steps_at_start = now - float(status.get("elapsed_s", 0.0)), steps
+            self._started_at, self._steps_at_start = now - float(status.elapsed_s), steps
         try:
             self._poll(status, steps, now)
         except CallbackError as exc:  # stop the run as for a stop request: committed and written, status failed
@@ -318,25 +321,24 @@ class CallbackHooks:
         if self._stop:
             raise StopRequested(self.stop_reason)
 
-    def _poll(self, status: dict[str, Any], steps: int, now: float) -> None:
+    def _poll(self, status: RunStatus, steps: int, now: float) -> None:
         stats: ProgressStats | None = None
         for i, cb in enumerate(self.callbacks):
             if now - self.last_progress[i] >= cb.progress_every_s:
                 self.last_progress[i] = now
                 stats = stats or self._stats(status, steps, now)
                 self._ask(cb, self._called(cb, "on_progress", stats))
-        evaluations = status.get("evaluations") or []
-        for evaluation in evaluations[self.evaluations_seen:]:
+        for evaluation in status.evaluations[self.evaluations_seen:]:
             self.evaluations_seen += 1
             for cb in self.callbacks:
                 self._ask(cb, self._called(cb, "on_evaluation", dict(evaluation)))
 
-    def _stats(self, status: dict[str, Any], steps: int, now: float) -> ProgressStats:
-        curve = status.get("curve") or []
+    def _stats(self, status: RunStatus, steps: int, now: float) -> ProgressStats:
+        curve = status.curve
         last = [r for _, _, r in curve[-RETURN_WINDOW:]]
         running = now - self._started_at
         return ProgressStats(
-            env_steps=steps, updates=int(status.get("trained", 0)), total_env_steps=self.total_env_steps,
+            env_steps=steps, updates=int(status.trained), total_env_steps=self.total_env_steps,
             episodes=len(curve), mean_return=sum(last) / len(last) if last else None, elapsed_s=running,
             env_steps_per_s=(steps - (self._steps_at_start or 0)) / running if running > 0 else 0.0)
 

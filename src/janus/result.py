@@ -1,6 +1,6 @@
 """The one result type of every run (``janus train``, ``compare``, ``eval``): :class:`RunResult`.
 
-The runtime fills it (``janus.runtime.run.summarize``); the harness reports it. :meth:`RunResult.to_dict`
+The runtime fills it (``janus.runtime.summary.summarize``); the harness reports it. :meth:`RunResult.to_dict`
 is the one serialisation, as written to ``results.json``. Reports read results both fresh and loaded
 from ``results.json``, so a result also reads like that dict (``result["counts"]["updates"]``).
 """

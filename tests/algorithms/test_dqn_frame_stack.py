@@ -17,7 +17,8 @@ from janus.buffer.frames.replay import FrameStackReplay
 from janus.buffer.replay.experience import ExperienceBuffer
 from janus.config import RunConfig, from_dict, resolve
 from janus.runtime.plan import RunPlan
-from janus.runtime.run import make_buffer, run_runtime
+from janus.runtime.run import run_runtime
+from janus.runtime.wiring import make_buffer
 
 ENV_ID = "JanusTinyPixels-v0"
 

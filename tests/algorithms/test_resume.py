@@ -133,7 +133,7 @@ def test_per_beta_schedule_spans_the_budget_and_continues_from_the_trained_count
     from janus.algorithms.base import algorithm
     from janus.cli import config_from_args, parse_args
     from janus.config import resolve
-    from janus.runtime import run
+    from janus.runtime import wiring
     from janus.runtime.plan import RunPlan
 
     argv = ["train", "--algo", "dqn", "--prioritized", "--per_beta", "0.5", "--per_beta_final", "0.9",
@@ -142,7 +142,7 @@ def test_per_beta_schedule_spans_the_budget_and_continues_from_the_trained_count
     total = algorithm("dqn").budget(cfg).total_updates
     for trained, beta in ((0, 0.5), (total // 2, 0.7), (total, 0.9), (2 * total, 0.9)):
         plan = dataclasses.replace(RunPlan.of(cfg), resumed={"trained": trained} if trained else {})
-        buffer = run.make_buffer(plan)
+        buffer = wiring.make_buffer(plan)
         try:
             assert buffer.beta == pytest.approx(beta), trained
         finally:

@@ -297,7 +297,7 @@ def test_dqn_with_learning_starts_below_batch_size_trains_to_its_budget() -> Non
 def test_prioritized_dqn_sets_every_batch_priorities_on_the_replay(backend: str) -> None:
     """The Trainer shares the replay's process on these backends: it sets the priorities of every
     batch on the buffer itself (no UpdatePriorityMsg), and the sampler takes every one of them."""
-    from janus.runtime.run import make_backend
+    from janus.runtime.wiring import make_backend
 
     cfg = tiny("dqn", algorithm={"prioritized": True}, runtime={"backend": backend})
     runner = make_backend(cfg)

@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 
 from janus.harness.reports.tensorboard import EventWriter, crc32c, read_scalars, scalar_event, write_scalars
-from janus.runtime.messages import CountsMsg, PongMsg, StopMsg
-from janus.runtime.orchestrator import Orchestrator, Rates
+from janus.runtime.messages import CountsMsg, PieceCounts, PongMsg, ReplayCounts, StopMsg, TrainerCounts
+from janus.runtime.orchestrator import Orchestrator
+from janus.runtime.stalls import Rates
+from janus.runtime.status import RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,28 +103,28 @@ def test_trainer_metric_sums_become_rows_of_means_with_the_workers_epsilon() -> 
     orch = orchestrator(interval_s=3600.0)
     orch.on_PongMsg(PongMsg(1, "worker-0", 0.0, {"actor.epsilon": 0.5}))
     orch.on_PongMsg(PongMsg(1, "worker-1", 0.0, {"actor.epsilon": 0.3}))
-    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 2, "metric_updates": 2, "metric.loss": 3.0, "metric.q_mean": 1.0}))
-    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 3, "metric_updates": 1, "metric.loss": 3.0, "metric.q_mean": 2.0}))
-    assert orch.summary()["train_metrics"] == []  # within the interval: still accumulating
+    orch.on_CountsMsg(CountsMsg("trainer", TrainerCounts(trained=2, metric_updates=2, metric_sums={"loss": 3.0, "q_mean": 1.0})))
+    orch.on_CountsMsg(CountsMsg("trainer", TrainerCounts(trained=3, metric_updates=1, metric_sums={"loss": 3.0, "q_mean": 2.0})))
+    assert orch.status().train_metrics == []  # within the interval: still accumulating
     orch.finished = True  # a report after the stop closes a row at once
-    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 4, "metric_updates": 1, "metric.loss": 2.0, "metric.q_mean": 1.0}))
-    (row,) = orch.summary()["train_metrics"]
+    orch.on_CountsMsg(CountsMsg("trainer", TrainerCounts(trained=4, metric_updates=1, metric_sums={"loss": 2.0, "q_mean": 1.0})))
+    (row,) = orch.status().train_metrics
     assert row["updates"] == 4 and row["loss"] == pytest.approx(2.0) and row["q_mean"] == pytest.approx(1.0)
     assert row["epsilon"] == pytest.approx(0.4)  # the workers' latest, averaged
-    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 4}))  # no update since: no empty row
-    assert len(orch.summary()["train_metrics"]) == 1
+    orch.on_CountsMsg(CountsMsg("trainer", TrainerCounts(trained=4)))  # no update since: no empty row
+    assert len(orch.status().train_metrics) == 1
 
 
 def test_metric_sums_of_an_interrupted_run_become_a_row_at_the_orchestrators_stop() -> None:
     # Ctrl-C: no stop_all; the backend stops the Trainer (its last report) and then the Orchestrator
     orch = orchestrator(interval_s=3600.0)
-    orch.on_CountsMsg(CountsMsg("trainer", {"trained": 5, "metric_updates": 5, "metric.loss": 10.0}))
-    assert orch.summary()["train_metrics"] == []
+    orch.on_CountsMsg(CountsMsg("trainer", TrainerCounts(trained=5, metric_updates=5, metric_sums={"loss": 10.0})))
+    assert orch.status().train_metrics == []
     orch.on_StopMsg(StopMsg("shutdown"))
-    (row,) = orch.summary()["train_metrics"]
+    (row,) = orch.status().train_metrics
     assert row["updates"] == 5 and row["loss"] == pytest.approx(2.0)
     orch.on_StopMsg(StopMsg("shutdown"))  # nothing new: no second row
-    assert len(orch.summary()["train_metrics"]) == 1
+    assert len(orch.status().train_metrics) == 1
 
 
 def test_a_slow_healthy_run_has_no_stalls_and_a_stuck_one_counts_each_spell_once() -> None:
@@ -139,15 +141,16 @@ def test_a_slow_healthy_run_has_no_stalls_and_a_stuck_one_counts_each_spell_once
         t = t0 + 0.5 * i
         if i % 4 == 0:
             inserted, trained = inserted + 32, trained + 8
-            orch.on_CountsMsg(CountsMsg("trajectory_manager", {"inserted": inserted}))
-            orch.on_CountsMsg(CountsMsg("trainer", {"trained": trained}))
+            orch.on_CountsMsg(CountsMsg("trajectory_manager", ReplayCounts(inserted)))
+            orch.on_CountsMsg(CountsMsg("trainer", TrainerCounts(trained)))
         orch._health(t)
     assert orch.stalls == 0  # slow, never stuck (the old count: 180 here)
     for i in range(1, 61):  # then nothing at all moves for 30 s: one stall
         orch._health(t + 0.5 * i)
     assert orch.stalls == 1
     t += 30.0
-    orch.on_CountsMsg(CountsMsg("worker-0", {"env_steps": 64, "episode_returns": []}))  # env steps move: not stuck
+    moved = PieceCounts(instance=0, env_steps=64, transitions=0, episode_returns=[])
+    orch.on_CountsMsg(CountsMsg("worker-0", moved))  # env steps move: not stuck
     orch._health(t + 0.5)
     for i in range(2, 61):
         orch._health(t + 0.5 * i)
@@ -155,7 +158,7 @@ def test_a_slow_healthy_run_has_no_stalls_and_a_stuck_one_counts_each_spell_once
 
 
 def test_a_stall_is_judged_against_the_runs_own_pace_and_not_before_anything_moved() -> None:
-    from janus.runtime.orchestrator import STARTUP_STALL_S, StallWatch
+    from janus.runtime.stalls import STARTUP_STALL_S, StallWatch
 
     watch = StallWatch()
     watch.check(0.0, (0, 0, 0))
@@ -177,8 +180,8 @@ def test_a_stall_is_judged_against_the_runs_own_pace_and_not_before_anything_mov
 
 def test_episodes_of_one_piece_are_spread_over_its_env_steps() -> None:
     orch = orchestrator()
-    orch.on_CountsMsg(CountsMsg("worker-0", {"env_steps": 512, "episode_returns": [10.0, 20.0, 30.0, 40.0]}))
-    orch.on_CountsMsg(CountsMsg("worker-1", {"env_steps": 512, "episode_returns": [50.0, 60.0]}))
+    orch.on_CountsMsg(CountsMsg("worker-0", PieceCounts(0, env_steps=512, transitions=0, episode_returns=[10.0, 20.0, 30.0, 40.0])))
+    orch.on_CountsMsg(CountsMsg("worker-1", PieceCounts(0, env_steps=512, transitions=0, episode_returns=[50.0, 60.0])))
     steps = [s for _, s, _ in orch.curve]
     walls = [t for t, _, _ in orch.curve]
     assert steps == [128, 256, 384, 512, 768, 1024]  # not four points at 512 (the comb of PPO curves)
@@ -269,7 +272,7 @@ def test_ray_backend_run_carries_training_scalars() -> None:
     pytest.importorskip("ray")
     import ray
 
-    from janus.runtime.backends.ray import start_local_ray
+    from janus.runtime.backends.ray_cluster import start_local_ray
     from janus.runtime.run import run_runtime
 
     started = not ray.is_initialized()
@@ -389,12 +392,12 @@ def test_live_run_appends_only_new_points_skips_resumed_ones_and_survives_a_fail
     curve = [(0.5, 10, 1.0)]  # an earlier session's episode and evaluation (resumed): logged back then
     evaluations = [{"env_steps": 10, "mean_return": 9.0, "std_return": 1.0, "wall_s": 0.5}]
     rows: list[dict[str, float]] = []
-    live({"elapsed_s": 1.0, "curve": list(curve), "train_metrics": rows, "evaluations": list(evaluations)}, lambda: "first")
+    live(RunStatus(elapsed_s=1.0, curve=list(curve), train_metrics=rows, evaluations=list(evaluations)), lambda: "first")
     curve += [(1.5, 20, 2.0), (2.0, 30, 3.0)]
     rows.append({"wall_s": 2.0, "env_steps": 30, "updates": 5, "loss": 0.5})
     evaluations.append({"env_steps": 30, "mean_return": 50.0, "std_return": 2.0, "wall_s": 2.0})
-    live({"elapsed_s": 2.0, "curve": list(curve), "train_metrics": list(rows), "evaluations": list(evaluations)}, lambda: "broken")
-    live({"elapsed_s": 2.1, "curve": list(curve), "train_metrics": list(rows), "evaluations": list(evaluations)}, lambda: "third")
+    live(RunStatus(elapsed_s=2.0, curve=list(curve), train_metrics=list(rows), evaluations=list(evaluations)), lambda: "broken")
+    live(RunStatus(elapsed_s=2.1, curve=list(curve), train_metrics=list(rows), evaluations=list(evaluations)), lambda: "third")
     assert saved == ["first", "third"]  # a failed save is reported and tried again, the run goes on
     live.finish({"wall_s": 2.5, "learning_curve": {"wall_s": [t for t, _, _ in curve], "env_steps": [s for _, s, _ in curve],
                                                    "return": [r for _, _, r in curve]},
@@ -416,7 +419,7 @@ def test_live_run_writes_nothing_until_ready_then_catches_up(tmp_path: Path) -> 
     gate = {"open": False}
     live = LiveRun(saves.append, results_interval_s=0.0, tensorboard_dir=tmp_path / "tb", tensorboard_interval_s=0.0,
                    ready=lambda: gate["open"])
-    status = {"elapsed_s": 1.0, "curve": [(0.5, 100, 10.0), (0.9, 200, 20.0)], "train_metrics": [], "evaluations": []}
+    status = RunStatus(elapsed_s=1.0, curve=[(0.5, 100, 10.0), (0.9, 200, 20.0)], train_metrics=[], evaluations=[])
     for _ in range(3):
         live(status, lambda: "so far")
     assert saves == [] and not (tmp_path / "tb").exists(), "nothing, not even an empty event file"

@@ -170,7 +170,7 @@ def test_progress_rates_count_from_where_a_resumed_run_started() -> None:
     import io
 
     from janus.harness.reports.progress import ProgressLine
-    from janus.runtime.run import rl_note
+    from janus.runtime.summary import rl_note
 
     line = ProgressLine("train", stream=io.StringIO())
     line.start -= 4.0  # four seconds of start-up (spawning workers) before the first report

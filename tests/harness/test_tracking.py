@@ -11,6 +11,7 @@ import pytest
 
 from janus.cli import main
 from janus.harness.reports.progress import EvaluationLines, evaluation_line
+from janus.runtime.status import RunStatus
 
 
 def test_evaluation_line_reads_as_a_sentence() -> None:
@@ -22,11 +23,11 @@ def test_each_evaluation_is_shown_once_and_a_resumed_runs_earlier_ones_not_again
     shown: list[str] = []
     lines = EvaluationLines(shown.append, skip=1)
     earlier = {"env_steps": 1000, "mean_return": 1.0, "std_return": 0.0, "episodes": 2}
-    lines({"evaluations": [earlier]})
+    lines(RunStatus(evaluations=[earlier]))
     assert shown == []
     later = {"env_steps": 2000, "mean_return": 5.0, "std_return": 1.0, "episodes": 2}
-    lines({"evaluations": [earlier, later]})
-    lines({"evaluations": [earlier, later]})  # the next poll: nothing new
+    lines(RunStatus(evaluations=[earlier, later]))
+    lines(RunStatus(evaluations=[earlier, later]))  # the next poll: nothing new
     assert shown == ["eval @ 2,000 env steps: mean return 5.0 ± 1.0 (2 episodes)"]
 
 
@@ -151,11 +152,11 @@ def test_the_wandb_writer_gets_the_scalars_tensorboard_gets(tmp_path: Path) -> N
 
     recording = RecordingWriter()
     live = LiveRun(None, tensorboard_dir=tmp_path / "tb", tensorboard_interval_s=0.0, wandb=lambda: recording)
-    status = {"elapsed_s": 1.0, "curve": [(0.5, 100, 3.0), (1.0, 200, 5.0)], "train_metrics": [],
-              "evaluations": [{"env_steps": 200, "mean_return": 9.0, "std_return": 1.0, "episodes": 2, "wall_s": 1.0}]}
+    status = RunStatus(elapsed_s=1.0, curve=[(0.5, 100, 3.0), (1.0, 200, 5.0)], train_metrics=[],
+                       evaluations=[{"env_steps": 200, "mean_return": 9.0, "std_return": 1.0, "episodes": 2, "wall_s": 1.0}])
     live(status, lambda: {})  # type: ignore[arg-type, return-value]
     live.finish({"wall_s": 1.0, "learning_curve": {"env_steps": [100, 200], "wall_s": [0.5, 1.0], "return": [3.0, 5.0]},
-                 "evaluations": status["evaluations"], "samples_per_s": 10.0, "env_steps_per_s": 200.0})
+                 "evaluations": status.evaluations, "samples_per_s": 10.0, "env_steps_per_s": 200.0})
     tensorboard = {tag: [(step, value) for step, value, _ in events] for tag, events in read_scalars(tmp_path / "tb").items()}
     wandb: dict[str, list[tuple[int, float]]] = {}
     for tag, value, step in recording.scalars:

@@ -20,6 +20,7 @@ from janus.config import from_dict, recorded, resolve
 from janus.errors import ConfigError
 from janus.harness.commands import progress_line, write_outputs
 from janus.harness.reports.train import whole_budget
+from janus.runtime.status import RunStatus
 from janus.stopping import StopRequested, Terminated, reason_of
 
 
@@ -121,7 +122,7 @@ def test_stop_reasons_name_the_callback_and_its_condition() -> None:
     hooks = CallbackHooks([stop])
     hooks.start(Path("."), resolve(from_dict({"workload": {"algo": "ppo"}})))
     with pytest.raises(StopRequested) as raised:
-        hooks({"env_steps": 31_000, "curve": [(0.0, 10, 6.0)], "evaluations": []}, lambda: None)
+        hooks(RunStatus(env_steps=31_000, curve=[(0.0, 10, 6.0)], evaluations=[]), lambda: None)
     assert reason_of(raised.value) == "EarlyStop: mean return 6.0 >= 5 at 31,000 env steps"
     assert reason_of(KeyboardInterrupt()) == "SIGINT received (Ctrl-C)"
     assert reason_of(Terminated("SIGTERM")).startswith("SIGTERM received")

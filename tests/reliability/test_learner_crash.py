@@ -19,6 +19,7 @@ from ckpt_helpers import assert_resumed_identically, committed
 from janus.buffer.storage.state_file import load_state
 from janus.cli import main
 from janus.runtime import checkpoints
+from janus.runtime.checkpoint_parties import Checkpointer
 from janus.runtime.orchestrator import Orchestrator
 from janus.runtime.trainer import Trainer
 from janus.runtime.trajectory_manager import TrajectoryManager
@@ -121,7 +122,7 @@ def test_trainer_exception_commits_nothing_after_it_and_resume_is_identical(tmp_
 # ---- the commit protocol, crash point by crash point ----------------------------------------------
 def _stage(folder: Path, tag: int | str, value: int) -> None:
     for name in NAMES:
-        checkpoints.Checkpointer(str(folder), name, resume=False).stage({"value": value}, tag)
+        Checkpointer(str(folder), name, resume=False).stage({"value": value}, tag)
 
 
 def _values(folder: Path) -> list[int]:
@@ -176,7 +177,7 @@ def test_crash_between_run_state_and_renames_is_finished_by_recover(tmp_path: Pa
 def test_parts_staged_on_stop_are_dropped_unless_committed(tmp_path: Path) -> None:
     _stage(tmp_path, 1, 10)
     checkpoints.commit(tmp_path, NAMES, 1, _counters(1))
-    checkpoints.Checkpointer(str(tmp_path), "trajectory_manager", resume=False).stage(
+    Checkpointer(str(tmp_path), "trajectory_manager", resume=False).stage(
         {"value": 99}, checkpoints.FINAL)  # the trainer died before staging its part
     assert not checkpoints.staged(tmp_path, NAMES, checkpoints.FINAL)
     checkpoints.recover(tmp_path)

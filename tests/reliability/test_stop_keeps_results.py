@@ -52,7 +52,7 @@ def make_signalled_backend(cfg):
         status = backend.orchestrator_status
         def seen():
             now = status()
-            if now.get("finished"):
+            if now.finished:
                 backend.orchestrator_status = status
                 stop()
             return now

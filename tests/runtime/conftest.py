@@ -16,7 +16,7 @@ def ray_session() -> Iterator[Any]:
     was already initialised by someone else, that instance is used and left alone.
     """
     ray = pytest.importorskip("ray")
-    from janus.runtime.backends.ray import start_local_ray
+    from janus.runtime.backends.ray_cluster import start_local_ray
 
     started = not ray.is_initialized()
     if started:

@@ -22,9 +22,11 @@ import pytest
 from janus.algorithms.base import algorithm
 from janus.algorithms.seeding import stream_seeds
 from janus.config import RunConfig, from_dict, resolve
-from janus.runtime import run as runmod
+from janus.runtime import wiring
 from janus.runtime.plan import RunPlan
-from janus.runtime.run import make_actor, run_runtime
+from janus.runtime.run import run_runtime
+from janus.runtime.status import RunStatus
+from janus.runtime.wiring import make_actor
 
 
 def dqn_cfg(backend: str, steps: int = 3000, **runtime: Any) -> RunConfig:
@@ -79,7 +81,7 @@ class Recorder:
 
 
 def recorded_backend(cfg: RunConfig, recorder: Recorder) -> Any:
-    backend = runmod.make_backend(cfg)
+    backend = wiring.make_backend(cfg)
     add = backend.add
     backend.add = lambda name, role, factory, node="node-0": add(  # type: ignore[method-assign]
         name, role, recorder.wrap(factory) if role == "proxy" else factory, node)
@@ -94,10 +96,10 @@ def observed_run(cfg: RunConfig, kill_at_inserted: int = 0) -> dict[str, Any]:
     backend = recorded_backend(cfg, recorder)
     live: dict[str, Any] = {}
 
-    def observer(status: dict[str, Any], result_so_far: Any) -> None:
-        if "before" not in live and status["trained"] > 0:
+    def observer(status: RunStatus, result_so_far: Any) -> None:
+        if "before" not in live and status.trained > 0:
             live["before"] = result_so_far()
-        if kill_at_inserted and "killed" not in live and status["inserted"] >= kill_at_inserted:
+        if kill_at_inserted and "killed" not in live and status.inserted >= kill_at_inserted:
             live["killed"] = backend.worker_pids()["worker-0"]
             backend.kill("worker-0")
             deadline = time.monotonic() + 90  # hold the run until the replacement works (spawning can be slow)
@@ -106,7 +108,7 @@ def observed_run(cfg: RunConfig, kill_at_inserted: int = 0) -> dict[str, Any]:
                 if fresh is not None and fresh.process.pid != live["killed"] and fresh.ring is not None:
                     break
                 time.sleep(0.05)
-        if "killed" in live and "after" not in live and status["restarts"]:
+        if "killed" in live and "after" not in live and status.restarts:
             live["after"] = result_so_far()
 
     result = run_runtime(cfg, backend=backend, timeout_s=240, observer=observer)
@@ -171,10 +173,10 @@ def test_a_restarted_worker_component_knows_its_instance() -> None:
     """The backend tells the component which instance it is, before it builds its actor (the
     process backend's, in the worker's process: the duplicate-row test above fails without it)."""
     cfg = dqn_cfg("local")
-    backend = runmod.make_backend(cfg)
+    backend = wiring.make_backend(cfg)
     try:
         plan = RunPlan.of(cfg)
-        runmod.build(plan, backend, runmod.SharedBuffer(plan))
+        wiring.build(plan, backend, wiring.SharedBuffer(plan))
         backend.restart("worker-1")
         backend.restart("worker-1")
         assert backend.component("worker-1").instance == 2 and backend.component("worker-0").instance == 0

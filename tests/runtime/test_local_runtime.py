@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
-from janus.runtime import run as runmod
+from janus.runtime import wiring
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.messages import (
     CountsMsg,
@@ -107,7 +107,7 @@ def test_the_replay_hosts_remote_batches_share_no_memory_with_buffer() -> None:
     """What a remote replay client gets (:meth:`TrajectoryManager.sample`) is a copy: writing
     into it leaves the replay as it was."""
     cfg = tiny()
-    tm = TrajectoryManager("tm", "orch", runmod.make_buffer(RunPlan.of(cfg)))
+    tm = TrajectoryManager("tm", "orch", wiring.make_buffer(RunPlan.of(cfg)))
     out = FakeOutbox()
     tm.bind(out)
     tm.receive(StartMsg())
@@ -136,10 +136,10 @@ def test_the_trajectory_manager_loads_the_replay_kernels_before_the_clock_starts
     """Before, the first configuration of a ``compare`` paid the kernels' load (~0.4 s) inside
     its timed collection (0.41-0.54 s of collect against 0.07 for the others in a --quick run)."""
     calls: list[str] = []
-    monkeypatch.setattr(runmod, "warm_up", lambda: calls.append("warm"))
-    monkeypatch.setattr(runmod, "make_buffer", lambda plan: SimpleNamespace())  # no CUDA needed for this check
+    monkeypatch.setattr(wiring, "warm_up", lambda: calls.append("warm"))
+    monkeypatch.setattr(wiring, "make_buffer", lambda plan: SimpleNamespace())  # no CUDA needed for this check
     cfg = dataclasses.replace(tiny(), janus=dataclasses.replace(tiny().janus, placement=placement))
-    runmod.new_trajectory_manager(RunPlan.of(cfg))
+    wiring.new_trajectory_manager(RunPlan.of(cfg))
     assert calls == (["warm"] if placement != "cuda" else [])
 
 
@@ -191,7 +191,7 @@ def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
     cfg = tiny()
     batch = {"obs": np.random.rand(64, 32).astype(np.float32), "action": np.zeros(64, np.int64),
              "reward": np.ones(64, np.float32), "index": np.arange(64)}
-    trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: ListReplay([batch] * 3),
+    trainer = Trainer("trainer", "orch", lambda: wiring.make_learner(RunPlan.of(cfg)), lambda: ListReplay([batch] * 3),
                       publish_every=1, max_updates=3)
     out = FakeOutbox()
     trainer.bind(out)
@@ -208,7 +208,7 @@ def test_trainer_snapshots_do_not_change_when_training_goes_on() -> None:
 
 
 def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, FakeOutbox]:
-    trainer = Trainer("trainer", "orch", lambda: runmod.make_learner(RunPlan.of(cfg)), lambda: buffer, publish_every=100,
+    trainer = Trainer("trainer", "orch", lambda: wiring.make_learner(RunPlan.of(cfg)), lambda: buffer, publish_every=100,
                       **kwargs)
     out = FakeOutbox()
     trainer.bind(out)
@@ -217,7 +217,7 @@ def _trainer_on(buffer: Any, cfg: RunConfig, **kwargs: Any) -> tuple[Trainer, Fa
 
 
 def _filled(cfg: RunConfig) -> Any:
-    buffer = runmod.make_buffer(RunPlan.of(cfg))
+    buffer = wiring.make_buffer(RunPlan.of(cfg))
     piece = {"obs": np.random.rand(16, 4, 32).astype(np.float32), "action": np.zeros((16, 4), np.int64),
              "reward": np.zeros((16, 4), np.float32)}
     for _ in range(2):
@@ -235,7 +235,7 @@ def test_trainer_takes_batches_from_the_shared_buffer_up_to_its_budget() -> None
             pass
         assert trainer.trained == 3, "the budget, not a credit, ends its training"
         # at its budget it reports at once (the Orchestrator stops the run on this count)
-        assert [m.counters["trained"] for _, m in out.of(CountsMsg)] == [3]
+        assert [m.counters.trained for _, m in out.of(CountsMsg)] == [3]
         assert buffer.stats.batches_delivered == 3
         assert trainer.step() is False and trainer.trained == 3
     finally:
@@ -260,7 +260,7 @@ def test_trainer_on_a_shared_buffer_raises_a_selection_failure_and_stops_quietly
 
 def test_trainer_waits_for_a_batch_in_slices_and_never_when_serial() -> None:
     cfg = tiny()
-    buffer = runmod.make_buffer(RunPlan.of(cfg))  # empty: no batch can be selected
+    buffer = wiring.make_buffer(RunPlan.of(cfg))  # empty: no batch can be selected
     try:
         for wait_s, busy in ((0.05, True), (0.0, False)):
             trainer, _ = _trainer_on(buffer, cfg, batch_wait_s=wait_s)
@@ -335,8 +335,8 @@ def test_trainer_failure_stops_the_run_with_a_clear_error(monkeypatch: pytest.Mo
         def params(self) -> Any:
             return self.inner.params()
 
-    real = runmod.make_learner
-    monkeypatch.setattr(runmod, "make_learner", lambda cfg: Exploding(real(cfg)))
+    real = wiring.make_learner
+    monkeypatch.setattr(wiring, "make_learner", lambda cfg: Exploding(real(cfg)))
     start = time.monotonic()
     with pytest.raises(RunFailed, match="learner exploded on purpose"):
         run_runtime(tiny(), timeout_s=60)

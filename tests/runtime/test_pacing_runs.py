@@ -118,7 +118,7 @@ def test_flush_finishes_the_inserts_once_the_waiting_pieces_are_in() -> None:
 
 
 def test_a_resumed_host_continues_the_limiters_counts(tmp_path: Any) -> None:
-    from janus.runtime.checkpoints import Checkpointer
+    from janus.runtime.checkpoint_parties import Checkpointer
 
     class Restored(Checkpointer):
         def restore(self) -> Any:

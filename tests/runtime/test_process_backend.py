@@ -28,10 +28,12 @@ import pytest
 import torch
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
-from janus.runtime import run as runmod
+from janus.runtime import wiring
 from janus.runtime.backends.base import Backend
-from janus.runtime.backends.process import ProcessBackend, ProcessOutbox, SharedSnapshot, WorkerOutbox, _receive
-from janus.runtime.component import Component, Host
+from janus.runtime.backends.pipe import Deliver, SharedSnapshot, StoreAnnounced
+from janus.runtime.backends.process import ProcessBackend, ProcessOutbox
+from janus.runtime.backends.worker_process import WorkerOutbox, receive_from_learner
+from janus.runtime.component import Component, Handlers, Host
 from janus.runtime.messages import (
     FetchParamsMsg,
     InsertTransitionMsg,
@@ -110,6 +112,9 @@ class ParamServer(Component):
         super().__init__(name)
         self.latest: LoadParamsMsg | None = None
 
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), FetchParamsMsg: self.on_FetchParamsMsg}
+
     def on_FetchParamsMsg(self, msg: FetchParamsMsg) -> None:
         if self.latest is None:
             snapshot = ParamsSnapshot.freeze(0, {"w": np.ones(PARAMS, np.float32)})
@@ -124,6 +129,9 @@ class Sink(Component):
         super().__init__(name)
         self.ids: list[int] = []
         self.lock = threading.Lock()
+
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), InsertTransitionMsg: self.on_InsertTransitionMsg}
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
         assert np.array_equal(msg.transitions["obs"][..., 0], msg.transitions["id"]), "fields of one piece mixed up"
@@ -196,7 +204,7 @@ def test_synthetic_run_conserves_transitions_with_four_worker_processes(on_polic
     before = segments()
     rates = {} if on_policy else {"samples_per_insert": 1.0, "min_inserts": 256}
     cfg = tiny(on_policy, workers_per_node=2, **rates)
-    backend = runmod.make_backend(cfg)
+    backend = wiring.make_backend(cfg)
     assert isinstance(backend, ProcessBackend)
     run = run_runtime(cfg, backend=backend, timeout_s=120)
     counts, rt = run["counts"], run["runtime"]
@@ -238,15 +246,15 @@ def test_a_worker_loads_the_store_and_records_the_version_it_holds() -> None:
     mine, theirs = multiprocessing.Pipe(duplex=True)
     host = Host(Component("worker-0"))
     outbox = WorkerOutbox("worker-0", theirs, 2, "unused")
-    receiver = threading.Thread(target=_receive, args=(host, outbox, theirs), daemon=True)
+    receiver = threading.Thread(target=receive_from_learner, args=(host, outbox, theirs), daemon=True)
     receiver.start()
     try:
-        mine.send(("store", store.name, store.layout))
+        mine.send(StoreAnnounced(store.name, store.layout))
         store.publish(1, {"w": np.full(4, 1.0, np.float32)})
         store.publish(2, {"w": np.full(4, 2.0, np.float32)})
-        mine.send(("msg", LoadParamsMsg(1, SharedSnapshot(1))))  # before StartMsg: the predecessor's
-        mine.send(("msg", StartMsg()))
-        mine.send(("msg", LoadParamsMsg(1, SharedSnapshot(1))))
+        mine.send(Deliver(LoadParamsMsg(1, SharedSnapshot(1))))  # before StartMsg: the predecessor's
+        mine.send(Deliver(StartMsg()))
+        mine.send(Deliver(LoadParamsMsg(1, SharedSnapshot(1))))
         first, posted = host.inbox.get(timeout=10), host.inbox.get(timeout=10)
     finally:
         host.done.set()
@@ -310,8 +318,8 @@ def test_learner_failure_stops_the_run_with_a_clear_error(monkeypatch: pytest.Mo
             return self.inner.params()
 
     before = segments()
-    real = runmod.make_learner
-    monkeypatch.setattr(runmod, "make_learner", lambda cfg: Exploding(real(cfg)))  # the learner is in this process
+    real = wiring.make_learner
+    monkeypatch.setattr(wiring, "make_learner", lambda cfg: Exploding(real(cfg)))  # the learner is in this process
     start = time.monotonic()
     with pytest.raises(RunFailed, match="learner exploded on purpose"):
         run_runtime(tiny(False, workers=2), timeout_s=60)
@@ -400,7 +408,7 @@ def test_a_full_dev_shm_is_a_clear_error_of_the_command(tmp_path: Path) -> None:
     process of the run, as in a small container: exit 2 naming the fix, no traceback, nothing left."""
     hooks = Path(__file__).resolve().parents[1] / "reliability" / "hooks"
     env = {**os.environ, "JANUS_TEST_SHM_FREE": "20000", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(hooks), str(Path(runmod.__file__).resolve().parents[2])])}
+           "PYTHONPATH": os.pathsep.join([str(hooks), str(Path(wiring.__file__).resolve().parents[2])])}
     proc = subprocess.Popen([sys.executable, "-m", "janus.cli", "train", "--algo", "dqn", "--backend", "process", "--quick",
                              "--out", str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -88,7 +88,7 @@ def test_backend_ray_without_ray_says_how_to_install(tmp_path: Path) -> None:
 HANGING_CLI = textwrap.dedent("""
     import sys, threading
     import ray
-    import janus.runtime.backends.ray as rb
+    import janus.runtime.backends.ray_cluster as rb
     rb.CONNECT_TIMEOUT_S = float(sys.argv[1])
     rb.connect.__defaults__ = (rb.CONNECT_TIMEOUT_S,)
     def hang(**kwargs):

@@ -27,7 +27,9 @@ ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve  # noqa: E402
-from janus.runtime.backends.ray import GcsWatch, RayBackend, RayOutbox, RayParams  # noqa: E402
+from janus.runtime.backends.ray import RayBackend  # noqa: E402
+from janus.runtime.backends.ray_actors import RayOutbox, RayParams  # noqa: E402
+from janus.runtime.backends.ray_cluster import GcsWatch  # noqa: E402
 from janus.runtime.messages import ParamsSnapshot  # noqa: E402
 from janus.runtime.plan import RunPlan  # noqa: E402
 from janus.runtime.run import RunFailed, run_runtime  # noqa: E402

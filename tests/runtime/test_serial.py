@@ -13,7 +13,8 @@ from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, reso
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.component import Component
 from janus.runtime.messages import StartMsg
-from janus.runtime.run import run_runtime, serial
+from janus.runtime.plan import serial
+from janus.runtime.run import run_runtime
 
 
 def rl_cfg(algo: str, seed: int, steps: int, **algorithm_overrides: Any) -> RunConfig:

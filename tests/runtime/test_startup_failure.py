@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.runtime.test_process_backend import segments, worker_processes
 
-import janus.runtime.run as runmod
+import janus.runtime.wiring as wiring
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime.run import run_runtime
 
@@ -30,7 +30,7 @@ def run_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(("host-", "janus-", "process-"))]
 
 
-# Built in this order (runtime.run.layout): the Trainer (which builds the buffer it shares with the
+# Built in this order (runtime.plan.layout): the Trainer (which builds the buffer it shares with the
 # TrajectoryManager, then its learner), the TrajectoryManager, the proxies, the workers, the
 # Orchestrator. Each case fails one later than the last.
 FAILING = {
@@ -54,7 +54,7 @@ def test_a_component_that_cannot_be_built_leaves_nothing_of_the_run(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise error(f"{what} cannot be built on purpose")
 
-    monkeypatch.setattr(runmod, factory, broken)
+    monkeypatch.setattr(wiring, factory, broken)
     with pytest.raises(error, match=f"{what} cannot be built on purpose"):
         run_runtime(tiny(backend, overlap), timeout_s=60)
     deadline = time.monotonic() + 5  # a thread that was told to stop may take a moment to exit

@@ -16,8 +16,10 @@ import pytest
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
 from janus.runtime.backends.process import ProcessBackend
 from janus.runtime.faults import WorkerFaults
-from janus.runtime.orchestrator import Orchestrator, Rates
+from janus.runtime.orchestrator import Orchestrator
 from janus.runtime.run import report_worker_errors, run_runtime
+from janus.runtime.stalls import Rates
+from janus.runtime.status import RunStatus
 
 
 def test_a_replacement_for_silence_is_a_notice_and_no_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,7 +50,7 @@ def test_the_orchestrator_records_a_worker_replaced_for_silence(capsys: pytest.C
     orch.last_pong["worker-1"] = t0 - 3.0  # silent for 3 s
     orch._health(t0)
     assert replaced == ["worker-1"] and orch.restarts == {"worker-1": 1}
-    faults = orch.summary()["worker_errors"]
+    faults = orch.status().worker_errors
     assert faults["total"] == 0 and faults["unresponsive_total"] == 1
     assert report_worker_errors(faults, 0) == 1
     assert "janus: worker 'worker-1' did not answer a ping for 3.0s" in capsys.readouterr().err
@@ -68,17 +70,17 @@ def test_a_sigstopped_worker_process_is_announced_while_the_run_goes_on(capsys: 
     seen: dict[str, Any] = {}
     err: list[str] = []
 
-    def observer(status: dict[str, Any], _: Any) -> None:
-        if not stopped and status["inserted"] > 0:
+    def observer(status: RunStatus, _: Any) -> None:
+        if not stopped and status.inserted > 0:
             stopped.append(backend.worker_pids()["worker-1"])
             os.kill(stopped[0], signal.SIGSTOP)
             return
         err.append(capsys.readouterr().err)
         if "announced" not in seen and "did not answer a ping" in "".join(err):
-            seen["announced"] = (status["finished"], status["trained"])
+            seen["announced"] = (status.finished, status.trained)
             # hold the run until it is seen working on (the replacement spawns in a few seconds)
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and backend.orchestrator_status()["trained"] == status["trained"]:
+            while time.monotonic() < deadline and backend.orchestrator_status().trained == status.trained:
                 time.sleep(0.05)
 
     try:

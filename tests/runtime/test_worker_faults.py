@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
-from janus.runtime import run as runmod
+from janus.runtime import wiring
 from janus.runtime.faults import WorkerFaults, last_line
 from janus.runtime.plan import RunPlan
 from janus.runtime.run import RunFailed, run_runtime
@@ -97,7 +97,7 @@ class RaisingWorker:
 def backend_wrapping(cfg: RunConfig, wrap: Callable[[Any], Any], role: str = "worker") -> Any:
     """``cfg``'s backend, with the factory of every component of ``role`` wrapped by ``wrap``
     (to make it fail)."""
-    backend = runmod.make_backend(cfg)
+    backend = wiring.make_backend(cfg)
     add = backend.add
     backend.add = lambda name, r, factory, node="node-0": add(  # type: ignore[method-assign]
         name, r, wrap(factory) if r == role else factory, node)
@@ -166,7 +166,7 @@ def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, c
 
 def test_a_worker_process_that_dies_without_an_error_is_reported_by_how_it_died() -> None:
     """A segfault in native code or the OOM killer leaves no traceback; the exit code says what happened."""
-    from janus.runtime.backends.process import died
+    from janus.runtime.backends.worker_process import died
 
     assert died(None) is None and died(0) is None  # still running, or a clean exit: no error
     assert died(-11) == "WorkerDied: its process died of SIGSEGV (exit code -11) without reporting an error"

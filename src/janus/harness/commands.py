@@ -28,6 +28,7 @@ from janus.harness.reports.table import annotate, format_table, write_results
 from janus.harness.reports.train import acts_in_env, budget_reason, ended, train_summary, whole_budget
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
+from janus.runtime.status import RunStatus
 from janus.runtime.synchronous import on_synchronous_loop, run_configuration
 from janus.user_code import first_line
 
@@ -173,7 +174,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
 def complete_results(out_dir: Path, cfg: RunConfig, state: dict[str, Any], command: str = "janus train") -> int:
     """Write the results of a run that reached its budget (commit record ``state``) but whose
     results are missing or stale; nothing is trained and config.yaml is not changed."""
-    from janus.runtime.run import result_from_run_state
+    from janus.runtime.summary import result_from_run_state
 
     why = resume_checks.results_missing(out_dir, state)
     print(f"janus train: the run is already at its budget ({int(state['env_steps']):,} env steps, "
@@ -487,7 +488,7 @@ def observers(*each: Observer | None) -> Observer | None:
     if len(given) <= 1:
         return given[0] if given else None
 
-    def observe(status: dict[str, Any], result_so_far: Callable[[], RunResult]) -> None:
+    def observe(status: RunStatus, result_so_far: Callable[[], RunResult]) -> None:
         for observer in given:
             observer(status, result_so_far)
 

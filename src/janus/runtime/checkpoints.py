@@ -12,13 +12,15 @@ two runs share a pending name (the stop-time tag ``final`` is reused by every ru
 in the name a failed resumed run's parts can never pass for an earlier run's commit). Before a
 resume, :func:`recover` promotes only the pending files of the committed run *and* tag whose
 checksum matches the record (a commit a crash cut short), deletes every other pending or temporary
-file, and checks every recorded file; :meth:`Checkpointer.restore` verifies its file against the
+file, and checks every recorded file; :meth:`~janus.runtime.checkpoint_parties.Checkpointer.restore` verifies its file against the
 record again before loading it. Anything else — a missing, altered or extra file, a run_state.json
 that is not a commit record, counters that disagree with the files — is a
 :class:`~janus.errors.CheckpointError` that names the file and says what to do, never a silent
 restart from scratch or a mix of two instants. On stop every component stages ``final``; the
 driver commits it only when every component staged it, so a failed run resumes from the last
-commit.
+commit. The parties' own sides (a component's :class:`~janus.runtime.checkpoint_parties.Checkpointer`,
+the Orchestrator's :class:`~janus.runtime.checkpoint_parties.CheckpointSchedule`) are in
+:mod:`janus.runtime.checkpoint_parties`; this module is the folder's: its record, commit and recovery.
 """
 
 from __future__ import annotations
@@ -51,49 +53,13 @@ _PENDING = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\.pending-(?:(?P<run>[0-9a-f]{16
 _TEMP = re.compile(r"^\..+\.[0-9a-f]{16}" + re.escape(TMP_SUFFIX) + "$")
 
 
-class Checkpointer:
-    """One component's checkpoint file in the run's checkpoint folder."""
-
-    def __init__(self, folder: str, name: str, resume: bool) -> None:
-        self.folder = folder
-        self.name = name
-        self.path = os.path.join(folder, f"{name}.pt")
-        self.fmt = f"janus.{name}"
-        self.resume = resume
-
-    def stage(self, state: dict[str, Any], tag: int | str) -> None:
-        """Write this component's part of checkpoint ``tag`` (a seq number, or FINAL on stop)."""
-        from janus.buffer.storage.state_file import save_atomic
-
-        run = current_run(self.folder)
-        save_atomic({**state, "tag": tag, "run_id": run}, _pending(self.folder, self.name, run, tag), fmt=self.fmt)
-
-    def restore(self) -> dict[str, Any] | None:
-        """The committed state when resuming, verified against ``run_state.json`` (None when not
-        resuming or when nothing was ever committed)."""
-        if not self.resume:
-            return None
-        record = read_run_state(self.folder)
-        if not record:
-            return None
-        from janus.buffer.storage.state_file import load_state
-
-        entry = _entry(self.folder, record, f"{self.name}.pt")
-        _verify(self.path, entry)
-        state = load_state(self.path, fmt=self.fmt)
-        for key in ("run_id", "tag", "trained", "inserted"):
-            if key in state and key in record and state[key] != record[key]:
-                raise CheckpointError(f"checkpoint {self.path} does not match {RUN_STATE} ({key} {state[key]!r:.40} "
-                                      f"in the file, {record[key]!r:.40} in the record): {ADVICE}")
-        return state
-
-
 def pending_path(folder: str | Path, name: str, tag: int | str) -> str:
     """Where the current run stages ``name``'s part of checkpoint ``tag``."""
-    return _pending(folder, name, current_run(folder), tag)
+    return pending_of_run(folder, name, current_run(folder), tag)
 
 
-def _pending(folder: str | Path, name: str, run: str, tag: int | str) -> str:
+def pending_of_run(folder: str | Path, name: str, run: str, tag: int | str) -> str:
+    """Where run ``run`` stages ``name``'s part of checkpoint ``tag``."""
     return os.path.join(folder, f"{name}.pending-{run}-{tag}.pt")
 
 
@@ -239,7 +205,8 @@ def _run_state_problem(state: Any) -> str | None:
     return None
 
 
-def _entry(folder: str | Path, record: dict[str, Any], file: str) -> dict[str, Any]:
+def recorded_entry(folder: str | Path, record: dict[str, Any], file: str) -> dict[str, Any]:
+    """The size and checksum the commit ``record`` of ``folder`` holds for ``file``."""
     entry = record["files"].get(file)
     if entry is None:
         raise CheckpointError(f"{Path(folder) / RUN_STATE} records no {file} (it lists {sorted(record['files'])}): "
@@ -290,14 +257,14 @@ def _committed_copy(folder: Path, record: dict[str, Any], file: str) -> Path:
     """Where the committed bytes of ``file`` are, checked against ``record``: the pending file of
     the committed run and tag when it matches (a commit a crash cut short), else the file itself."""
     entry = record["files"][file]
-    pending = Path(_pending(folder, file[:-3], record["run_id"], record["tag"]))
+    pending = Path(pending_of_run(folder, file[:-3], record["run_id"], record["tag"]))
     if pending.is_file() and not pending.is_symlink() and _matches(pending, entry):
         return pending
-    _verify(folder / file, entry)
+    verify_file(folder / file, entry)
     return folder / file
 
 
-def _verify(path: str | Path, entry: dict[str, Any]) -> None:
+def verify_file(path: str | Path, entry: dict[str, Any]) -> None:
     """``path`` is exactly the committed file: same size, same SHA-256."""
     if not os.path.lexists(path):
         raise CheckpointError(f"checkpoint {path} is missing but {RUN_STATE} records it: {ADVICE}")
@@ -311,7 +278,7 @@ def _verify(path: str | Path, entry: dict[str, Any]) -> None:
 
 def _matches(path: str | Path, entry: dict[str, Any]) -> bool:
     try:
-        _verify(path, entry)
+        verify_file(path, entry)
     except CheckpointError:
         return False
     return True
@@ -329,7 +296,7 @@ def commit(folder: str | Path, names: tuple[str, ...], tag: int | str, run_state
     run = current_run(folder)
     files = {}
     for name in names:
-        size, sha = file_digest(_pending(folder, name, run, tag))
+        size, sha = file_digest(pending_of_run(folder, name, run, tag))
         files[f"{name}.pt"] = {"size": size, "sha256": sha}
     try:
         seq = int(read_run_state(folder).get("seq", 0)) + 1
@@ -340,7 +307,7 @@ def commit(folder: str | Path, names: tuple[str, ...], tag: int | str, run_state
     record = json.loads(json.dumps(record))  # as it will read back (tuples become lists), for the digest
     write_json_atomic(folder / RUN_STATE, {**record, "record_sha256": record_digest(record)})
     for name in names:
-        os.replace(_pending(folder, name, run, tag), folder / f"{name}.pt")
+        os.replace(pending_of_run(folder, name, run, tag), folder / f"{name}.pt")
     for entry in list(os.scandir(folder)):  # this run's earlier checkpoints that were never committed
         m = _PENDING.match(entry.name)
         if m and m["run"] == run and m["tag"] != FINAL and tag != FINAL and int(m["tag"]) < int(tag):
@@ -364,44 +331,3 @@ def recover(folder: str | Path) -> None:
             if item.is_dir(follow_symlinks=False):
                 raise CheckpointError(f"{item.path} is a directory where a checkpoint file should be: {ADVICE}")
             os.remove(item.path)
-
-
-class CheckpointSchedule:
-    """The Orchestrator's side: when to ask for a checkpoint and when one is complete."""
-
-    def __init__(self, folder: str, names: tuple[str, ...], interval_s: float) -> None:
-        self.folder = folder
-        self.names = names
-        self.interval_s = interval_s
-        self.seq = 0  # the tag of the latest checkpoint begun
-        self.last = time.monotonic()
-        self.waiting: set[str] = set()
-        self.acks: dict[str, dict[str, float]] = {}
-        self.run_state: dict[str, Any] = {}
-
-    def due(self) -> bool:
-        return not self.waiting and time.monotonic() - self.last >= self.interval_s
-
-    def begin(self, run_state: dict[str, Any]) -> int:
-        """Start checkpoint ``seq + 1`` with the Orchestrator's counters of this instant."""
-        self.seq += 1
-        self.waiting = set(self.names)
-        self.acks = {}
-        self.run_state = run_state
-        self.last = time.monotonic()
-        return self.seq
-
-    def ack(self, sender: str, seq: int, counters: dict[str, float]) -> bool:
-        """Record one component's acknowledgement; commits and returns True when all are in."""
-        if seq != self.seq or sender not in self.waiting:
-            return False
-        self.waiting.discard(sender)
-        self.acks[sender] = counters
-        if self.waiting:
-            return False
-        state = dict(self.run_state)
-        for counters_of in self.acks.values():  # the components' own counters win (same instant as their files)
-            state.update(counters_of)
-        commit(self.folder, self.names, self.seq, state)
-        self.last = time.monotonic()
-        return True

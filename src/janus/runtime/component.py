@@ -1,8 +1,9 @@
 """The component base class and the loop that hosts one component.
 
-A component reacts to one message at a time (``on_<MessageType>`` methods) and may do a unit of
-background work in :meth:`Component.step` when its inbox is empty (a Worker rolls out there). It
-sends through an :class:`Outbox` that the backend provides; it never calls another component.
+A component reacts to one message at a time, through the handler its :meth:`Component.handlers`
+table names for the message's type, and may do a unit of background work in
+:meth:`Component.step` when its inbox is empty (a Worker rolls out there). It sends through an
+:class:`Outbox` that the backend provides; it never calls another component.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from janus.runtime.messages import PingMsg, PongMsg, StartMsg, StopMsg
+
+Handlers = dict[type[Any], Callable[[Any], None]]
+"""A component's handler table: message type -> the bound method that handles it."""
 
 
 class Outbox(Protocol):
@@ -41,6 +46,7 @@ class Component:
         self.instance = 0
         """Which instance of this component it is: 0 the first, +1 per restart (set by the backend
         that builds it, before it starts; a Worker's experience stream depends on it)."""
+        self._handlers: Handlers | None = None  # handlers(), built at the first message
 
     def bind(self, outbox: Outbox) -> None:
         self.out = outbox
@@ -58,9 +64,17 @@ class Component:
     def count(self, key: str, amount: float = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + amount
 
+    def handlers(self) -> Handlers:
+        """The messages this component handles: message type -> its bound handler. A subclass
+        extends its base's table (``{**super().handlers(), EvaluateMsg: self.on_EvaluateMsg}``);
+        an override of a handler method is found through the table as any method is."""
+        return {StartMsg: self.on_StartMsg, StopMsg: self.on_StopMsg, PingMsg: self.on_PingMsg}
+
     def receive(self, msg: Any) -> None:
-        """Dispatch ``msg`` to ``on_<TypeName>``; unknown message types are errors."""
-        handler = getattr(self, "on_" + type(msg).__name__, None)
+        """Dispatch ``msg`` to its handler (:meth:`handlers`); a message type without one is an error."""
+        if self._handlers is None:
+            self._handlers = self.handlers()
+        handler = self._handlers.get(type(msg))
         if handler is None:
             raise TypeError(f"{type(self).__name__} {self.name!r} cannot handle {type(msg).__name__}")
         self.count("msgs_in." + type(msg).__name__)

@@ -24,8 +24,8 @@ import torch
 from janus import policy as policies  # attributes read at call time: tests replace them
 from janus.buffer.storage.state_file import load_state, save_atomic
 from janus.policy import BEST_FORMAT
-from janus.runtime.component import Component
-from janus.runtime.messages import CountsMsg, EvaluateMsg, FetchParamsMsg, LoadParamsMsg
+from janus.runtime.component import Component, Handlers
+from janus.runtime.messages import CountsMsg, EvaluateMsg, EvaluationReport, FetchParamsMsg, LoadParamsMsg
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation envs never share seeds with training envs
 
@@ -48,6 +48,9 @@ class Evaluator(Component):
         self.running: threading.Thread | None = None
         self.result: tuple[int, int, list[float]] | None = None
         self.failure: BaseException | None = None
+
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), EvaluateMsg: self.on_EvaluateMsg, LoadParamsMsg: self.on_LoadParamsMsg}
 
     def on_StartMsg(self, msg: Any) -> None:
         super().on_StartMsg(msg)
@@ -93,9 +96,8 @@ class Evaluator(Component):
         mean = statistics.fmean(returns)
         self.best_return = max(self.best_return, mean)
         self.count("evaluations")
-        self.send(self.orchestrator, CountsMsg(self.name, {
-            "evaluation": {"env_steps": env_steps, "version": version, "mean_return": mean,
-                           "std_return": statistics.pstdev(returns), "episodes": len(returns)}}))
+        self.send(self.orchestrator, CountsMsg(self.name, EvaluationReport(
+            env_steps, version, mean, statistics.pstdev(returns), len(returns))))
         if self.queued:
             self.send(self.trainer, FetchParamsMsg(self.name, 0))
         return True

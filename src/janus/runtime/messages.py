@@ -117,13 +117,62 @@ class PongMsg:
 
 
 @dataclass(frozen=True)
+class ReplayCounts:
+    """The TrajectoryManager's progress: replay rows inserted in all; and, with its regular reports
+    (None in the one it sends on restoring a checkpoint: unchanged), the worker pieces this session
+    inserted and the batches of on-policy items its replay dropped as too stale."""
+
+    inserted: int
+    pieces: int | None = None
+    batches_dropped: int | None = None
+
+
+@dataclass(frozen=True)
+class TrainerCounts:
+    """The Trainer's progress: batches trained; the batches it dropped as too stale (None in the
+    report it sends on restoring a checkpoint: unchanged); and the sums of the learner's metrics
+    (by name) over ``metric_updates`` updates since its last report."""
+
+    trained: int
+    batches_dropped: int | None = None
+    metric_updates: int = 0
+    metric_sums: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PieceCounts:
+    """A worker's counts, sent with each piece (before it): its instance's env steps and
+    transitions so far, the returns of the episodes the piece finished, and its actor's metrics
+    (``actor.<name>``, e.g. DQN's epsilon)."""
+
+    instance: int
+    env_steps: float
+    transitions: float
+    episode_returns: list[float] = field(default_factory=list)
+    actor_metrics: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    """The Evaluator's result of one evaluation (of the policy version ``version`` at ``env_steps``)."""
+
+    env_steps: int
+    version: int
+    mean_return: float
+    std_return: float
+    episodes: int
+
+
+Counts = ReplayCounts | TrainerCounts | PieceCounts | EvaluationReport
+"""What a :class:`CountsMsg` carries: one typed record per kind of sender."""
+
+
+@dataclass(frozen=True)
 class CountsMsg:
-    """A component's progress counters for the Orchestrator (counts only, never data)."""
+    """A component's progress for the Orchestrator (counts only, never data)."""
 
     sender: str
-    counters: Mapping[str, Any]
-    """Counts (ints, floats) and a few small reports: a piece's episode returns (a list), the
-    TrajectoryManager's pieces per worker (a dict), the Evaluator's evaluation (a dict)."""
+    counters: Counts
 
 
 @dataclass(frozen=True)

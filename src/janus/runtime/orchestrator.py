@@ -11,86 +11,31 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict
 from typing import Any
 
-from janus.runtime.checkpoints import CheckpointSchedule
-from janus.runtime.component import Component
+from janus.runtime.checkpoint_parties import CheckpointSchedule
+from janus.runtime.component import Component, Handlers
 from janus.runtime.faults import WorkerFaults
 from janus.runtime.messages import (
     CheckpointMsg,
     CountsMsg,
     EvaluateMsg,
+    EvaluationReport,
     FlushMsg,
+    PieceCounts,
     PingMsg,
     PongMsg,
+    ReplayCounts,
     StartMsg,
     StopMsg,
+    TrainerCounts,
     WorkerDownMsg,
     WorkerUpMsg,
 )
-
-
-def run_state(summary: dict[str, Any]) -> dict[str, Any]:
-    """The part of an Orchestrator :meth:`~Orchestrator.summary` that ``--resume`` continues."""
-    return {"trained": summary["trained"], "env_steps": summary["env_steps"], "curve": summary["curve"],
-            "wall_s": summary["elapsed_s"], "restarts": summary["restarts"], "evaluations": summary["evaluations"],
-            "train_metrics": summary["train_metrics"]}
-
-
-@dataclass(frozen=True)
-class Rates:
-    """The replay limiter's settings, as a stall's diagnosis names them."""
-
-    min_size_to_sample: int
-    samples_per_insert: float
-    error_buffer: float
-
-
-STALL_MIN_S = 3.0  # a stall: nothing moved for at least this long...
-STALL_PACE_FACTOR = 4.0  # ...and for this many times the run's usual time between moves
-STARTUP_STALL_S = 30.0  # before anything first moved (processes spawn, environments build)
-
-
-class StallWatch:
-    """Counts stalls: spells in which nothing of the pipeline moved (no env step reported, no
-    transition inserted, no batch trained) for longer than the run's own pace makes normal.
-
-    A slow learner is no stall: the bar is :data:`STALL_PACE_FACTOR` times the usual time between
-    moves (a moving average of the health checks' observations), and at least
-    :data:`STALL_MIN_S`; before the first move, :data:`STARTUP_STALL_S`. A spell counts once,
-    however long it lasts; a checkpoint or an evaluation in progress holds the pipeline on purpose
-    and is none."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.progress: tuple[int, ...] | None = None  # the counts at the last check
-        self.moved_at = 0.0  # when they last changed (or the first check, or an excused one)
-        self.moved = False  # anything changed since the first check
-        self.stalled = False  # the current spell was counted
-        self.pace_s: float | None = None  # moving average of the time between moves
-
-    @property
-    def threshold_s(self) -> float:
-        """How long nothing may move before it is a stall."""
-        if not self.moved:
-            return STARTUP_STALL_S
-        return max(STALL_MIN_S, STALL_PACE_FACTOR * (self.pace_s or 0.0))
-
-    def check(self, now: float, progress: tuple[int, ...], excused: bool = False) -> None:
-        """One health check's counts ``progress`` at ``now``; ``excused``: a pause on purpose."""
-        if self.progress is None:  # the first check: nothing could have moved yet
-            self.progress, self.moved_at = progress, now
-        elif progress != self.progress:
-            gap = now - self.moved_at
-            if self.moved and not self.stalled:  # a stall is not the run's pace
-                self.pace_s = gap if self.pace_s is None else 0.8 * self.pace_s + 0.2 * gap
-            self.progress, self.moved_at, self.moved, self.stalled = progress, now, True, False
-        elif excused:
-            self.moved_at = now
-        elif not self.stalled and now - self.moved_at > self.threshold_s:
-            self.count += 1
-            self.stalled = True
+from janus.runtime.stalls import Rates, StallWatch, diagnose_stall
+from janus.runtime.status import RunStatus, run_state
+from janus.runtime.training_scalars import TrainingScalars
 
 
 class Orchestrator(Component):
@@ -112,7 +57,7 @@ class Orchestrator(Component):
         stall_timeout_s: no transition inserted and no batch trained for this long (outside a
             checkpoint) fails the run with a message naming the starved stage (0: never).
         metrics_interval_s: the learner's metrics (sums the Trainer reports with its counts) are
-            averaged into one row of :attr:`train_metrics` at most this often (and at the stop).
+            averaged into one row of :attr:`scalars` at most this often (and at the stop).
     """
 
     def __init__(
@@ -180,12 +125,18 @@ class Orchestrator(Component):
         self.evaluations_abandoned: list[int] = []  # env steps of evaluations that never came back (hung)
         # training scalars: one row (wall_s, env_steps, updates, mean of each learner metric since
         # the previous row, latest actor metrics averaged over workers) every metrics_interval_s
-        self.metrics_interval_s = metrics_interval_s
-        self.train_metrics: list[dict[str, float]] = [dict(r) for r in initial.get("train_metrics", [])]  # earlier sessions' rows
-        self._metric_sums: dict[str, float] = {}
-        self._metric_updates = 0
-        self._metrics_at = time.monotonic()
+        self.scalars = TrainingScalars(metrics_interval_s, [dict(r) for r in initial.get("train_metrics", [])])
         self.worker_elapsed: dict[str, float] = {}  # when each worker last reported episodes
+
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            CountsMsg: self.on_CountsMsg,
+            PongMsg: self.on_PongMsg,
+            CheckpointMsg: self.on_CheckpointMsg,
+            WorkerDownMsg: self.on_WorkerDownMsg,
+            WorkerUpMsg: self.on_WorkerUpMsg,
+        }
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -195,31 +146,33 @@ class Orchestrator(Component):
                 if r == role:
                     self.send(name, StartMsg())
         start = time.monotonic()
-        self.started_at = self.progress_at = self._metrics_at = start
+        self.started_at = self.progress_at = self.scalars.closed_at = start
         self.last_pong = {n: start for n in self.roles}
         self.instance_started = {n: start for n in self.workers}
 
     def on_CountsMsg(self, msg: CountsMsg) -> None:
-        if "evaluation" in msg.counters:  # the Evaluator's report (see runtime/evaluator.py)
-            self.evaluations.append({**msg.counters["evaluation"], "wall_s": self.elapsed_s})
-        elif msg.sender == self.tm:
-            self.inserted = int(msg.counters.get("inserted", self.inserted))
-            self.pieces_inserted = int(msg.counters.get("pieces", self.pieces_inserted))
-            self.batches_dropped = int(msg.counters.get("batches_dropped", self.batches_dropped))
-        elif msg.sender == self.trainer:
-            self.trained = int(msg.counters.get("trained", self.trained))
-            self.trainer_dropped = int(msg.counters.get("batches_dropped", self.trainer_dropped))
-            self._add_metrics(msg.counters)
-        elif "episode_returns" in msg.counters:  # a worker's piece: its counts, the learning curve, its actor metrics
-            instance = int(msg.counters.get("instance", self.restarts.get(msg.sender, 0)))
-            counts = self.instance_counts.setdefault((msg.sender, instance), {"env_steps": 0, "transitions": 0})
-            before = counts["env_steps"]
-            counts["env_steps"] = int(msg.counters.get("env_steps", before))
-            counts["transitions"] = int(msg.counters.get("transitions", counts["transitions"]))
-            self._add_episodes(msg.sender, counts["env_steps"] - before, msg.counters["episode_returns"])
-            actor = {k: v for k, v in msg.counters.items() if k.startswith("actor.")}
-            if actor:  # as fresh as the last piece (its Pong may come later: a short run's rows need them)
-                self.component_counters.setdefault(msg.sender, {}).update(actor)
+        match msg.counters:
+            case EvaluationReport() as evaluation:  # the Evaluator's report (see runtime/evaluator.py)
+                self.evaluations.append({**asdict(evaluation), "wall_s": self.elapsed_s})
+            case ReplayCounts() as replay:
+                self.inserted = int(replay.inserted)
+                if replay.pieces is not None:
+                    self.pieces_inserted = int(replay.pieces)
+                if replay.batches_dropped is not None:
+                    self.batches_dropped = int(replay.batches_dropped)
+            case TrainerCounts() as trainer:
+                self.trained = int(trainer.trained)
+                if trainer.batches_dropped is not None:
+                    self.trainer_dropped = int(trainer.batches_dropped)
+                self._add_metrics(trainer)
+            case PieceCounts() as piece:  # a worker's piece: its counts, the learning curve, its actor metrics
+                counts = self.instance_counts.setdefault((msg.sender, int(piece.instance)), {"env_steps": 0, "transitions": 0})
+                before = counts["env_steps"]
+                counts["env_steps"] = int(piece.env_steps)
+                counts["transitions"] = int(piece.transitions)
+                self._add_episodes(msg.sender, counts["env_steps"] - before, piece.episode_returns)
+                if piece.actor_metrics:  # as fresh as the last piece (its Pong may come later: a short run's rows need them)
+                    self.component_counters.setdefault(msg.sender, {}).update(piece.actor_metrics)
 
     def _add_episodes(self, worker: str, span: int, returns: list[float]) -> None:
         """Episodes a worker finished in its last piece (of ``span`` env steps), spread evenly over
@@ -235,28 +188,16 @@ class Orchestrator(Component):
             at_steps = steps - span + round(span * i / k)
             self.curve.append((since + (elapsed - since) * i / k, at_steps, float(r)))
 
-    def _add_metrics(self, counters: Any) -> None:
-        """Add the Trainer's metric sums; close a row of :attr:`train_metrics` when one is due."""
-        n = int(counters.get("metric_updates", 0))
-        if n:
-            self._metric_updates += n
-            for key, value in counters.items():
-                if key.startswith("metric."):
-                    name = key[len("metric."):]
-                    self._metric_sums[name] = self._metric_sums.get(name, 0.0) + float(value)
-        if self.finished or time.monotonic() - self._metrics_at >= self.metrics_interval_s:
+    def _add_metrics(self, counts: TrainerCounts) -> None:
+        """Add the Trainer's metric sums; close a row of training scalars when one is due."""
+        self.scalars.add(counts)
+        if self.finished or self.scalars.due:
             self._close_metrics_row()
 
     def _close_metrics_row(self) -> None:
-        """Append the means since the last row to :attr:`train_metrics` (if any update reported)."""
-        self._metrics_at = time.monotonic()
-        if not self._metric_updates:
-            return
-        row: dict[str, float] = {"wall_s": self.elapsed_s, "env_steps": self.env_steps, "updates": self.trained}
-        row.update({k: v / self._metric_updates for k, v in self._metric_sums.items()})
-        row.update(self.actor_metrics())
-        self.train_metrics.append(row)
-        self._metric_sums, self._metric_updates = {}, 0
+        """A row of training scalars: the means since the last one (if any update reported)."""
+        self.scalars.close_row({"wall_s": self.elapsed_s, "env_steps": self.env_steps, "updates": self.trained},
+                               self.actor_metrics())
 
     def actor_metrics(self) -> dict[str, float]:
         """The workers' latest ``actor.<name>`` counters (from their pieces' counts and their Pongs),
@@ -276,7 +217,7 @@ class Orchestrator(Component):
 
     def run_state(self) -> dict[str, Any]:
         """What ``--resume`` continues: counters, learning curve and clock of this instant."""
-        return run_state(self.summary())
+        return run_state(self.status())
 
     def on_PongMsg(self, msg: PongMsg) -> None:
         started = self.starting.get(msg.sender)
@@ -406,27 +347,9 @@ class Orchestrator(Component):
 
     def stall_diagnosis(self, idle_s: float) -> str:
         """Which stage starves, and the knob to change (the run made no progress for ``idle_s``)."""
-        rates, tm = self.rates, self.component_counters.get(self.tm, {})
-        head = (f"no progress for {idle_s:.0f}s ({self.inserted:,} transitions inserted, "
-                f"{self.trained:,} of {self.total_updates:,} batches trained)")
-        # staged: inserted into the TrajectoryManager by this process and not yet collected into the
-        # experience buffer. Both counts are the TrajectoryManager's own, from one report: after a
-        # --resume `self.inserted` also holds the restored transitions, which this process never staged.
-        staged = int(tm.get("transitions_inserted", 0)) - int(tm.get("buffer.transitions_collected", 0))
         rollouts = sum(int(c.get("rollouts", 0)) for n, c in self.component_counters.items() if n in self.workers)
-        if self.inserted < rates.min_size_to_sample:
-            return (f"{head}: sampling waits for {rates.min_size_to_sample:,} transitions (min_size_to_sample: "
-                    f"learning_starts / runtime.min_inserts) that the workers are not producing "
-                    f"({rollouts:,} pieces so far, restarts {dict(self.restarts)}); lower the minimum or raise the budget")
-        if staged > 0 and rates.samples_per_insert:
-            return (f"{head}: {staged:,} transitions wait in the actor-side staging while the learner takes no "
-                    f"batch; the replay's ratio (samples_per_insert {rates.samples_per_insert:g}, error_buffer "
-                    f"{rates.error_buffer:g}) holds them back until it samples — check the learner, or the ratio settings")
-        if staged > 0:
-            return (f"{head}: {staged:,} transitions wait in the actor-side staging for collection; "
-                    f"g_collect asks for more pieces per collection than the workers send — lower g_collect")
-        return (f"{head}: the learner waits for a batch and no worker inserts (samples_per_insert "
-                f"{rates.samples_per_insert:g}) — check the workers (restarts {dict(self.restarts)}) and the ratio settings")
+        return diagnose_stall(idle_s, self.rates, self.inserted, self.trained, self.total_updates,
+                              self.component_counters.get(self.tm, {}), rollouts, self.restarts)
 
     @property
     def stalls(self) -> int:
@@ -463,14 +386,16 @@ class Orchestrator(Component):
         super().on_StopMsg(msg)
         self._close_metrics_row()
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "inserted": self.inserted, "trained": self.trained, "pieces_inserted": self.pieces_inserted,
-            "restarts": dict(self.restarts), "failure": self.failure, "stalls": self.stalls,
-            "worker_errors": self.faults.summary(),
-            "curve": list(self.curve), "env_steps": self.env_steps, "elapsed_s": self.elapsed_s,
-            "evaluations": list(self.evaluations), "retired_env_steps": self.produced("env_steps", retired_only=True),
-            "retired_transitions": self.produced("transitions", retired_only=True),
-            "worker_env_steps": self.produced("env_steps"), "worker_transitions": self.produced("transitions"),
-            "train_metrics": list(self.train_metrics), "evaluations_abandoned": list(self.evaluations_abandoned),
-        }
+    def status(self) -> RunStatus:
+        """A snapshot of the run as this Orchestrator sees it (what the driver polls)."""
+        return RunStatus(
+            inserted=self.inserted, trained=self.trained, pieces_inserted=self.pieces_inserted,
+            restarts=dict(self.restarts), failure=self.failure, stalls=self.stalls,
+            worker_errors=self.faults.summary(),
+            curve=list(self.curve), env_steps=self.env_steps, elapsed_s=self.elapsed_s,
+            evaluations=list(self.evaluations), retired_env_steps=self.produced("env_steps", retired_only=True),
+            retired_transitions=self.produced("transitions", retired_only=True),
+            worker_env_steps=self.produced("env_steps"), worker_transitions=self.produced("transitions"),
+            train_metrics=list(self.scalars.rows), evaluations_abandoned=list(self.evaluations_abandoned),
+            finished=self.finished,
+        )

@@ -19,7 +19,7 @@ from janus.buffer.replay.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError
 from janus.runtime import checkpoints
-from janus.runtime.orchestrator import Rates
+from janus.runtime.stalls import Rates
 
 
 @dataclass(frozen=True)

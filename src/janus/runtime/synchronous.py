@@ -2,7 +2,7 @@
 
 ``rollout -> collect -> select -> update`` in ONE control flow: no components, no messages, no
 scheduler. The algorithm's actor sides and learner side come through the Algorithm seam (as the
-runtime builds them: :func:`janus.runtime.run.make_actor` / ``make_learner``), the replay is the
+runtime builds them: :func:`janus.runtime.wiring.make_actor` / ``make_learner``), the replay is the
 run's JanusBuffer with both overlaps off, so its ``put`` collects inline and its ``get`` selects
 inline. Each iteration every actor's rollout pieces are put, one actor after the other, then the
 learner trains the iteration's batches. It is the baseline the overlapped configurations of
@@ -32,8 +32,11 @@ from janus.errors import ConfigError, RunFailed, StagingTimeout
 from janus.result import RunResult, reported_config
 from janus.runtime.messages import ParamsSnapshot
 from janus.runtime.plan import RunPlan, plan_of
-from janus.runtime.run import Observer, Progress, make_actor, make_buffer, make_learner, metric_columns, run_runtime
+from janus.runtime.run import Observer, Progress, run_runtime
+from janus.runtime.status import RunStatus
+from janus.runtime.summary import metric_columns
 from janus.runtime.trainer import check_finite_losses
+from janus.runtime.wiring import make_actor, make_buffer, make_learner
 
 LOOP = "synchronous"
 """``runtime.loop`` of a result the synchronous loop produced."""
@@ -236,10 +239,10 @@ class SyncLoop:
     def elapsed_s(self) -> float:
         return self.wall or (time.perf_counter() - self.start if self.start else 0.0)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> RunStatus:
         """The run now, as an observer reads the Orchestrator's status (no episodes, no evaluations)."""
-        return {"trained": self.trained, "env_steps": self.env_steps, "elapsed_s": self.elapsed_s, "curve": [],
-                "evaluations": [], "train_metrics": list(self.metric_rows), "finished": False, "failure": None}
+        return RunStatus(trained=self.trained, env_steps=self.env_steps, elapsed_s=self.elapsed_s,
+                         train_metrics=list(self.metric_rows))
 
     def close(self) -> None:
         """Close the buffer and the actors' environments (where they have any)."""
@@ -251,7 +254,7 @@ class SyncLoop:
 
     # ---- the measurement ------------------------------------------------------------------------
     def result(self, outcome: str = "finished") -> RunResult:
-        """The run as the runtime reports one (:func:`janus.runtime.run.summarize`).
+        """The run as the runtime reports one (:func:`janus.runtime.summary.summarize`).
 
         Its rollout stage is the SUM of the actors' rollout times (the runtime's: their mean):
         here they take turns in one control flow, so the loop spends their sum; the four stages

@@ -12,9 +12,19 @@ import torch
 
 from janus.algorithms.base import LearnerSide
 from janus.errors import PipelineClosedError, StagingTimeout, TrainingDiverged
-from janus.runtime.checkpoints import FINAL, Checkpointer
-from janus.runtime.component import Component
-from janus.runtime.messages import CheckpointMsg, CountsMsg, FetchParamsMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg
+from janus.runtime.checkpoint_parties import Checkpointer
+from janus.runtime.checkpoints import FINAL
+from janus.runtime.component import Component, Handlers
+from janus.runtime.messages import (
+    CheckpointMsg,
+    CountsMsg,
+    FetchParamsMsg,
+    LoadParamsMsg,
+    ParamsSnapshot,
+    StartMsg,
+    StopMsg,
+    TrainerCounts,
+)
 from janus.runtime.replay_client import ReplayClient, set_priorities
 
 
@@ -86,6 +96,9 @@ class Trainer(Component):
         self.metric_updates = 0
         self.idle_since = 0.0  # end of the last update (or start): waiting for a batch since then
 
+    def handlers(self) -> Handlers:
+        return {**super().handlers(), FetchParamsMsg: self.on_FetchParamsMsg, CheckpointMsg: self.on_CheckpointMsg}
+
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
         if self.learner is None:
@@ -95,7 +108,7 @@ class Trainer(Component):
                 self.learner.load_state_dict(state["learner"])  # type: ignore[attr-defined]  # a checkpointed learner's side has it
                 self.version, self.trained = int(state["version"]) - 1, int(state["trained"])
                 self.reported = self.trained
-                self.send(self.orchestrator, CountsMsg(self.name, {"trained": self.trained}))
+                self.send(self.orchestrator, CountsMsg(self.name, TrainerCounts(self.trained)))
             self.publish()
         if self.replay is None:
             self.replay = self.make_replay()
@@ -215,13 +228,11 @@ class Trainer(Component):
     def _report(self) -> None:
         """Report batches trained when the mailbox is drained or every ``report_every`` batches
         (not per batch: on Ray each count is a remote call), with the sums of the learner's
-        metrics since the last report (``metric.<name>``) over ``metric_updates`` updates."""
+        metrics since the last report (:class:`~janus.runtime.messages.TrainerCounts`)."""
         dropped = int(self.counters.get("batches_dropped_stale", 0))  # never to be trained
         if self.trained != self.reported or dropped != self.dropped_reported:
             self.reported, self.dropped_reported = self.trained, dropped
-            counts: dict[str, float] = {"trained": self.trained, "batches_dropped": dropped}
+            counts = TrainerCounts(self.trained, dropped, self.metric_updates, dict(self.metric_sums))
             if self.metric_updates:
-                counts["metric_updates"] = self.metric_updates
-                counts.update({f"metric.{k}": v for k, v in self.metric_sums.items()})
                 self.metric_sums, self.metric_updates = {}, 0
             self.send(self.orchestrator, CountsMsg(self.name, counts))

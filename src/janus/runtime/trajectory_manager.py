@@ -16,8 +16,9 @@ import torch
 
 from janus.buffer.pipeline import JanusBuffer
 from janus.errors import StagingTimeout
-from janus.runtime.checkpoints import FINAL, Checkpointer
-from janus.runtime.component import Component
+from janus.runtime.checkpoint_parties import Checkpointer
+from janus.runtime.checkpoints import FINAL
+from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import (
     CheckpointMsg,
     CountsMsg,
@@ -25,6 +26,7 @@ from janus.runtime.messages import (
     InsertTransitionMsg,
     PiecesAcceptedMsg,
     PingMsg,
+    ReplayCounts,
     StartMsg,
     StopMsg,
 )
@@ -77,6 +79,14 @@ class TrajectoryManager(Component):
         self.finishing = False  # told every piece was sent (FlushMsg)
         self.finished = False  # ... and the buffer's inserts were finished
 
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            InsertTransitionMsg: self.on_InsertTransitionMsg,
+            FlushMsg: self.on_FlushMsg,
+            CheckpointMsg: self.on_CheckpointMsg,
+        }
+
     def on_StartMsg(self, msg: StartMsg) -> None:
         first = not self.started  # the buffer takes the checkpoint's replay (if any) once
         super().on_StartMsg(msg)
@@ -87,7 +97,7 @@ class TrajectoryManager(Component):
                 self.inserted = self.reported = int(state["inserted"])
                 # the ratio continues: what the replay holds, and what the batches trained sampled
                 self.buffer.rate_limiter.restore(self.inserted, self.resumed_trained * self.sample_batch)
-                self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted}))
+                self.send(self.orchestrator, CountsMsg(self.name, ReplayCounts(self.inserted)))
 
     def save(self, tag: int | str) -> int:
         """Stage checkpoint ``tag``: the replay buffer with the transitions written to it so far;
@@ -190,8 +200,7 @@ class TrajectoryManager(Component):
         dropped = self.buffer.stats.items_dropped_stale * self.batches_per_item
         if self.inserted != self.reported or dropped != self.dropped_reported:
             self.reported, self.dropped_reported = self.inserted, dropped
-            self.send(self.orchestrator, CountsMsg(self.name, {"inserted": self.inserted, "pieces": self.pieces,
-                                                               "batches_dropped": dropped}))
+            self.send(self.orchestrator, CountsMsg(self.name, ReplayCounts(self.inserted, self.pieces, dropped)))
 
     def on_StopMsg(self, msg: StopMsg) -> None:
         """The run ends: the limiter stops holding inserts back (nothing samples any more), so every

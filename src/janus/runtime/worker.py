@@ -8,8 +8,16 @@ from collections.abc import Callable
 import numpy as np
 
 from janus.algorithms.base import ActorSide
-from janus.runtime.component import Component
-from janus.runtime.messages import CountsMsg, FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, PiecesAcceptedMsg, StartMsg
+from janus.runtime.component import Component, Handlers
+from janus.runtime.messages import (
+    CountsMsg,
+    FetchParamsMsg,
+    InsertTransitionMsg,
+    LoadParamsMsg,
+    PieceCounts,
+    PiecesAcceptedMsg,
+    StartMsg,
+)
 
 PIECES_UNACCEPTED = 2
 """Pieces a Worker may have sent and the replay not yet taken into its staging: enough that it
@@ -62,6 +70,13 @@ class Worker(Component):
         if not self.lockstep:
             return 0
         return self.base_version + self.rollouts // self.pieces_per_rollout
+
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            PiecesAcceptedMsg: self.on_PiecesAcceptedMsg,
+            LoadParamsMsg: self.on_LoadParamsMsg,
+        }
 
     def on_StartMsg(self, msg: StartMsg) -> None:
         super().on_StartMsg(msg)
@@ -116,9 +131,8 @@ class Worker(Component):
             # before the piece: an instance killed between the two has its piece counted as produced
             # (and lost), never inserted without being produced; the Orchestrator keeps every
             # instance's counts, so a replaced one's still count when its process took its counters
-            self.send(self.orchestrator, CountsMsg(self.name, {
-                "env_steps": self.counters["env_steps"], "transitions": self.counters["transitions"],
-                "instance": self.instance, "episode_returns": returns, **actor_metrics}))
+            self.send(self.orchestrator, CountsMsg(self.name, PieceCounts(
+                self.instance, self.counters["env_steps"], self.counters["transitions"], returns, actor_metrics)))
         self.send(self.proxy, InsertTransitionMsg(self.name, piece, count, self.version))
         if not self.lockstep:
             self._fetch(self.version + 1)

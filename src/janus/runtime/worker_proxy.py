@@ -7,7 +7,7 @@ from typing import cast
 
 import numpy as np
 
-from janus.runtime.component import Component
+from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import FetchParamsMsg, InsertTransitionMsg, LoadParamsMsg, StopMsg
 
 
@@ -27,6 +27,14 @@ class WorkerProxy(Component):
         self.upstream_min: int | None = None  # min version of the one fetch in flight upstream
         self.cached: LoadParamsMsg | None = None
         self.fetches_per_version: dict[int, int] = {}
+
+    def handlers(self) -> Handlers:
+        return {
+            **super().handlers(),
+            InsertTransitionMsg: self.on_InsertTransitionMsg,
+            FetchParamsMsg: self.on_FetchParamsMsg,
+            LoadParamsMsg: self.on_LoadParamsMsg,
+        }
 
     def on_InsertTransitionMsg(self, msg: InsertTransitionMsg) -> None:
         if not self.pending:

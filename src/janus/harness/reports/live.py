@@ -28,6 +28,7 @@ from janus.harness.reports.tensorboard import (
     write_train_metrics,
 )
 from janus.result import RunResult, as_dict
+from janus.runtime.status import RunStatus
 
 
 def _columns(curve: list[tuple[float, int, float]]) -> dict[str, list[float]]:
@@ -72,18 +73,17 @@ class LiveRun:
         self.logged_at = 0.0
         self.saves = 0
 
-    def __call__(self, status: dict[str, Any], result_so_far: Callable[[], RunResult]) -> None:
+    def __call__(self, status: RunStatus, result_so_far: Callable[[], RunResult]) -> None:
         """Observe one poll of the run (``janus.runtime.run.Observer``)."""
         now = time.monotonic()
         if self.run_start is None:
-            self.run_start = time.time() - float(status.get("elapsed_s", 0.0))
+            self.run_start = time.time() - float(status.elapsed_s)
             self.saved_at = now
         if self.ready is not None and not self.ready():
             return  # a resumed run touches its folder only once it has committed (it catches up then)
         if self.openers and now - self.logged_at >= self.tensorboard_interval_s:
             self.logged_at = now
-            self._log(_columns(status.get("curve", [])), _rows_as_columns(status.get("train_metrics", [])),
-                      status.get("evaluations") or [])
+            self._log(_columns(status.curve), _rows_as_columns(status.train_metrics), status.evaluations)
         if self.save is not None and self.saved_at is not None and now - self.saved_at >= self.results_interval_s:
             self.saved_at = now
             try:
@@ -128,6 +128,6 @@ class LiveRun:
 
 
 def _rows_as_columns(rows: list[dict[str, float]]) -> dict[str, list[Any]]:
-    from janus.runtime.run import metric_columns
+    from janus.runtime.summary import metric_columns
 
     return metric_columns(rows)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from janus.runtime.status import RunStatus
 
 
 class ProgressLine:
@@ -130,8 +133,8 @@ class EvaluationLines:
         self.write = write
         self.shown = skip
 
-    def __call__(self, status: dict[str, Any], result_so_far: object = None) -> None:
-        evaluations = status.get("evaluations") or []
+    def __call__(self, status: RunStatus, result_so_far: object = None) -> None:
+        evaluations = status.evaluations
         for evaluation in evaluations[self.shown:]:
             self.write(evaluation_line(evaluation))
         self.shown = max(self.shown, len(evaluations))

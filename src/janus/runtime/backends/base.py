@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from janus.runtime.component import Component
 from janus.runtime.replay_client import ReplayClient
 from janus.runtime.stats import MessageStats
+from janus.runtime.status import RunStatus
 
 
 @runtime_checkable
@@ -44,8 +45,8 @@ class Backend(Protocol):
     def fatal(self) -> tuple[str, str] | None:
         """``(component, traceback)`` once a non-worker component failed, else None."""
 
-    def orchestrator_status(self) -> dict[str, Any]:
-        """The Orchestrator's summary plus ``finished``."""
+    def orchestrator_status(self) -> RunStatus:
+        """The Orchestrator's status (:meth:`janus.runtime.orchestrator.Orchestrator.status`)."""
 
     def shutdown(self, timeout: float = 10.0) -> list[str]:
         """Stop everything in data-flow order without dropping data; names of what is still alive."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from janus.runtime.component import Component, Host, closing_failed, error_text
 from janus.runtime.messages import WorkerDownMsg, WorkerUpMsg
 from janus.runtime.stats import MessageStats
+from janus.runtime.status import RunStatus
 
 SHUTDOWN_ORDER = ("worker", "proxy", "trajectory_manager", "evaluator", "trainer", "orchestrator")
 ABANDONABLE = ("worker", "evaluator")  # roles whose hung thread a shutdown leaves running (they hold no run data)
@@ -300,13 +302,12 @@ class LocalBackend:
                 alive += close_component(host)
         return alive
 
-    def orchestrator_status(self) -> dict[str, Any]:
-        orch = self.hosts["orchestrator"].component
-        status = orch.summary()  # type: ignore[attr-defined]  # the Orchestrator component
-        status["finished"] = orch.finished  # type: ignore[attr-defined]  # the Orchestrator component
+    def orchestrator_status(self) -> RunStatus:
+        orch: Any = self.hosts["orchestrator"].component  # the Orchestrator component
+        status: RunStatus = orch.status()
         hung = self.serial_hang()
-        if hung is not None and not status["failure"]:  # the Orchestrator, in the same thread, cannot see it
-            status["failure"] = hung
+        if hung is not None and not status.failure:  # the Orchestrator, in the same thread, cannot see it
+            status = replace(status, failure=hung)
         return status
 
     def counters(self) -> dict[str, dict[str, float]]:

@@ -24,248 +24,46 @@ unlinks every segment at shutdown. Killed alone, the learner leaves its segments
 resource tracker, which unlinks them. Killed together with the tracker, it leaves them in
 ``/dev/shm``; their names carry the owner's PID, and the next process-backend run removes the
 ones whose owner is gone (:func:`~janus.runtime.shm.remove_orphaned_segments`).
-
-Worker processes are not daemonic, because a daemonic process may not start processes of its own
-and a worker may step its environments in subprocesses (``workload.vector_env: async``). What
-daemonic processes got for free, this module does itself: at interpreter exit it kills the worker
-processes still running (ones :meth:`ProcessBackend.shutdown` did not stop), before
-multiprocessing would wait for them.
 """
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing as mp
 import os
 import signal
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, cast
 
 from janus.envs.in_process import shipment
 from janus.runtime.backends.local import WORKER_STOP_S, LocalBackend, LocalOutbox
-from janus.runtime.component import Component, Host, error_text
-from janus.runtime.messages import InsertTransitionMsg, LoadParamsMsg, ParamsSnapshot, StartMsg, StopMsg, WorkerDownMsg, WorkerUpMsg
-from janus.runtime.shm import (
-    SHM_DIR,
-    Layout,
-    ParamStore,
-    RingClosed,
-    SlotRing,
-    new_segment_name,
-    remove_orphaned_segments,
-    unlink_segment,
+from janus.runtime.backends.pipe import (
+    BuildFailed,
+    Deliver,
+    Done,
+    Forward,
+    PieceInSlot,
+    Ready,
+    RingAnnounced,
+    SharedSnapshot,
+    StoreAnnounced,
+    ToWorker,
+    refused,
+    stats_name,
 )
+from janus.runtime.backends.worker_process import WorkerProcess, WorkerStartError, died, exited_early, start_worker_process
+from janus.runtime.component import Component, error_text
+from janus.runtime.messages import InsertTransitionMsg, ParamsSnapshot, StopMsg, WorkerDownMsg, WorkerUpMsg
+from janus.runtime.shm import SHM_DIR, ParamStore, SlotRing, remove_orphaned_segments, unlink_segment
 from janus.runtime.stats import MessageStats
-from janus.spawn import caller_main_is_importable, without_caller_main
+from janus.spawn import caller_main_is_importable
 
 SLOTS_PER_WORKER = 8  # rollout pieces a worker may have in flight before it blocks
 EXIT_WAIT_S = 2.0  # a worker whose pipe closed: how long to wait for its exit code (how it died)
-WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-WORKER_PROCESS_VAR = "JANUS_WORKER_PROCESS"  # set in a worker process (read by janus.envs.vector)
-
-
-class WorkerStartError(RuntimeError):
-    """A worker process did not come up."""
-
-
-_LIVE_WORKERS: weakref.WeakSet[Any] = weakref.WeakSet()
-"""Worker processes started here and not yet joined (see the module doc)."""
-
-
-@atexit.register  # registered after multiprocessing's own exit hook (imported above), so it runs first
-def _kill_leftover_workers() -> None:
-    for proc in list(_LIVE_WORKERS):
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5.0)
-
-
-def _exited(proc: Any) -> str:
-    """Why a worker process that exited before it was ready did, as far as the learner can tell."""
-    proc.join(1.0)
-    return (f"its process exited (exit code {proc.exitcode}) before it was ready; its traceback, if any, "
-            "is on stderr above")
-
-
-# ---- the worker process -------------------------------------------------------------------------
-class WorkerOutbox:
-    """A worker's outbox inside its process: pieces into the ring, the rest over the pipe."""
-
-    def __init__(self, name: str, conn: Connection, slots: int, ring_name: str) -> None:
-        self.name = name
-        self.conn = conn
-        self.slots = slots
-        self.ring_name = ring_name
-        self.ring: SlotRing | None = None
-        self.store: ParamStore | None = None  # attached when the learner announces it
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()  # the host thread and the receiver thread both send
-        self.stats = {"pieces_via_ring": 0, "pieces_pickled": 0}
-
-    def _send(self, item: tuple) -> None:
-        with self.lock:
-            self.conn.send(item)
-
-    def send(self, dest: str, msg: Any) -> None:
-        if isinstance(msg, InsertTransitionMsg):
-            self._send_piece(dest, msg)
-        else:
-            self._send(("msg", dest, msg))
-
-    def _send_piece(self, dest: str, msg: InsertTransitionMsg) -> None:
-        arrays = msg.transitions
-        if self.ring is None:
-            self.ring = SlotRing.create(Layout.of(arrays), self.slots, self.ring_name)
-            self._send(("ring", self.ring.layout, self.ring.slots))  # once: the learner attaches
-        if not self.ring.layout.fits(arrays):  # a piece of another shape: correct, but pickled
-            self.stats["pieces_pickled"] += 1
-            self._send(("msg", dest, msg))
-            return
-        try:
-            slot = self.ring.write(arrays, wait=lambda: not self.stopping.is_set())
-        except RingClosed:
-            return  # stopping while the learner no longer reads: the piece would be dropped anyway
-        self.stats["pieces_via_ring"] += 1
-        self._send(("piece", dest, slot, msg.source, msg.count, msg.params_version, msg.pieces))
-
-    def attach_store(self, name: str, layout: Layout) -> None:
-        """Map the learner's parameter store (announced once; again, harmlessly, at a race)."""
-        if self.store is not None and self.store.name == name:
-            return
-        if self.store is not None:
-            self.store.close()
-        self.store = ParamStore.attach(name, layout)
-
-    def share(self, snapshot: Any) -> Any:
-        raise RuntimeError("a worker does not publish parameters")
-
-    def resolve(self, handle: Any) -> Any:
-        """The snapshot behind a :class:`SharedSnapshot`, copied out of the store: the store's latest
-        version, which may be newer than the handle's (versions only grow); the snapshot says which."""
-        if not isinstance(handle, SharedSnapshot):
-            return handle  # already resolved (see _receive)
-        if self.store is None:
-            raise RuntimeError(f"{self.name} got parameters version {handle.version} before the learner "
-                               "announced its parameter store")
-        version, arrays = self.store.read()  # a private copy: the Trainer overwrites the store
-        for a in arrays.values():
-            a.setflags(write=False)
-        return ParamsSnapshot(version, arrays)
-
-
-def _receive(host: Host, outbox: WorkerOutbox, conn: Connection) -> None:
-    """Worker-process thread: feed the host's inbox from the pipe."""
-    started = False  # a StartMsg passed: parameters from now on answer this instance's fetches
-    while not host.done.is_set():
-        try:
-            item = conn.recv() if conn.poll(0.02) else None
-        except (EOFError, OSError):  # the learner process is gone: nobody to work for
-            os._exit(3)
-        if item is None:
-            continue
-        kind = item[0]
-        if kind == "msg":
-            msg = item[1]
-            if isinstance(msg, StopMsg):
-                outbox.stopping.set()
-            elif isinstance(msg, StartMsg):
-                started = True
-            elif isinstance(msg, LoadParamsMsg):
-                if not started:  # the proxy answered a fetch of this worker's killed predecessor:
-                    continue  # the Worker has no actor to load it into yet, and fetches when it starts
-                # resolved here, so the message names the version of the arrays the store held
-                # (maybe newer than asked for): the Worker records the version it actually loads
-                snapshot = outbox.resolve(msg.params)
-                msg = LoadParamsMsg(snapshot.version, snapshot)
-            host.post(msg)
-        elif kind == "store":
-            outbox.attach_store(item[1], item[2])
-
-
-def worker_main(name: str, factory: Callable[[], Component], conn: Connection, slots: int, ring_name: str,
-                instance: int = 0, env_shipment: bytes | None = None) -> None:
-    """Entry point of a worker process: host the component until it stops, then report.
-    ``env_shipment``: an environment object given to :func:`janus.train`, to register here first
-    (:func:`janus.envs.in_process.shipment`)."""
-    # Ctrl-C, or a SIGTERM/SIGHUP to the whole process group (kill -- -PGID, scancel, a closed
-    # terminal), reaches the learner too, which stops us cleanly and collects our counts; a worker
-    # whose learner is gone exits by itself (_receive).
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    os.environ[WORKER_PROCESS_VAR] = "1"  # errors raised here can say where they were raised
-    import torch
-
-    torch.set_num_threads(1)
-    outbox = WorkerOutbox(name, conn, slots, ring_name)
-    try:
-        if env_shipment is not None:
-            from janus.envs.in_process import register_shipped
-
-            register_shipped(env_shipment)
-        component = factory()
-        component.instance = instance  # its experience stream: a restarted worker's is not its predecessor's
-        component.bind(outbox)
-    except BaseException as exc:  # noqa: BLE001 - reported to the learner
-        conn.send(("failed", name, error_text(exc)))
-        return
-    host = Host(component)
-    try:
-        conn.send(("ready", name))
-    except (BrokenPipeError, OSError):  # the learner stopped while this process was starting
-        return
-    receiver = threading.Thread(target=_receive, args=(host, outbox, conn), name=f"{name}-receive", daemon=True)
-    receiver.start()
-    host.loop()  # in this thread until StopMsg or an error
-    receiver.join(1.0)
-    try:
-        outbox._send(("done", name, dict(component.counters), host.error_text, outbox.stats, host.close_failure or ""))
-    except (BrokenPipeError, OSError):
-        pass
-    for segment in (outbox.ring, outbox.store):  # the learner unlinks them
-        if segment is not None:
-            segment.close()
-
-
-def died(exitcode: int | None) -> str | None:
-    """A worker process that ended without reporting an error: how it ended (a crash of native
-    code, the OOM killer), or None if it exited cleanly or still ran."""
-    if not exitcode:
-        return None
-    if exitcode < 0:
-        try:
-            how = f"died of {signal.Signals(-exitcode).name}"
-        except ValueError:
-            how = f"died of signal {-exitcode}"
-    else:
-        how = "exited"
-    return f"WorkerDied: its process {how} (exit code {exitcode}) without reporting an error"
-
-
-# ---- the learner process's side -----------------------------------------------------------------
-@dataclass
-class WorkerProcess:
-    """The learner's handle on one worker process."""
-
-    name: str
-    process: Any
-    conn: Connection
-    send_lock: threading.Lock = field(default_factory=threading.Lock)
-    ready: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)
-    closed: bool = False  # its pipe reached EOF (process exited or died)
-    ring_name: str = ""  # named by the learner at spawn, created by the worker at its first piece
-    ring: SlotRing | None = None  # the learner's mapping of it, once announced
-    error: str = ""
-    close_failure: str = ""  # its component's close() raised (reported by shutdown)
-    instance: int = 0  # 0 the first process of this worker, +1 per restart
-    down_reported: bool = False  # the Orchestrator was told this instance failed
 
 
 class ProcessOutbox(LocalOutbox):
@@ -281,22 +79,6 @@ class ProcessOutbox(LocalOutbox):
             assert handle.snapshot is not None, "a SharedSnapshot built in this process holds its snapshot"
             return handle.snapshot
         return handle
-
-
-@dataclass(frozen=True)
-class SharedSnapshot:
-    """A parameter version published in the backend's :class:`~janus.runtime.shm.ParamStore`.
-
-    In the learner process it holds the snapshot itself (its components resolve it by reference).
-    Pickled, on its way to a worker process, it is its version alone: the arrays never cross a pipe,
-    the worker copies them out of the store (:meth:`WorkerOutbox.resolve`).
-    """
-
-    version: int
-    snapshot: ParamsSnapshot | None = None  # None in a worker process
-
-    def __reduce__(self) -> tuple[Any, tuple[int]]:
-        return SharedSnapshot, (self.version,)
 
 
 class ProcessBackend(LocalBackend):
@@ -331,25 +113,8 @@ class ProcessBackend(LocalBackend):
         self.factories[name], self.roles[name], self.nodes[name] = factory, role, node
 
     def _spawn(self, name: str, instance: int = 0) -> WorkerProcess:
-        mine, theirs = self.ctx.Pipe(duplex=True)
-        ring_name = new_segment_name("ring")
-        saved = {k: os.environ.get(k) for k in WORKER_ENV}
-        os.environ.update(WORKER_ENV)  # the child's torch/BLAS read these at import
-        try:
-            proc = self.ctx.Process(target=worker_main, args=(name, self.factories[name], theirs, self.slots, ring_name, instance,
-                                                                   self.env_shipment),
-                                    name=f"janus-{name}", daemon=False)  # its envs may be subprocesses
-            with without_caller_main(self.skip_caller_main):  # janus.spawn: unguarded scripts and stdin too
-                proc.start()
-            _LIVE_WORKERS.add(proc)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        theirs.close()
-        wp = WorkerProcess(name, proc, mine, ring_name=ring_name, instance=instance)
+        wp = start_worker_process(self.ctx, name, self.factories[name], self.slots, instance, self.env_shipment,
+                                  self.skip_caller_main)
         # The store is announced before the worker can be reached by name (a proxy may answer a
         # fetch of its predecessor's at once), and again if publish() created it meanwhile without
         # seeing this worker; the worker ignores a second announcement of the same store.
@@ -362,7 +127,7 @@ class ProcessBackend(LocalBackend):
 
     def _announce_store(self, wp: WorkerProcess) -> bool:
         store = self.store
-        return store is not None and self._to_worker(wp, ("store", store.name, store.layout))
+        return store is not None and self._to_worker(wp, StoreAnnounced(store.name, store.layout))
 
     def start(self) -> None:
         """Remove segments that killed runs left behind, spawn every worker, build the other
@@ -392,7 +157,7 @@ class ProcessBackend(LocalBackend):
         for wp in list(self.workers.values()):
             while not wp.ready.wait(0.05):
                 if wp.error or wp.closed or time.monotonic() > deadline:
-                    why = wp.error or (_exited(wp.process) if wp.closed else f"not ready within {self.start_timeout_s:.0f}s")
+                    why = wp.error or (exited_early(wp.process) if wp.closed else f"not ready within {self.start_timeout_s:.0f}s")
                     self.shutdown(timeout=5.0)
                     raise WorkerStartError(f"worker {wp.name!r} could not start: {why}")
         super().start()
@@ -404,21 +169,21 @@ class ProcessBackend(LocalBackend):
             super().deliver(dest, msg)
             return
         self.stats.record(msg)
-        if not self._to_worker(wp, ("msg", msg)):
+        if not self._to_worker(wp, Deliver(msg)):
             self.stats.dropped += 1
 
-    def _to_worker(self, wp: WorkerProcess, item: tuple) -> bool:
-        """Pickle ``item`` onto ``wp``'s pipe (what ``conn.send`` does), counting its bytes in
+    def _to_worker(self, wp: WorkerProcess, record: ToWorker) -> bool:
+        """Pickle ``record`` onto ``wp``'s pipe (what ``conn.send`` does), counting its bytes in
         :attr:`pipe_stats`; False if the worker's pipe is closed."""
         if wp.closed:
             return False
-        data = ForkingPickler.dumps(item)
+        data = ForkingPickler.dumps(record)
         try:
             with wp.send_lock:
                 wp.conn.send_bytes(data)
         except (BrokenPipeError, OSError):
             return False
-        self.pipe_stats.record(item[1] if item[0] == "msg" else f"<{item[0]}>", size=len(data))
+        self.pipe_stats.record(stats_name(record), size=len(data))
         return True
 
     def publish(self, snapshot: ParamsSnapshot) -> SharedSnapshot:
@@ -468,29 +233,32 @@ class ProcessBackend(LocalBackend):
             wp.down_reported = True
         self.deliver("orchestrator", WorkerDownMsg(wp.name, wp.instance))
 
-    def _handle(self, wp: WorkerProcess, item: tuple) -> None:
-        kind = item[0]
-        if kind == "piece":
-            _, dest, slot, source, count, version, pieces = item
-            assert wp.ring is not None, f"{wp.name} sent a piece before announcing its ring"
-            self.deliver(dest, InsertTransitionMsg(source, wp.ring.read(slot), count, version, pieces))
-        elif kind == "ring":
-            wp.ring = SlotRing.attach(wp.ring_name, item[1], item[2])
-        elif kind == "msg":
-            self.deliver(item[1], item[2])
-        elif kind == "ready":
-            wp.ready.set()
-            if wp.instance > 0:  # a restart's process is up: its pings time out as the first one's
-                self.deliver("orchestrator", WorkerUpMsg(wp.name, wp.instance))
-        elif kind == "done":
-            _, _, counters, error, stats, wp.close_failure = item
-            wp.error = error
-            self.worker_counters[wp.name] = {**counters, **{f"ipc.{k}": v for k, v in stats.items()}}
-            wp.done.set()
-            if error:
-                self._report_down(wp)
-        elif kind == "failed":
-            wp.error = item[2]
+    def _handle(self, wp: WorkerProcess, record: object) -> None:
+        """Act on one record from worker ``wp``'s pipe, by its type; any other type is refused
+        (:class:`TypeError`: the receiver thread then fails the run, naming it)."""
+        match record:
+            case PieceInSlot():
+                assert wp.ring is not None, f"{wp.name} sent a piece before announcing its ring"
+                self.deliver(record.dest, InsertTransitionMsg(record.source, wp.ring.read(record.slot), record.count,
+                                                              record.params_version, record.pieces))
+            case RingAnnounced(layout=layout, slots=slots):
+                wp.ring = SlotRing.attach(wp.ring_name, layout, slots)
+            case Forward(dest=dest, msg=msg):
+                self.deliver(dest, msg)
+            case Ready():
+                wp.ready.set()
+                if wp.instance > 0:  # a restart's process is up: its pings time out as the first one's
+                    self.deliver("orchestrator", WorkerUpMsg(wp.name, wp.instance))
+            case Done():
+                wp.error, wp.close_failure = record.error, record.close_failure
+                self.worker_counters[wp.name] = {**record.counters, **{f"ipc.{k}": v for k, v in record.stats.items()}}
+                wp.done.set()
+                if record.error:
+                    self._report_down(wp)
+            case BuildFailed(error=error):
+                wp.error = error
+            case _:
+                raise refused(record, f"worker {wp.name!r}")
 
     # -- faults and restarts --
     def restart(self, name: str) -> str | None:
@@ -540,8 +308,8 @@ class ProcessBackend(LocalBackend):
             self._closing.set()
             workers = list(self.workers.values())
         for wp in workers:
-            self._to_worker(wp, ("msg", StopMsg("shutdown")))
-        # "done" arrives after every piece the worker sent; one that does not stop within
+            self._to_worker(wp, Deliver(StopMsg("shutdown")))
+        # Done arrives after every piece the worker sent; one that does not stop within
         # worker_stop_s is hung (e.g. in env.step) and is killed below, not waited for
         workers_deadline = min(deadline, time.monotonic() + self.worker_stop_s)
         for wp in workers:
