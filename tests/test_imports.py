@@ -188,6 +188,32 @@ def test_the_utility_modules_import_only_each_other() -> None:
     assert not found, f"utility modules importing janus modules above them: {found}"
 
 
+def test_the_api_and_the_config_know_no_command_line() -> None:
+    """The Python API is the core and the CLI a thin layer over it: nothing under ``janus.api`` or
+    ``janus.config`` imports ``argparse`` or ``janus.cli``, and the harness below the CLI imports no
+    ``janus.cli`` (counting imports inside functions, and what those modules import in turn)."""
+    edges = graph(top_level_only=False)
+    found = []
+    for layer, above in (("janus.api", "janus.cli"), ("janus.config", "janus.cli"), ("janus.harness", "janus.cli")):
+        path_to = {n: [n] for n in edges if within(n, layer)}
+        todo = sorted(path_to)
+        while todo:
+            node = todo.pop(0)
+            for nxt in sorted(edges[node]):
+                if nxt not in path_to:
+                    path_to[nxt] = path_to[node] + [nxt]
+                    todo.append(nxt)
+        found += [" -> ".join(path) for m, path in sorted(path_to.items()) if within(m, above)]
+    for path in sorted([*(SRC / "api").rglob("*.py"), *(SRC / "config").rglob("*.py")]):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "argparse" or n.startswith("argparse.") for n in names):
+                found.append(f"{module_name(path)} imports argparse")
+    assert not found, "the API or the config reaches the command line:\n" + "\n".join(found)
+
+
 def test_backends_never_import_the_run_module() -> None:
     for name, deps in graph(top_level_only=False).items():
         if name.startswith("janus.runtime.backends"):
@@ -244,7 +270,8 @@ def test_the_package_and_the_command_line_import_without_torch() -> None:
                              "EarlyStop", "Evaluation", "EvaluationResult", "ExperienceBuffer", "FrameStackReplay", "JanusBuffer",
                              "JanusConfig",
                              "JanusError", "PipelineClosedError", "PlacementUnavailableError", "Policy", "Progress",
-                             "ProgressStats", "RunConfig", "RunInfo", "SeedRuns", "StageStats", "TrainedRun", "WorkloadConfig",
+                             "ProgressStats", "RunConfig", "RunInfo", "RunRequest", "SeedRuns", "StageStats", "TrainedRun",
+                             "WorkloadConfig",
                              "__version__", "evaluate", "load_policy", "train"]  # the eager __init__'s names, then the API's
     assert all(getattr(janus, name) is not None for name in janus.__all__)
 
