@@ -233,13 +233,13 @@ def validate(cfg: RunConfig) -> RunConfig:
     algo.validate(out)  # after the types above: an algorithm's own checks may compute with the fields
     if janus.is_on_policy:
         rollout = out.rollout_transitions
-        for name in ("g_collect", "g_select"):
-            piece = workload.rollout_length * getattr(janus, name)
-            if name == "g_collect" and abs(piece - round(piece)) > 1e-9:
-                raise invalid(
-                    name, getattr(janus, name),
-                    f"a fraction k/M that splits workload.rollout_length={workload.rollout_length} into whole steps",
-                )
+        # a whole-run check: the knob's own (a fraction k/M of a rollout) is validate_janus's
+        piece = workload.rollout_length * janus.g_collect
+        if abs(piece - round(piece)) > 1e-9:
+            raise invalid(
+                "g_collect", janus.g_collect,
+                f"a fraction k/M that splits workload.rollout_length={workload.rollout_length} into whole steps",
+            )
         if rollout % janus.num_minibatches:
             raise invalid(
                 "num_minibatches", janus.num_minibatches,

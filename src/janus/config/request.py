@@ -8,7 +8,7 @@ caller's words.
 
 Plain dataclasses, no validation library: the checks are janus's own (:mod:`janus.config.flags`, the
 configuration's validation), with the messages its tests assert; pydantic would add a dependency and its
-import time to every ``janus`` command (docs/api.md, "The request object").
+import time to every ``janus`` command (docs/design.md, "Why dataclasses, not pydantic").
 """
 
 from __future__ import annotations
