@@ -2,8 +2,8 @@
 
 ``force="no"`` moved an existing run aside and ``quick="no"`` ran the quick workload: any truthy
 value switched an on/off keyword on. Now every keyword is checked against the type its flag parses
-to, from the flag definitions (not a list of names): booleans are bools (numpy's too), ints are ints,
-floats are numbers, text is text. The same for the other on/off keywords of the API
+to, from the settings' table the flags follow too (not a list of names): booleans are bools (numpy's too),
+ints are ints, floats are numbers, text is text. The same for the other on/off keywords of the API
 (``evaluate``, ``predict``, ``load_policy``).
 """
 
@@ -18,19 +18,30 @@ import numpy as np
 import pytest
 
 import janus
-from janus.api.run import train_actions, train_arguments
-from janus.cli import _bool
+from janus.api.keywords import keyword_request, typed_request
+from janus.cli import build_parser
+from janus.cli.parser import _bool
+from janus.config.flags import setting_kinds
+from janus.config.request import RunRequest
 
 
 def on_off_keywords() -> list[str]:
-    """Every keyword whose flag is on/off (``--force``) or takes a bool (``--normalize_obs true``)."""
-    return sorted(n for n, a in train_actions().items()
-                  if isinstance(a, argparse._StoreTrueAction) or a.type is _bool)
+    """Every keyword whose setting is on/off (``--force``) or takes a bool (``--normalize_obs true``)."""
+    return sorted(n for n, kind in setting_kinds().items() if kind == "bool")
+
+
+def train_arguments(algo: str, flags: dict[str, Any]) -> RunRequest:
+    """The typed request of ``janus.train(algo, **flags)``."""
+    return typed_request(keyword_request(algo, flags))
 
 
 def test_the_on_off_keywords_are_found_from_the_flags() -> None:
     found = on_off_keywords()
     assert {"force", "quick", "verbose", "tensorboard", "wandb", "normalize_obs", "anneal_lr"} <= set(found)
+    train = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
+    flags = {o[2:] for a in train._actions for o in a.option_strings
+             if o.startswith("--") and (isinstance(a, argparse._StoreTrueAction) or a.type is _bool)}
+    assert flags == set(found), "the parser's on/off flags are the table's bool settings"
 
 
 @pytest.mark.parametrize("name", on_off_keywords())
@@ -42,8 +53,8 @@ def test_an_on_off_keyword_takes_only_a_bool(name: str, value: Any) -> None:
 
 @pytest.mark.parametrize("value, expected", [(True, True), (False, False), (np.bool_(True), True), (np.False_, False)])
 def test_bools_and_numpy_bools_are_taken(value: Any, expected: bool) -> None:
-    args = train_arguments("dqn", {"force": value, "normalize_obs": value})
-    assert args.force is expected and args.normalize_obs is expected
+    request = train_arguments("dqn", {"force": value, "normalize_obs": value})
+    assert request.force is expected and request.settings["normalize_obs"] is expected
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -64,9 +75,10 @@ def test_keywords_of_other_types_are_checked_like_their_flags(flags: dict[str, A
 
 
 def test_numpy_numbers_and_ints_for_floats_are_taken() -> None:
-    args = train_arguments("dqn", {"seed": np.int64(3), "lr": 1, "gamma": np.float32(0.5), "net_arch": (np.int32(8),)})
-    assert args.seed == 3 and type(args.seed) is int and args.lr == 1 and args.gamma == 0.5
-    assert args.net_arch == (8,) and type(args.net_arch[0]) is int
+    given = train_arguments("dqn", {"seed": np.int64(3), "lr": 1, "gamma": np.float32(0.5),
+                                     "net_arch": (np.int32(8),)}).settings
+    assert given["seed"] == 3 and type(given["seed"]) is int and given["lr"] == 1 and given["gamma"] == 0.5
+    assert given["net_arch"] == (8,) and type(given["net_arch"][0]) is int
 
 
 def test_force_no_leaves_an_existing_run_where_it_is(tmp_path: Path, finished_dqn_run: Path) -> None:

@@ -25,7 +25,9 @@ import yaml
 from janus import cli
 from janus.algorithms.base import algorithm
 from janus.algorithms.gym_algorithm import MAPPED, NOT_FLAGS
+from janus.cli import parser as cli_parser
 from janus.config import resolve, validate
+from janus.config.flags import close_names, hyperparameters, value_of
 from janus.errors import JanusError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,10 +56,10 @@ def test_abbreviated_flags_are_errors_naming_them(flag: list[str]) -> None:
 
 def test_an_unknown_flag_suggests_the_flags_that_hold_its_name_or_look_like_it(capsys: pytest.CaptureFixture[str]) -> None:
     known = ["--total_env_steps", "--exploration_steps", "--seed", "--n_step", "--eval_interval_steps", "--lr"]
-    assert cli.close_flags("--steps", known) == ["--total_env_steps", "--exploration_steps", "--eval_interval_steps"]
-    assert cli.close_flags("--seeed=3", known) == ["--seed"]  # a value glued on does not hide it
-    assert cli.close_flags("--ep", known) == []  # too short a word to search for (in "--exploration_steps")
-    assert cli.close_flags("--zzz", known) == []
+    assert close_names("--steps", known) == ["--total_env_steps", "--exploration_steps", "--eval_interval_steps"]
+    assert close_names("--seeed=3", known) == ["--seed"]  # a value glued on does not hide it
+    assert close_names("--ep", known) == []  # too short a word to search for (in "--exploration_steps")
+    assert close_names("--zzz", known) == []
     with pytest.raises(SystemExit):
         cli.parse_args(["train", "--steps", "6000"])
     assert "unrecognized arguments: --steps 6000 (did you mean --total_env_steps or" in capsys.readouterr().err
@@ -132,7 +134,7 @@ def resolve_all_of(*argv: str) -> list:
     from janus.harness.commands import plan
 
     args = cli.parse_args(list(argv))
-    return plan(args, cli.config_from_args(args))[0]
+    return plan(cli.request_from_args(args), cli.config_from_args(args))[0]
 
 
 def test_env_with_a_synthetic_config_file_is_an_error() -> None:
@@ -247,7 +249,7 @@ def test_every_option_of_every_command_has_help_text() -> None:
 
 def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # not the repository: the packaged default is read from any folder
-    defaults = cli.flag_defaults()
+    defaults = cli_parser.flag_defaults()
     builtin = ("dqn", "ppo", "sac", "impala", "appo")
     assert defaults["overlap_collect"] == dict.fromkeys(("synthetic", *builtin), 1), "the default config runs 1, not 0"
     assert defaults["g_collect"]["synthetic"] == 4
@@ -258,10 +260,10 @@ def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch,
         for algo_name, value in by_algo.items():
             if flag == "preset":  # the request (auto); a run records the family it resolved to (test_presets.py)
                 assert value == "auto" and runs[algo_name].workload.preset in ("classic_control", "none")
-                assert cli.shown(value) in helps[flag]
+                assert cli_parser.shown(value) in helps[flag]
                 continue
-            assert cli.value_of(runs[algo_name], flag) == value, f"--{flag} for {algo_name}"
-            assert cli.shown(value) in helps[flag], f"--{flag}: help does not show {value!r}"
+            assert value_of(runs[algo_name], flag) == value, f"--{flag} for {algo_name}"
+            assert cli_parser.shown(value) in helps[flag], f"--{flag}: help does not show {value!r}"
 
 
 def test_help_of_a_subcommand_runs() -> None:
@@ -274,7 +276,7 @@ def test_help_of_a_subcommand_runs() -> None:
 def test_hyperparameter_flags_are_generated_from_the_algorithms_fields() -> None:
     for name in ("dqn", "ppo"):
         declared = {f.name for f in fields(algorithm(name).config_class)} - set(MAPPED) - NOT_FLAGS
-        assert declared == {k for k, owners in cli.hyperparameters().items() if name in owners} == set(algorithm(name).flags())
+        assert declared == {k for k, owners in hyperparameters().items() if name in owners} == set(algorithm(name).flags())
 
 
 def test_hyperparameter_flags_reach_the_learner() -> None:

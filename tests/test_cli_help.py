@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from janus import cli
-from janus.cli_help import algo_asked, for_algorithm
+from janus.cli.help import algo_asked, for_algorithm
 
 
 def help_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -30,7 +30,7 @@ import json
 from janus import cli
 from janus.config import recorded, validate
 args = cli.parse_args(["train", "--quick"])
-print(json.dumps({"default": str(cli.DEFAULT_CONFIG), "config": recorded(validate(cli.config_from_args(args)))}))
+print(json.dumps({"default": str(cli.parser.DEFAULT_CONFIG), "config": recorded(validate(cli.config_from_args(args)))}))
 """
 """What ``janus train --quick`` resolves (validated, before ``auto`` placements resolve), as config.yaml records it."""
 
@@ -69,7 +69,7 @@ def test_the_default_differs_from_the_dataclasses_only_in_the_knobs_it_turns_on(
     base = RunConfig().to_dict()
     differ = {key for key, value in read_default_config().items() if key != "workload" and base[key] != value}
     assert differ == {"overlap_collect", "overlap_select", "g_collect", "g_select"}
-    assert all(word in cli.DEFAULTS_NOTE for word in differ)
+    assert all(word in cli.parser.DEFAULTS_NOTE for word in differ)
 
 
 def test_a_process_in_another_folder_resolves_the_repository_default(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_a_process_in_another_folder_resolves_the_repository_default(tmp_path: P
 
 def test_help_defaults_do_not_depend_on_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    defaults = cli.flag_defaults()
+    defaults = cli.parser.flag_defaults()
     expected = read_yaml(REPO_DEFAULT)["workload"]
     assert defaults["iterations"] == {"synthetic": expected["iterations"]}
     assert defaults["env_step_ms"] == {"synthetic": expected["env_step_ms"]}

@@ -12,7 +12,8 @@ from torch import nn
 
 import janus
 from janus import cli
-from janus.api.run import configured_from, keyword_errors, train_arguments
+from janus.api.keywords import keyword_request
+from janus.api.run import configured_from, prepared
 from janus.config import RunConfig, sb3
 
 
@@ -22,7 +23,7 @@ def configured(*argv: str) -> RunConfig:
 
 def from_keywords(algo: str, **flags: Any) -> RunConfig:
     """The configuration janus.train(algo, env=..., **flags) runs (its errors in keywords)."""
-    return keyword_errors(configured_from)(train_arguments(algo, {"env": "CartPole-v1", **flags}))
+    return configured_from(prepared(keyword_request(algo, {"env": "CartPole-v1", **flags}), None)[1])
 
 
 def test_aliases_set_janus_flags_of_the_same_meaning() -> None:

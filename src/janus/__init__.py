@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "train": "janus.api.train",
     "TrainedRun": "janus.api.train",
+    "RunRequest": "janus.config.request",
     "SeedRuns": "janus.api.seeds",
     "Callback": "janus.callbacks",
     "Checkpoint": "janus.callbacks",
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name is import
     from janus.buffer.stage_stats import StageStats
     from janus.callbacks import Callback, Checkpoint, EarlyStop, Evaluation, Progress, ProgressStats, RunInfo
     from janus.config import JanusConfig, RunConfig, WorkloadConfig
+    from janus.config.request import RunRequest
     from janus.errors import (
         BufferEmptyError,
         BufferInputError,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from janus.cli import build_parser, config_from_args, main
+from janus.cli import build_parser, config_from_args, main, request_from_args
 from janus.harness import commands
 from janus.harness.experiments.granularity import PROBE_ROUNDS, TIE, candidates, choose, probe
 
@@ -99,7 +99,7 @@ def test_a_granularity_flag_skips_the_probe(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(commands, "probe", refuse)
     args = build_parser().parse_args(["compare", "--config", DEFAULT, "--g_select", "2"])
-    configs, _, _ = commands.plan(args, config_from_args(args))
-    kept, probed = commands.measured_granularity(args, configs)
+    configs, _, _ = commands.plan(request_from_args(args), config_from_args(args))
+    kept, probed = commands.measured_granularity(request_from_args(args), configs)
     assert probed is None and kept == configs
     assert {c.name: c.janus.g_select for c in kept}["janus"] == 2

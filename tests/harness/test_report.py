@@ -285,7 +285,7 @@ def test_learning_curve_names_its_moving_mean_and_axes(tmp_path: Path, runs: lis
 
 
 def test_runtime_summary_names_counts_payload_and_stalls() -> None:
-    from janus.harness.commands import runtime_summary
+    from janus.harness.outputs import runtime_summary
 
     rt = {"backend": "local", "stalls": 2, "param_versions_published": 7, "param_fetches_per_node": {"proxy-0": 3},
           "worker_restarts": {"worker-0": 1, "worker-1": 0},
@@ -303,15 +303,14 @@ def test_runtime_summary_names_counts_payload_and_stalls() -> None:
 
 def test_each_runtime_summary_of_a_compare_names_its_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """compare and eval print one summary per configuration: they were four unnamed 'runtime (local)' blocks."""
-    import argparse
-
-    from janus.harness.commands import write_outputs
+    from janus.config.request import RunRequest
+    from janus.harness.outputs import write_outputs
 
     rt = {"backend": "local", "stalls": 0, "param_versions_published": 1, "param_fetches_per_node": {},
           "worker_restarts": {}, "messages": {}}
     both = [{**make_run(name, 1000.0 * (i + 1), 10.0 / (i + 1), (4.0, 2.0, 1.0, 3.0, 0.5, 0.25)), "runtime": rt}
             for i, name in enumerate(("baseline", "overlap"))]
-    write_outputs(argparse.Namespace(), "compare", tmp_path, both, [], "baseline")
+    write_outputs(RunRequest(command="compare"), "compare", tmp_path, both, [], "baseline")
     out = capsys.readouterr().out
     assert "runtime of baseline (local): messages" in out and "runtime of overlap (local): messages" in out
     assert out.index("runtime of baseline") < out.index("runtime of overlap")

@@ -9,16 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import janus
-from janus.cli import configured, main, parse_args
+from janus.cli import configured, main, parse_args, request_from_args
 from janus.harness.seeds import statistics as stats
 from janus.harness.seeds.aggregate import write_aggregate
-from janus.harness.seeds.runs import cpus_per_run, schedule, seed_arguments
+from janus.harness.seeds.runs import cpus_per_run, schedule, seed_request
 
 CARTPOLE = ["--algo", "dqn", "--env", "CartPole-v1", "--backend", "local"]
 
@@ -88,10 +89,11 @@ def test_each_seeds_run_gets_every_flag_given_and_its_own_seed_and_out(tmp_path:
     given = ["train", *CARTPOLE, "--total_env_steps", "1500", "--quick", "--env_kwargs", '{"max_episode_steps": 50}',
              "--lr", "0.001", "--tensorboard", "--wandb_project", "seeds", "--force", "--seeds", "0", "1",
              "--out", str(tmp_path)]
-    args = parse_args(given)
-    seed_args = vars(seed_arguments(args, 7, tmp_path / "seed-7"))
-    assert seed_args.pop("invocation").endswith("[seed 7]")
-    assert seed_args == {**vars(args), "seeds": None, "seed": 7, "out": tmp_path / "seed-7", "force": False}
+    request = request_from_args(parse_args(given))
+    seed = seed_request(request, 7, tmp_path / "seed-7")
+    assert seed.invocation is not None and seed.invocation.endswith("[seed 7]")
+    assert replace(seed, invocation=None) == replace(request, settings={**request.settings, "seed": 7}, seeds=None,
+                                                     out=tmp_path / "seed-7", force=False)
 
 
 # ---- the aggregate, from seed folders --------------------------------------------------------------

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import shutil
@@ -17,15 +16,17 @@ from tests.harness.test_report import make_rl_run
 from janus.callbacks import CallbackHooks, EarlyStop, Evaluation, Progress, RunInfo
 from janus.cli import main
 from janus.config import from_dict, recorded, resolve
+from janus.config.request import RunRequest
 from janus.errors import ConfigError
-from janus.harness.commands import progress_line, write_outputs
+from janus.harness.commands import progress_line
+from janus.harness.outputs import write_outputs
 from janus.harness.reports.train import whole_budget
 from janus.runtime.status import RunStatus
 from janus.stopping import StopRequested, Terminated, reason_of
 
 
-def train_args(**kw: Any) -> argparse.Namespace:
-    return argparse.Namespace(command="train", quick=False, tensorboard=False, wandb=False, **kw)
+def train_args(**kw: Any) -> RunRequest:
+    return RunRequest(command="train", quick=False, tensorboard=False, wandb=False, **kw)
 
 
 def rl_run() -> dict[str, Any]:
@@ -193,7 +194,7 @@ def test_a_synthetic_train_run_keeps_its_data_path_table(tmp_path: Path, capsys:
 
 
 def test_verbose_is_a_keyword_of_janus_train() -> None:
-    from janus.api.run import train_arguments
+    from janus.api.keywords import keyword_request, typed_request
 
-    assert train_arguments("ppo", {"verbose": True}).verbose is True
-    assert train_arguments("ppo", {}).verbose is False
+    assert typed_request(keyword_request("ppo", {"verbose": True})).verbose is True
+    assert typed_request(keyword_request("ppo", {})).verbose is False

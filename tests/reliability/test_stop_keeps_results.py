@@ -29,7 +29,7 @@ UPDATES = 250  # the updates of that budget: the final checkpoint's count
 DRIVER = r'''
 import os, signal, sys
 from janus import cli
-from janus.harness import commands
+from janus.harness import commands, outputs
 from janus.runtime import run
 
 moment, sig, times = sys.argv[1], getattr(signal, sys.argv[2]), int(sys.argv[3])
@@ -65,7 +65,7 @@ run.make_backend = make_signalled_backend
 if moment == "commit":
     run.commit_final_checkpoint = signalling(run.commit_final_checkpoint)
 elif moment == "results":
-    commands.write_files = signalling(commands.write_files)
+    commands.write_files = outputs.write_files = signalling(outputs.write_files)  # the periodic and the final writes
 elif moment == "second_build":  # compare: the next configuration starts as the signal comes
     # the first runtime build is the second configuration's: the baseline runs the synchronous loop
     build = run.build

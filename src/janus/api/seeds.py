@@ -11,16 +11,16 @@ The folders and the aggregate are the command's (:mod:`janus.harness.seeds.runs`
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from janus.api.run import TrainedRun, configured_from, keyword_errors, prepared, run_one
+from janus.api.run import TrainedRun, configured_from, prepared, reworded, run_one
 from janus.callbacks import Callback, CallbackHooks
+from janus.config.request import RunRequest
 from janus.errors import JanusError
 from janus.result import RunResult
 
@@ -62,8 +62,7 @@ class SeedRuns:
         return self.aggregate.get("final_return")
 
 
-def train_seeds(algo: str | None, env: Any, seeds: Sequence[int], callbacks: Sequence[Callback] | Callback | None,
-                flags: dict[str, Any]) -> SeedRuns:
+def train_seeds(request: RunRequest, callbacks: Sequence[Callback] | Callback | None) -> SeedRuns:
     """``janus.train(..., seeds=[...])``: each seed's run into OUT/seed-<s>, then OUT/aggregate.json and .png.
 
     Where the seeds run:
@@ -77,37 +76,40 @@ def train_seeds(algo: str | None, env: Any, seeds: Sequence[int], callbacks: Seq
     Callbacks see every seed's run in turn, the same objects each time: :meth:`~janus.callbacks.Callback.on_start`
     opens each run (``run.seed`` says which), :meth:`~janus.callbacks.Callback.on_end` closes it; a callback
     that stops a run stops that seed's run only (status stopped) and the next seed starts.
-    ``seeds``: two or more distinct integers >= 0, without ``seed=`` or ``resume=`` (as ``--seeds``).
+    ``request.seeds``: two or more distinct integers >= 0, without ``seed=`` or ``resume=`` (as ``--seeds``).
     A Ctrl-C stops the run going, writes it and the aggregate of what ran (seeds not started: ``not
     run``), then reaches the caller; a seed whose run wrote no results is a :class:`~janus.errors.JanusError`.
     """
     from janus.envs.in_process import is_in_process
     from janus.harness.seeds.runs import check_seeds
 
-    hooks, args = prepared(algo, env, callbacks, {**flags, "seeds": seeds})
-    order = keyword_errors(check_seeds)(args)
-    cfg = keyword_errors(configured_from)(args)  # every bad value refused before anything is written
+    env = request.settings.get("env")
+    hooks, request = prepared(request, callbacks)
+    try:
+        order = check_seeds(request)
+    except JanusError as exc:
+        raise reworded(exc, request) from None
+    cfg = configured_from(request)  # every bad value refused before anything is written
     if hooks.callbacks or (env is not None and is_in_process(env)):
-        out, ran = _in_process(args, order, hooks.callbacks, cfg)
+        out, ran = _in_process(request, order, hooks.callbacks, cfg)
         return _collected(out, order, ran)
-    return _collected(_in_processes(args), order, {})
+    return _collected(_in_processes(request), order, {})
 
 
-def _in_processes(args: argparse.Namespace) -> Path:
+def _in_processes(request: RunRequest) -> Path:
     """The seeds run as ``janus train --seeds`` runs them; OUT."""
     from janus import stopping
-    from janus.cli import build_parser
     from janus.harness.seeds.runs import run_seed_processes
 
     with stopping.handled() as signals:
-        out, _ = run_seed_processes(args, configured_from, build_parser())
+        out, _ = run_seed_processes(request)
         late = signals.late() if signals is not None else None
     if late is not None:
         raise KeyboardInterrupt(late)
     return out
 
 
-def _in_process(args: argparse.Namespace, order: list[int], callbacks: list[Callback],
+def _in_process(request: RunRequest, order: list[int], callbacks: list[Callback],
                 cfg: RunConfig) -> tuple[Path, dict[int, TrainedRun]]:
     """The seeds run one after another in this process, then their aggregate (also when a seed's
     run fails or is interrupted: the aggregate covers those that ran, then the error is raised);
@@ -118,8 +120,8 @@ def _in_process(args: argparse.Namespace, order: list[int], callbacks: list[Call
     from janus.harness.seeds.runs import cpus_per_run
 
     meta = {"schedule": IN_PROCESS_SCHEDULE, "runs_at_once": 1, "cpus_per_run": cpus_per_run(cfg),
-            "usable_cpus": usable_cpus(), "command": args.invocation}  # now: never re-resolved after a failure
-    out, lock = run_folder.open_out_dir(args, "train")
+            "usable_cpus": usable_cpus(), "command": request.invocation}  # now: never re-resolved after a failure
+    out, lock = run_folder.open_out_dir(request, "train")
     folders = {s: out / f"seed-{s}" for s in order}
     codes: dict[int, int | None] = dict.fromkeys(order)
     runs: dict[int, TrainedRun] = {}
@@ -128,10 +130,10 @@ def _in_process(args: argparse.Namespace, order: list[int], callbacks: list[Call
         try:
             for k, seed in enumerate(order):
                 print(f"\nseed {seed} ({k + 1} of {len(order)}): started", flush=True)
-                seed_args = argparse.Namespace(**{**vars(args), "seeds": None, "seed": seed, "out": folders[seed],
-                                                  "force": False})
+                seed_req = replace(request, settings={**request.settings, "seed": seed}, seeds=None, out=folders[seed],
+                                   force=False)
                 codes[seed] = 1  # an exit code as the command's seed processes have, for aggregate.json
-                runs[seed] = run_one(seed_args, configured_from(seed_args), CallbackHooks(callbacks))
+                runs[seed] = run_one(seed_req, configured_from(seed_req), CallbackHooks(callbacks))
                 codes[seed] = 0
         except BaseException:
             with stopping.saving():

@@ -10,14 +10,16 @@ Every refusal names the flag and says that the folder was not changed.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from janus.config import RunConfig, WorkloadConfig, from_dict, read_yaml
 from janus.errors import RunFolderError
 from janus.harness.run_folder import check_flags
+
+if TYPE_CHECKING:
+    from janus.config.request import RunRequest
 
 # Configuration entries a resumed run may change (config path -> the flag that sets it): budgets,
 # timing of checkpoints and liveness checks, where the components run. Everything else is fixed
@@ -68,11 +70,11 @@ def flag_of(path: str) -> str:
     return f"--{key}"
 
 
-def check_resume_request(args: argparse.Namespace, requested: RunConfig) -> None:
+def check_resume_request(args: RunRequest, requested: RunConfig) -> None:
     """``janus train --resume``, before the config is validated or anything written: flags that
     contradict ``--resume`` and changes of what the checkpoint fixes are errors naming the flag."""
     check_flags(args)
-    folder = Path(args.resume)
+    folder = Path(str(args.resume))
     stored = stored_config(folder)
     check_resumable(folder, stored)
     check_changes(folder, stored, requested)
@@ -180,7 +182,7 @@ def _budget_value(cfg: RunConfig, flag: str) -> int:
 
 def stored_config(folder: Path) -> RunConfig:
     """The configuration ``janus train`` saved in ``folder/config.yaml`` (on its algorithm's preset,
-    as ``janus.cli.config_from_args`` reads it)."""
+    as :func:`janus.config.build.base_config` reads it)."""
     from janus.algorithms.base import algorithm
 
     raw = read_yaml(folder / "config.yaml")

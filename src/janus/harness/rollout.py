@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from janus.errors import ConfigError
 from janus.harness.reports.video import FrameRecorder, check_video_path, write_gif
 from janus.policy import Policy, episode_returns, load_policy
 
-__all__ = ["MAX_VIDEO_FRAMES", "Video", "episode_returns", "rollout", "run_episodes"]  # episode_returns: janus.policy's
+__all__ = ["MAX_VIDEO_FRAMES", "Video", "episode_returns", "report_rollout", "rollout", "run_episodes"]  # episode_returns: janus.policy's
 
 MAX_VIDEO_FRAMES = 5_000
 """Frames a ``--video`` keeps at most (the rest of a longer episode is not recorded)."""
@@ -63,3 +64,16 @@ def rollout(checkpoint: str | Path, episodes: int, seed: int = 0,
     policy = load_policy(checkpoint, trust=trust)
     returns, recorded = run_episodes(policy, episodes, seed, video=video)
     return policy.cfg, returns, recorded
+
+
+def report_rollout(checkpoint: str | Path, episodes: int, seed: int = 0, video: str | Path | None = None, *,
+                   trust: bool = False) -> int:
+    """``janus rollout``: :func:`rollout`, its returns printed (and where its video went); the exit code."""
+    cfg, returns, recorded = rollout(checkpoint, episodes, seed, video, trust=trust)
+    mean, std = statistics.fmean(returns), statistics.pstdev(returns)
+    print(f"janus rollout: {cfg.workload.algo} on {cfg.workload.env}, {len(returns)} episode{'s' if len(returns) != 1 else ''}: "
+          f"mean return {mean:.1f} (std {std:.1f}, min {min(returns):.1f}, max {max(returns):.1f})")
+    if recorded is not None:
+        cut = f" (the episode was longer: only its first {recorded.frames} frames)" if recorded.cut else ""
+        print(f"wrote {recorded.path}: the first episode, {recorded.frames} frames{cut}")
+    return 0

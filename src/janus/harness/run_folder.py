@@ -14,17 +14,20 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from janus import fileio
 from janus.errors import JanusError, RunFolderError
 from janus.harness.run_lock import LOCK_NAME, RunLock, nested_lock_held
+
+if TYPE_CHECKING:
+    from janus.config.request import RunRequest
 
 RUN_FILES_ROOM = 256
 """Bytes a run folder's path leaves for what janus writes under it (seed-<s>/checkpoint/trajectory_manager/...,
@@ -184,7 +187,7 @@ def open_resumed(path: Path) -> RunLock:
     return RunLock(path, "--resume").acquire()
 
 
-def check_flags(args: argparse.Namespace) -> None:
+def check_flags(args: RunRequest) -> None:
     """Flags that contradict ``--resume``: each is an error naming it, never silently ignored."""
     resume = getattr(args, "resume", None)
     if resume is None:
@@ -203,10 +206,10 @@ def check_flags(args: argparse.Namespace) -> None:
                              "change its budget with flags such as --total_env_steps")
 
 
-def open_out_dir(args: argparse.Namespace, label: str) -> tuple[Path, RunLock]:
+def open_out_dir(args: RunRequest, label: str) -> tuple[Path, RunLock]:
     """The run folder of this command, locked: a fresh one, or the one ``--resume`` names."""
     check_flags(args)
-    if getattr(args, "resume", None) is not None:
+    if args.resume is not None:
         out_dir = Path(args.resume)
         return out_dir, open_resumed(out_dir)
     if args.out is None:

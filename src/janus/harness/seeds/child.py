@@ -1,8 +1,8 @@
 """One seed's run of ``janus train --seeds``, as its own process that dies with its parent.
 
 The parent (:mod:`janus.harness.seeds.runs`) starts ``python -m janus.harness.seeds.child`` and writes
-the seed's parsed arguments and its checked configuration to its stdin as data (a pickled
-:class:`argparse.Namespace` and :class:`~janus.config.RunConfig`: no command line is rebuilt as text,
+the seed's request and its checked configuration to its stdin as data (a pickled
+:class:`~janus.config.request.RunRequest` and :class:`~janus.config.RunConfig`: no command line is rebuilt as text,
 so a value such as ``--out=-dash`` or ``name="-x"`` arrives as it was given, and no config file is
 read again), then keeps that pipe open for the child's whole life.
 
@@ -66,20 +66,21 @@ def die_with_parent(parent: int, pipe: IO[bytes]) -> bool:
 
 
 def main() -> int:
-    """Read the seed's arguments from stdin, follow the parent, run ``janus train`` on them."""
-    from janus.cli import output_that_may_go_unread, run_parsed
+    """Read the seed's request from stdin, follow the parent, run it as ``janus train`` does."""
+    from janus.harness.console import output_that_may_go_unread
+    from janus.harness.launch import run_request
     from janus.stopping import StopSignals
 
     signals = StopSignals().install()  # before anything slow, as the CLI does
     stdin = sys.stdin.buffer
     payload: dict[str, Any] = pickle.load(stdin)
-    args, parent = payload["args"], int(payload["parent"])
+    request, parent = payload["request"], int(payload["parent"])
     if not die_with_parent(parent, stdin):
-        print(f"janus train: seed {args.seed}: the janus train --seeds process (pid {parent}) ended before this "
+        print(f"janus train: seed {request.seed}: the janus train --seeds process (pid {parent}) ended before this "
               "seed's run started; nothing was run", file=sys.stderr)
         return 143
     with output_that_may_go_unread():
-        return run_parsed(args, signals, payload["config"])
+        return run_request(request, signals, payload["config"])
 
 
 if __name__ == "__main__":

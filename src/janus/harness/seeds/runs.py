@@ -1,7 +1,7 @@
 """``janus train --seeds 0 1 2 3 4``: one run folder per seed under OUT/seed-<s>/, then an aggregate.
 
 Each seed is its own ``janus train`` process with ``--seed s --out OUT/seed-s`` (the same files a
-single run writes), started by :mod:`janus.harness.seeds.child`: its arguments travel as data, never
+single run writes), started by :mod:`janus.harness.seeds.child`: its request travels as data, never
 rebuilt as command-line text, and it stops (cleanly, as on SIGTERM) when this process dies. Every
 seed's configuration is checked before the first one runs. They run in parallel only where the CPUs allow it without oversubscribing:
 a run of the ``process`` or ``ray`` backend uses a CPU per worker and one for the learner, any other
@@ -12,16 +12,15 @@ else at most ``cpus // per_run`` at once. OUT/aggregate.json and OUT/aggregate.p
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from janus import stopping
 from janus.config import SEED_LIMIT, RunConfig, resolve, usable_cpus, validate
@@ -31,28 +30,35 @@ from janus.harness import run_folder
 from janus.harness.seeds.aggregate import write_aggregate
 from janus.harness.seeds.payload import payload_error, send_payload
 
+if TYPE_CHECKING:
+    from janus.config.request import RunRequest
+
 POLL_S = 0.5
 
 
-def check_seeds(args: argparse.Namespace) -> list[int]:
-    """``--seeds`` as given, checked: two or more distinct integers in [0, 2^32), and neither ``--seed``
-    nor ``--resume`` beside it."""
-    if isinstance(args.seeds, (str, bytes)) or not isinstance(args.seeds, Sequence):
-        raise ConfigError(f"invalid --seeds: got {args.seeds!r}; accepted: two or more distinct integers >= 0")
-    seeds = list(args.seeds)
-    if getattr(args, "seed", None) is not None:
-        raise ConfigError(f"--seeds with --seed {args.seed}: --seeds gives each run its own seed; drop --seed")
-    if getattr(args, "resume", None) is not None:
-        raise ConfigError("--seeds with --resume: resume each seed's run on its own "
-                          "(janus train --resume OUT/seed-<s>); drop --seeds")
+def check_seeds(request: RunRequest) -> list[int]:
+    """``seeds`` as given, checked: two or more distinct integers in [0, 2^32), and neither ``seed``
+    nor ``resume`` beside it (named as the caller names them)."""
+    n, given = request.naming, request.seeds
+    if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+        raise ConfigError(f"invalid {n('seeds')}: got {given!r}; accepted: two or more distinct integers >= 0")
+    seeds = list(given)
+    if request.seed is not None:
+        raise ConfigError(f"{n('seeds')} with {n('seed')} {request.seed}: {n('seeds')} gives each run its own seed; "
+                          f"drop {n('seed')}")
+    if request.resume is not None:
+        again = "janus train --resume OUT/seed-<s>" if n.style == "flag" else "resume='OUT/seed-<s>'"
+        raise ConfigError(f"{n('seeds')} with {n('resume')}: resume each seed's run on its own ({again}); "
+                          f"drop {n('seeds')}")
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT:
-            raise ConfigError(f"invalid --seeds: got {s!r}; accepted: integers in [0, {SEED_LIMIT - 1:,}]")
+            raise ConfigError(f"invalid {n('seeds')}: got {s!r}; accepted: integers in [0, {SEED_LIMIT - 1:,}]")
     repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
-        raise ConfigError(f"invalid --seeds: seed {', '.join(map(str, repeated))} given twice; accepted: distinct seeds")
+        raise ConfigError(f"invalid {n('seeds')}: seed {', '.join(map(str, repeated))} given twice; accepted: "
+                          "distinct seeds")
     if len(seeds) < 2:
-        raise ConfigError(f"invalid --seeds: got {len(seeds)} seed; accepted: two or more (one run: --seed)")
+        raise ConfigError(f"invalid {n('seeds')}: got {len(seeds)} seed; accepted: two or more (one run: {n('seed')})")
     return seeds
 
 
@@ -87,30 +93,30 @@ def schedule(per_run: int, seeds: int, cpus: int | None = None) -> Schedule:
     return Schedule(at_once, per_run, cpus)
 
 
-def seed_arguments(args: argparse.Namespace, seed: int, out: Path) -> argparse.Namespace:
-    """The arguments of one seed's run: every value of ``args`` as given (data, not text), its own
-    ``seed`` and ``out``, no ``--seeds`` and no ``--force`` (OUT was made fresh for the seeds)."""
-    from janus.harness.commands import command_line
+def seed_request(request: RunRequest, seed: int, out: Path) -> RunRequest:
+    """The request of one seed's run: ``request`` as given (data, not text) with its own ``seed`` and
+    ``out``, no ``seeds`` and no ``force`` (OUT was made fresh for the seeds)."""
+    from janus.harness.outputs import command_line
 
-    return argparse.Namespace(**{**vars(args), "seeds": None, "seed": seed, "out": out, "force": False,
-                                 "invocation": f"{command_line('train', args)} [seed {seed}]"})
+    return replace(request, settings={**request.settings, "seed": seed}, seeds=None, out=out, force=False,
+                   invocation=f"{command_line('train', request)} [seed {seed}]")
 
 
-def seed_inputs(args: argparse.Namespace, seeds: list[int], out_dir: Path,
-                cfg: RunConfig) -> dict[int, tuple[argparse.Namespace, RunConfig]]:
-    """Each seed's arguments (:func:`seed_arguments`, into ``out_dir/seed-<s>``) and configuration
+def seed_inputs(request: RunRequest, seeds: list[int], out_dir: Path, cfg: RunConfig) -> dict[int, tuple[RunRequest, RunConfig]]:
+    """Each seed's request (:func:`seed_request`, into ``out_dir/seed-<s>``) and configuration
     (``cfg``, the command's, read once: a ``--config`` FIFO is not read again, with the seed's ``seed``)."""
-    return {seed: (seed_arguments(args, seed, out_dir / f"seed-{seed}"), replace(cfg, seed=seed)) for seed in seeds}
+    return {seed: (seed_request(request, seed, out_dir / f"seed-{seed}"), replace(cfg, seed=seed)) for seed in seeds}
 
 
-def check_seed_inputs(inputs: dict[int, tuple[argparse.Namespace, RunConfig]]) -> None:
+def check_seed_inputs(inputs: dict[int, tuple[RunRequest, RunConfig]]) -> None:
     """Every seed's configuration validated and its inputs able to travel to its process, all before
     the first seed runs (where OUT will be is no part of the check)."""
-    for seed, (seed_args, seed_cfg) in inputs.items():
+    for seed, (seed_req, seed_cfg) in inputs.items():
         validate(seed_cfg)
-        why = payload_error(seed_args, seed_cfg)
+        why = payload_error(seed_req, seed_cfg)
         if why is not None:
-            raise ConfigError(f"--seeds: the arguments of seed {seed} cannot be passed to its process ({why})")
+            raise ConfigError(f"{seed_req.naming('seeds')}: the arguments of seed {seed} cannot be passed to its "
+                              f"process ({why})")
 
 
 @dataclass
@@ -119,8 +125,8 @@ class SeedRun:
 
     seed: int
     out: Path
-    args: argparse.Namespace
-    """Its ``janus train`` arguments (:func:`seed_arguments`), sent to it as data."""
+    request: RunRequest
+    """Its request (:func:`seed_request`), sent to it as data."""
     cfg: RunConfig
     """Its checked configuration, sent with them."""
     process: subprocess.Popen[bytes] | None = None
@@ -137,7 +143,7 @@ class SeedRun:
                                         start_new_session=True)
         assert self.process.stdin is not None
         try:
-            send_payload(self.process.stdin, self.args, self.cfg, os.getpid())
+            send_payload(self.process.stdin, self.request, self.cfg, os.getpid())
         except (BrokenPipeError, OSError):  # it ended at once: poll() records its exit code
             pass
 
@@ -163,31 +169,30 @@ class SeedRun:
             self.poll()
 
 
-def run_seeds(args: argparse.Namespace, configured: Callable[[argparse.Namespace], RunConfig],
-              parser: argparse.ArgumentParser) -> int:
+def run_seeds(request: RunRequest) -> int:
     """``janus train --seeds``: every seed's run into OUT/seed-<s>, then OUT/aggregate.json and .png
-    and a table. Exit code 0 when every seed's run finished, else 1 (the aggregate covers those that ran).
-    ``configured`` and ``parser`` are the command line's (passed in: the CLI imports this module)."""
-    _, failed = run_seed_processes(args, configured, parser)
+    and a table. Exit code 0 when every seed's run finished, else 1 (the aggregate covers those that ran)."""
+    _, failed = run_seed_processes(request)
     return 1 if failed else 0
 
 
-def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.Namespace], RunConfig],
-                       parser: argparse.ArgumentParser) -> tuple[Path, bool]:
+def run_seed_processes(request: RunRequest) -> tuple[Path, bool]:
     """:func:`run_seeds`' work: the folder OUT it wrote, and whether any seed's run did not finish."""
-    seeds = check_seeds(args)  # before the configuration: --seed and --resume are refused as such
-    cfg = configured(args)
+    from janus.harness.configured import configured
+
+    seeds = check_seeds(request)  # before the configuration: seed and resume are refused as such
+    cfg = configured(request)
     check_resources(resolve(cfg))  # this machine's bounds, before any seed's run starts
     plan = schedule(cpus_per_run(cfg), len(seeds))
-    check_seed_inputs(seed_inputs(args, seeds, Path(args.out) if args.out is not None else Path("runs", "train"), cfg))
-    out_dir, lock = run_folder.open_out_dir(args, "train")
+    check_seed_inputs(seed_inputs(request, seeds, request.out if request.out is not None else Path("runs", "train"), cfg))
+    out_dir, lock = run_folder.open_out_dir(request, "train")
     with lock:
         log_dir = None
         if plan.at_once > 1:
             log_dir = out_dir / "logs"
             log_dir.mkdir(exist_ok=True)
-        runs = [SeedRun(s, seed_args.out, seed_args, seed_cfg)
-                for s, (seed_args, seed_cfg) in seed_inputs(args, seeds, out_dir, cfg).items()]
+        runs = [SeedRun(s, seed_req.out or out_dir / f"seed-{s}", seed_req, seed_cfg)
+                for s, (seed_req, seed_cfg) in seed_inputs(request, seeds, out_dir, cfg).items()]
         print(f"janus train --seeds {' '.join(map(str, seeds))}: {len(seeds)} runs into {out_dir}/seed-<s>, "
               f"{plan.describe()}" + (f"; each run's output in {log_dir}" if log_dir else ""), flush=True)
         try:
@@ -209,10 +214,10 @@ def run_seed_processes(args: argparse.Namespace, configured: Callable[[argparse.
                     for run in runs:
                         run.stop(signal.SIGKILL)
                     raise
-                _aggregate(args, out_dir, runs, plan)
+                _aggregate(request, out_dir, runs, plan)
             raise
         with stopping.saving():
-            failed = _aggregate(args, out_dir, runs, plan)
+            failed = _aggregate(request, out_dir, runs, plan)
     return out_dir, failed
 
 
@@ -233,15 +238,15 @@ def _run_all(runs: list[SeedRun], at_once: int, log_dir: Path | None) -> None:
                 print(f"seed {run.seed}: {'finished' if run.code == 0 else f'failed (exit code {run.code})'}", flush=True)
 
 
-def _aggregate(args: argparse.Namespace, out_dir: Path, runs: list[SeedRun], plan: Schedule) -> bool:
+def _aggregate(request: RunRequest, out_dir: Path, runs: list[SeedRun], plan: Schedule) -> bool:
     """Write the aggregate of the runs and print its table; whether any run did not finish."""
-    from janus.harness.commands import command_line
+    from janus.harness.outputs import command_line
 
     codes = {r.seed: r.code for r in runs}
     table, paths, failed = write_aggregate(out_dir, {r.seed: r.out for r in runs}, codes,
                                            {"schedule": plan.describe(), "runs_at_once": plan.at_once,
                                             "cpus_per_run": plan.per_run, "usable_cpus": plan.cpus,
-                                            "command": command_line("train", args)})
+                                            "command": command_line("train", request)})
     print("\n" + table, flush=True)
     print("\nwrote " + ", ".join(str(p) for p in paths), flush=True)
     return failed

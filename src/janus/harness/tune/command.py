@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import multiprocessing as mp
@@ -12,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -33,6 +32,9 @@ from janus.harness.tune.search import (
 from janus.runtime.backends.base import Backend
 from janus.runtime.run import run_runtime
 from janus.runtime.synchronous import on_synchronous_loop, run_sync_loop
+
+if TYPE_CHECKING:
+    from janus.config.request import RunRequest
 
 BAR = 24
 KEPT_BECAUSE = {
@@ -130,21 +132,21 @@ def run_trial(cfg: RunConfig, allowed_s: float) -> dict[str, Any]:
     return {**rates, "wall_s": result["wall_s"], "final_mean_return": result.get("final_mean_return"), "cut": cut}
 
 
-def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
+def run_tune(request: RunRequest, cfg: RunConfig) -> int:
     """Tune ``cfg``'s knobs within ``--budget_s``; write ``best.yaml`` and ``tune.json`` into the run folder
     (``tune.json`` after every trial; status ``stopped`` on a stop signal, ``failed`` when the tune itself
     fails or no trial could run, which is one error line)."""
     start = time.monotonic()  # the budget counts from here: the checks and the folder included
-    budget_s = float(args.budget_s)
+    budget_s = float(request.budget_s)
     if not budget_s > 0:
-        raise invalid("--budget_s", args.budget_s, "a number of seconds > 0")
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        raise invalid("--budget_s", request.budget_s, "a number of seconds > 0")
+    backends = [b.strip() for b in request.backends.split(",") if b.strip()]
     for b in backends:
         if b not in BACKENDS:
-            raise invalid("--backends", args.backends, f"a comma-separated list of {', '.join(BACKENDS)}")
+            raise invalid("--backends", request.backends, f"a comma-separated list of {', '.join(BACKENDS)}")
     resolve(cfg)  # a bad configuration fails before anything runs
     space = search_space(cfg, backends)
-    out_dir, lock = run_folder.open_out_dir(args, "tune")
+    out_dir, lock = run_folder.open_out_dir(request, "tune")
     with lock:
         metric = "env steps/s" if cfg.workload.algo != "synthetic" else "samples/s"
         print(f"janus tune: {cfg.workload.algo}{' on ' + cfg.workload.env if cfg.workload.algo != 'synthetic' else ''}, "
@@ -168,7 +170,7 @@ def run_tune(args: argparse.Namespace, cfg: RunConfig) -> int:
 
         try:
             result = successive_halving(cfg, space, run_trial, budget_s, progress, seed=cfg.seed,
-                                        plain=args.search == "plain", start=start, snapshot=snapshot)
+                                        plain=request.search == "plain", start=start, snapshot=snapshot)
         except BaseException as exc:  # a stop signal, or a failure of the tune's own: tune.json says so
             with stopping.saving():
                 status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"

@@ -9,9 +9,17 @@ from __future__ import annotations
 import argparse
 import copy
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+
+from janus.config.flags import (
+    JANUS_FLAGS,
+    NETWORK_FLAGS,
+    RUNTIME_FLAGS,
+    WORKLOAD_FLAGS,
+    hyperparameter_docs,
+    hyperparameters,
+    reads,
+)
 
 RUN_FLAGS = ("config", "out", "quick", "force", "name", "seed", "seeds", "resume", "tensorboard", "wandb",
              "wandb_project")
@@ -59,27 +67,9 @@ def for_algorithm(text: str | None, algo: str) -> str | None:
     return re.sub(r" \([^()]* only\)$", "", text)
 
 
-@dataclass(frozen=True)
-class FlagCatalogue:
-    """What the command line knows of its flags (:mod:`janus.cli` passes it: this module is below it)."""
-
-    janus_flags: Sequence[str]
-    workload_flags: Sequence[str]
-    runtime_flags: Sequence[str]
-    network_flags: Sequence[str]
-    hyperparameters: Callable[[], Mapping[str, Any]]
-    hyperparameter_docs: Callable[[], Mapping[str, str]]
-    reads: Callable[[str, str], bool]
-
-
-def algo_help(train: argparse.ArgumentParser, algo: str, catalogue: FlagCatalogue) -> str:
+def algo_help(train: argparse.ArgumentParser, algo: str) -> str:
     """The help page of ``janus train --algo algo``: its flags first, grouped, then the others by name."""
     from janus.algorithms.base import algorithm
-
-    JANUS_FLAGS, NETWORK_FLAGS, RUNTIME_FLAGS, WORKLOAD_FLAGS = (
-        catalogue.janus_flags, catalogue.network_flags, catalogue.runtime_flags, catalogue.workload_flags)
-    hyperparameters, _hyperparameter_docs, reads = (
-        catalogue.hyperparameters, catalogue.hyperparameter_docs, catalogue.reads)
 
     actions = {a.option_strings[0][2:]: a for a in train._actions if a.option_strings and a.dest != "help"}
     hyper = [f for f in (*hyperparameters(), *NETWORK_FLAGS, *ALGORITHM_KNOBS) if f in actions and reads(algo, f)]
@@ -97,7 +87,7 @@ def algo_help(train: argparse.ArgumentParser, algo: str, catalogue: FlagCatalogu
                     f"the README's SB3 -> janus table).",
         epilog=f"Other flags --algo {algo} reads (the data-path knobs and the runtime, the same for every algorithm): "
                + ", ".join(f"--{f}" for f in others) + ". janus train --help lists every flag with its help.")
-    own, shared = algorithm(algo).flags(), _hyperparameter_docs()
+    own, shared = algorithm(algo).flags(), hyperparameter_docs()
     for title, flags in groups:
         group = page.add_argument_group(title)
         for flag in flags:
