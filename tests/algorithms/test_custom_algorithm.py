@@ -110,3 +110,22 @@ def test_its_run_folder_finds_it_again_or_says_the_module_is_gone(importable: No
     monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(HERE)])
     assert main(["train", "--resume", str(out)]) == 2
     assert "cannot import module 'tiny_custom_algo'" in capsys.readouterr().err
+
+
+def test_a_custom_algorithm_declares_family_presets_that_janus_train_applies(
+        importable: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its ``family_presets`` are looked up as the built-in ones are: the env's family picks the
+    overlay, printed and recorded; ``--preset none`` keeps its own preset; flags still win."""
+    from janus.algorithms.presets import preset_for
+    from janus.cli import configured, parse_args
+
+    spec = "tiny_custom_algo:ClassicDQN"
+    assert preset_for(spec, "CartPole-v1").describe() == f"preset: {spec}/classic_control (tiny_custom_algo's own)"
+    cfg = configured(parse_args(["train", "--algo", spec, "--env", "CartPole-v1"]))
+    assert f"janus: preset: {spec}/classic_control (tiny_custom_algo's own)" in capsys.readouterr().out
+    assert (cfg.janus.batch_size, cfg.workload.total_env_steps, cfg.algorithm["lr"]) == (48, 3_000, 5e-4)
+    assert cfg.workload.preset == "classic_control"
+    own = configured(parse_args(["train", "--algo", spec, "--env", "CartPole-v1", "--preset", "none"]))
+    assert own.janus.batch_size == 128 and "lr" not in own.algorithm
+    flagged = configured(parse_args(["train", "--algo", spec, "--env", "CartPole-v1", "--lr", "0.002"]))
+    assert flagged.algorithm["lr"] == 0.002 and flagged.janus.batch_size == 48

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from janus.algorithms import Algorithm, Hyperparameter
+from janus.algorithms import Algorithm, FamilyPreset, Hyperparameter
+from janus.algorithms.dqn import DQN
 
 LEARNERS: list[BanditLearner] = []
 """Every learner built in this process (the test reads the one a run trained)."""
@@ -92,6 +93,15 @@ class NoLearner(Algorithm):
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> BanditActor:
         return BanditActor(1, 1, 0)
+
+
+class ClassicDQN(DQN):
+    """DQN with a classic-control overlay of its own, declared as the built-in algorithms declare theirs."""
+
+    family_presets: ClassVar[dict[str, FamilyPreset]] = {
+        "classic_control": FamilyPreset({"batch_size": 48, "workload": {"total_env_steps": 3_000},
+                                         "algorithm": {"lr": 5e-4}}, "tiny_custom_algo's own"),
+    }
 
 
 NOT_AN_ALGORITHM = BanditLearner

@@ -15,6 +15,7 @@ from janus.algorithms.base import (
     Budget,
     BufferSpec,
     CheckpointedLearnerSide,
+    FamilyPreset,
     Hyperparameter,
     LearnerSide,
     algorithm,
@@ -22,5 +23,6 @@ from janus.algorithms.base import (
     register,
 )
 
-__all__ = ["ActingPolicy", "ActorSide", "Algorithm", "Budget", "BufferSpec", "CheckpointedLearnerSide", "Hyperparameter",
+__all__ = ["ActingPolicy", "ActorSide", "Algorithm", "Budget", "BufferSpec", "CheckpointedLearnerSide", "FamilyPreset",
+           "Hyperparameter",
            "LearnerSide", "algorithm", "names", "register"]

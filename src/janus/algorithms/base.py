@@ -123,6 +123,21 @@ class Hyperparameter:
 
 
 @dataclass(frozen=True)
+class FamilyPreset:
+    """An algorithm's overlay for one environment family (:attr:`Algorithm.family_presets`), and
+    where its values come from."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    """Config keys as :func:`janus.config.from_dict` reads them, layered over the algorithm's preset."""
+    source: str = "janus defaults"
+    """Shown at the start of ``janus train``: ``RL Zoo dqn.yml, atari``."""
+
+
+OWN_PRESET = FamilyPreset({}, "janus defaults, tuned on CartPole-v1/Pendulum-v1")
+"""The overlay of a family an algorithm's own :attr:`~Algorithm.preset` is tuned for: none."""
+
+
+@dataclass(frozen=True)
 class Pacing:
     """Rates and piece sizes: what the replay's rate limiter and the Workers are built from.
 
@@ -158,6 +173,9 @@ class Algorithm(ABC):
     """Whether it learns on-policy: stated here only; the data path's ``is_on_policy`` follows it."""
     preset: ClassVar[dict[str, Any]] = {}
     """Config defaults (``from_dict`` shape) that ``--algo NAME`` starts from."""
+    family_presets: ClassVar[Mapping[str, FamilyPreset]] = {}
+    """Environment family (:data:`janus.algorithms.presets.FAMILIES`) -> the overlay a run on an
+    environment of that family layers over :attr:`preset` (``--preset``; a family not here: none)."""
     quick_env_steps: int | None = None
     """``--quick``: at most this many env steps (None: the workload's ``iterations`` bound it)."""
     has_policy: bool = False

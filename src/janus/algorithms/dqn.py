@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from janus.algorithms.base import BufferSpec, register
+from janus.algorithms.base import OWN_PRESET, BufferSpec, FamilyPreset, register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.linear_chain import LinearChain, linear_chain
 from janus.algorithms.networks import MLP, activation_class, flat_size, make_torso, mlp, obs_dtype
@@ -410,6 +410,32 @@ class DQN(ReplayGymAlgorithm):
         "workload": {"algo": "dqn", "num_actors": 1, "envs_per_actor": 4, "rollout_length": 8, "total_env_steps": 60_000,
                      "hidden_size": 128, "num_layers": 2},  # the network (DQNConfig.hidden), as config.yaml records it
         "runtime": {"max_in_flight": 16, "backend": "auto"},
+    }
+    # Overlays by environment family, layered over `preset` by the env id or --preset: rl-baselines3-zoo
+    # hyperparams/dqn.yml, commit 019107eb, its names mapped onto janus's as janus.algorithms.presets says.
+    family_presets: ClassVar[dict[str, FamilyPreset]] = {
+        # dqn.yml `atari`: n_timesteps 1e7, buffer_size 1e6, learning_rate 1e-4, batch_size 32, learning_starts
+        # 1e5, target_update_interval 1e4 (env steps = 2500 updates at train_freq 4), train_freq 4,
+        # gradient_steps 1, exploration_fraction 0.1 (x 1e7 = 1e6 steps), exploration_final_eps 0.1.
+        # The replay holds ~7 GB of 84x84 frames at 1e6 (frame-stack dedup): --buffer_capacity to shrink it.
+        "atari": FamilyPreset({
+            "batch_size": 32, "buffer_capacity": 1_000_000,
+            "workload": {"total_env_steps": 10_000_000},
+            "algorithm": {"lr": 1e-4, "learning_starts": 100_000, "train_frequency": 4.0,
+                          "target_update_interval": 2_500, "exploration_steps": 1_000_000, "eps_end": 0.1},
+        }, "RL Zoo dqn.yml, atari"),
+        "classic_control": OWN_PRESET,
+        # dqn.yml `LunarLander-v2` (tuned): n_timesteps 1.5e5, learning_rate 8.8e-4, batch_size 32, buffer_size
+        # 1e6, learning_starts 0, train_freq 16 with gradient_steps -1 (one update per env step),
+        # target_update_interval 1e4 (env steps = updates here), exploration_fraction 0.2 (x 1.5e5 = 3e4),
+        # exploration_final_eps 0.1, net_arch [256, 256].
+        "box2d": FamilyPreset({
+            "batch_size": 32, "buffer_capacity": 1_000_000,
+            "workload": {"total_env_steps": 150_000, "hidden_size": 256, "num_layers": 2},
+            "algorithm": {"lr": 8.8e-4, "learning_starts": 0, "train_frequency": 1.0, "target_update_interval": 10_000,
+                          "exploration_steps": 30_000, "eps_end": 0.1, "hidden": [256, 256]},
+        }, "RL Zoo dqn.yml, LunarLander-v2"),
+        # MuJoCo has continuous actions only: dqn refuses them; no overlay.
     }
 
     def validate(self, cfg: Any) -> None:

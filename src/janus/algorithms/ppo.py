@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Distribution, Normal
 
-from janus.algorithms.base import Budget, register
+from janus.algorithms.base import OWN_PRESET, Budget, FamilyPreset, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.networks import activation_class, activation_function, flat_size, make_torso, mlp, obs_dtype
 from janus.algorithms.normalization import obs_norm, reward_norm
@@ -419,6 +419,39 @@ class PPO(GymAlgorithm):
         "workload": {"algo": "ppo", "hidden_size": 64, "num_layers": 2,  # the network (PPOConfig.hidden)
                      "num_actors": 1, "envs_per_actor": 4, "rollout_length": 128, "num_epochs": 4,
                      "total_env_steps": 300_000},
+    }
+    # Overlays by environment family, layered over `preset` by the env id or --preset: rl-baselines3-zoo
+    # hyperparams/ppo.yml, commit 00128b5d, its names mapped onto janus's as janus.algorithms.presets says.
+    family_presets: ClassVar[dict[str, FamilyPreset]] = {
+        # ppo.yml `atari`: n_envs 8, n_steps 128, n_epochs 4, batch_size 256 (8 x 128 / 256 = 4 minibatches),
+        # n_timesteps 1e7, learning_rate lin_2.5e-4, clip_range lin_0.1 (janus clips at 0.1 without annealing),
+        # vf_coef 0.5 (of the MSE: janus's 1.0 of half of it), ent_coef 0.01.
+        "atari": FamilyPreset({
+            "num_minibatches": 4,
+            "workload": {"envs_per_actor": 8, "rollout_length": 128, "num_epochs": 4, "total_env_steps": 10_000_000},
+            "algorithm": {"lr": 2.5e-4, "anneal_lr": True, "clip_coef": 0.1, "vf_coef": 1.0, "ent_coef": 0.01,
+                          "clip_vloss": False},
+        }, "RL Zoo ppo.yml, atari"),
+        "classic_control": OWN_PRESET,
+        # ppo.yml `LunarLander-v2` (and LunarLanderContinuous-v2, the same): n_envs 16, n_steps 1024,
+        # batch_size 64 (16 x 1024 / 64 = 256 minibatches), gae_lambda 0.98, gamma 0.999, n_epochs 4,
+        # ent_coef 0.01, n_timesteps 1e6; learning rate: SB3's constant 3e-4; SB3's vf_coef 0.5 (janus 1.0).
+        "box2d": FamilyPreset({
+            "num_minibatches": 256,
+            "workload": {"envs_per_actor": 16, "rollout_length": 1024, "num_epochs": 4, "total_env_steps": 1_000_000},
+            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.98, "gamma": 0.999, "ent_coef": 0.01,
+                          "vf_coef": 1.0, "clip_vloss": False},
+        }, "RL Zoo ppo.yml, LunarLander-v2"),
+        # ppo.yml `Ant-v3: &mujoco-defaults` (also Swimmer-v3): normalize true, n_timesteps 1e6,
+        # the rest SB3's PPO defaults: n_envs 1, n_steps 2048, batch_size 64 (32 minibatches), n_epochs 10,
+        # learning_rate 3e-4 (constant), gae_lambda 0.95, clip_range 0.2, ent_coef 0.0, vf_coef 0.5 (janus 1.0),
+        # net [64, 64] tanh.
+        "mujoco": FamilyPreset({
+            "num_minibatches": 32,
+            "workload": {"envs_per_actor": 1, "rollout_length": 2048, "num_epochs": 10, "total_env_steps": 1_000_000},
+            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0,
+                          "vf_coef": 1.0, "clip_vloss": False, "normalize_obs": True, "normalize_reward": True},
+        }, "RL Zoo ppo.yml, Ant-v3 (mujoco-defaults)"),
     }
 
     def budget(self, cfg: Any) -> Budget:

@@ -5,8 +5,12 @@ MuJoCo environment starts from that preset with the family's overlay on top (and
 file and flags above both): :func:`preset_for`. The family comes from the env id
 (:func:`family_of`); ``--preset none`` keeps the algorithm's own preset, ``--preset FAMILY`` forces one.
 
-Sources: rl-baselines3-zoo ``hyperparams/dqn.yml`` (commit 019107eb), ``ppo.yml`` and ``sac.yml``
-(commit 00128b5d). How SB3's names map onto janus's:
+Each algorithm declares its overlays beside its own preset
+(:attr:`~janus.algorithms.base.Algorithm.family_presets`: dqn.py, ppo.py, sac.py; a custom algorithm
+the same way); this module only detects the family and looks the overlay up.
+
+The built-in overlays' sources: rl-baselines3-zoo ``hyperparams/dqn.yml`` (commit 019107eb), ``ppo.yml``
+and ``sac.yml`` (commit 00128b5d). How SB3's names map onto janus's:
 
 - ``n_envs`` -> ``workload.envs_per_actor`` (one worker), ``n_steps`` -> ``workload.rollout_length``,
   ``n_epochs`` -> ``workload.num_epochs``, ``batch_size`` (PPO) -> ``num_minibatches = n_envs * n_steps / batch_size``,
@@ -26,9 +30,9 @@ defaults (docs/benchmarks.md), not the Zoo's per-env entries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from janus.algorithms.base import FamilyPreset, algorithm
 from janus.errors import invalid, one_of
 
 FAMILIES = ("atari", "classic_control", "box2d", "mujoco")
@@ -42,98 +46,6 @@ _KNOWN = {
     "box2d": ("LunarLander", "LunarLanderContinuous", "BipedalWalker", "BipedalWalkerHardcore", "CarRacing"),
     "mujoco": ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer", "Reacher",
                "Pusher", "InvertedPendulum", "InvertedDoublePendulum"),
-}
-
-
-@dataclass(frozen=True)
-class FamilyPreset:
-    """One algorithm's overlay for one family, and where its values come from."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-    """Config keys as :func:`janus.config.from_dict` reads them, layered over the algorithm's preset."""
-    source: str = "janus defaults"
-    """Shown at the start of ``janus train``: ``RL Zoo dqn.yml, atari``."""
-
-
-_OWN = FamilyPreset({}, "janus defaults, tuned on CartPole-v1/Pendulum-v1")
-
-_PRESETS: dict[str, dict[str, FamilyPreset]] = {
-    "dqn": {
-        # dqn.yml `atari`: n_timesteps 1e7, buffer_size 1e6, learning_rate 1e-4, batch_size 32, learning_starts
-        # 1e5, target_update_interval 1e4 (env steps = 2500 updates at train_freq 4), train_freq 4,
-        # gradient_steps 1, exploration_fraction 0.1 (x 1e7 = 1e6 steps), exploration_final_eps 0.1.
-        # The replay holds ~7 GB of 84x84 frames at 1e6 (frame-stack dedup): --buffer_capacity to shrink it.
-        "atari": FamilyPreset({
-            "batch_size": 32, "buffer_capacity": 1_000_000,
-            "workload": {"total_env_steps": 10_000_000},
-            "algorithm": {"lr": 1e-4, "learning_starts": 100_000, "train_frequency": 4.0,
-                          "target_update_interval": 2_500, "exploration_steps": 1_000_000, "eps_end": 0.1},
-        }, "RL Zoo dqn.yml, atari"),
-        "classic_control": _OWN,
-        # dqn.yml `LunarLander-v2` (tuned): n_timesteps 1.5e5, learning_rate 8.8e-4, batch_size 32, buffer_size
-        # 1e6, learning_starts 0, train_freq 16 with gradient_steps -1 (one update per env step),
-        # target_update_interval 1e4 (env steps = updates here), exploration_fraction 0.2 (x 1.5e5 = 3e4),
-        # exploration_final_eps 0.1, net_arch [256, 256].
-        "box2d": FamilyPreset({
-            "batch_size": 32, "buffer_capacity": 1_000_000,
-            "workload": {"total_env_steps": 150_000, "hidden_size": 256, "num_layers": 2},
-            "algorithm": {"lr": 8.8e-4, "learning_starts": 0, "train_frequency": 1.0, "target_update_interval": 10_000,
-                          "exploration_steps": 30_000, "eps_end": 0.1, "hidden": [256, 256]},
-        }, "RL Zoo dqn.yml, LunarLander-v2"),
-        # MuJoCo has continuous actions only: dqn refuses them; no overlay.
-    },
-    "ppo": {
-        # ppo.yml `atari`: n_envs 8, n_steps 128, n_epochs 4, batch_size 256 (8 x 128 / 256 = 4 minibatches),
-        # n_timesteps 1e7, learning_rate lin_2.5e-4, clip_range lin_0.1 (janus clips at 0.1 without annealing),
-        # vf_coef 0.5 (of the MSE: janus's 1.0 of half of it), ent_coef 0.01.
-        "atari": FamilyPreset({
-            "num_minibatches": 4,
-            "workload": {"envs_per_actor": 8, "rollout_length": 128, "num_epochs": 4, "total_env_steps": 10_000_000},
-            "algorithm": {"lr": 2.5e-4, "anneal_lr": True, "clip_coef": 0.1, "vf_coef": 1.0, "ent_coef": 0.01,
-                          "clip_vloss": False},
-        }, "RL Zoo ppo.yml, atari"),
-        "classic_control": _OWN,
-        # ppo.yml `LunarLander-v2` (and LunarLanderContinuous-v2, the same): n_envs 16, n_steps 1024,
-        # batch_size 64 (16 x 1024 / 64 = 256 minibatches), gae_lambda 0.98, gamma 0.999, n_epochs 4,
-        # ent_coef 0.01, n_timesteps 1e6; learning rate: SB3's constant 3e-4; SB3's vf_coef 0.5 (janus 1.0).
-        "box2d": FamilyPreset({
-            "num_minibatches": 256,
-            "workload": {"envs_per_actor": 16, "rollout_length": 1024, "num_epochs": 4, "total_env_steps": 1_000_000},
-            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.98, "gamma": 0.999, "ent_coef": 0.01,
-                          "vf_coef": 1.0, "clip_vloss": False},
-        }, "RL Zoo ppo.yml, LunarLander-v2"),
-        # ppo.yml `Ant-v3: &mujoco-defaults` (also Swimmer-v3): normalize true, n_timesteps 1e6,
-        # the rest SB3's PPO defaults: n_envs 1, n_steps 2048, batch_size 64 (32 minibatches), n_epochs 10,
-        # learning_rate 3e-4 (constant), gae_lambda 0.95, clip_range 0.2, ent_coef 0.0, vf_coef 0.5 (janus 1.0),
-        # net [64, 64] tanh.
-        "mujoco": FamilyPreset({
-            "num_minibatches": 32,
-            "workload": {"envs_per_actor": 1, "rollout_length": 2048, "num_epochs": 10, "total_env_steps": 1_000_000},
-            "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0,
-                          "vf_coef": 1.0, "clip_vloss": False, "normalize_obs": True, "normalize_reward": True},
-        }, "RL Zoo ppo.yml, Ant-v3 (mujoco-defaults)"),
-    },
-    "sac": {
-        # Atari has discrete actions only: sac refuses them; no overlay.
-        "classic_control": _OWN,
-        # sac.yml `LunarLanderContinuous-v2`: n_timesteps 5e5, batch_size 256, learning_rate lin_7.3e-4 (janus:
-        # constant), buffer_size 1e6, gamma 0.99, tau 0.01, train_freq 1, gradient_steps 1, learning_starts 1e4,
-        # net_arch [400, 300].
-        "box2d": FamilyPreset({
-            "batch_size": 256, "buffer_capacity": 1_000_000,
-            "workload": {"envs_per_actor": 1, "total_env_steps": 500_000},
-            "algorithm": {"lr": 7.3e-4, "gamma": 0.99, "tau": 0.01, "train_frequency": 1.0, "learning_starts": 10_000,
-                          "hidden": [400, 300]},
-        }, "RL Zoo sac.yml, LunarLanderContinuous-v2"),
-        # sac.yml `HalfCheetah-v3: &mujoco-defaults` (Ant, Hopper, Walker2d, Humanoid, Swimmer): n_timesteps 1e6,
-        # learning_starts 1e4, the rest SB3's SAC defaults: buffer_size 1e6, batch_size 256, learning_rate 3e-4,
-        # tau 0.005, gamma 0.99, train_freq 1, gradient_steps 1, net [256, 256].
-        "mujoco": FamilyPreset({
-            "batch_size": 256, "buffer_capacity": 1_000_000,
-            "workload": {"envs_per_actor": 1, "total_env_steps": 1_000_000},
-            "algorithm": {"learning_starts": 10_000, "lr": 3e-4, "tau": 0.005, "gamma": 0.99, "train_frequency": 1.0},
-        }, "RL Zoo sac.yml, HalfCheetah-v3 (mujoco-defaults)"),
-    },
 }
 
 
@@ -177,11 +89,12 @@ def family_of(env_id: str) -> str | None:
 
 def preset_for(algo: str, env_id: str, requested: str = "auto") -> Choice:
     """The overlay of ``algo`` on ``env_id``: by its family (``requested`` auto), the algorithm's own
-    preset (``none``, an algorithm or family without an entry), or ``requested`` family."""
+    preset (``none``, a family the algorithm declares no overlay for), or ``requested`` family (the
+    algorithm's :attr:`~janus.algorithms.base.Algorithm.family_presets`)."""
     if requested not in CHOICES:
         raise invalid("workload.preset", requested, one_of(CHOICES))
     family = family_of(env_id) if requested == "auto" else requested
-    by_family = _PRESETS.get(algo, {})
+    by_family = algorithm(algo).family_presets
     if family is None or family == "none" or family not in by_family:
         return Choice("none", algo, FamilyPreset({}, f"the {algo} defaults: no {family} preset" if family and family != "none"
                                                  else f"the {algo} defaults"))

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from janus.algorithms.base import register
+from janus.algorithms.base import OWN_PRESET, FamilyPreset, register
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.networks import activation_class, activation_function, flat_size, mlp
 from janus.algorithms.normalization import RunningNorm, obs_norm, reward_norm
@@ -347,6 +347,29 @@ class SAC(ReplayGymAlgorithm):
         "overlap_select": 1, "g_collect": 1, "g_select": 1,
         "workload": {"algo": "sac", "env": "Pendulum-v1", "num_actors": 1, "envs_per_actor": 1, "rollout_length": 8,
                      "total_env_steps": 20_000, "hidden_size": 256, "num_layers": 2},  # the networks (SACConfig.hidden)
+    }
+    # Overlays by environment family, layered over `preset` by the env id or --preset: rl-baselines3-zoo
+    # hyperparams/sac.yml, commit 00128b5d, its names mapped onto janus's as janus.algorithms.presets says.
+    family_presets: ClassVar[dict[str, FamilyPreset]] = {
+        # Atari has discrete actions only: sac refuses them; no overlay.
+        "classic_control": OWN_PRESET,
+        # sac.yml `LunarLanderContinuous-v2`: n_timesteps 5e5, batch_size 256, learning_rate lin_7.3e-4 (janus:
+        # constant), buffer_size 1e6, gamma 0.99, tau 0.01, train_freq 1, gradient_steps 1, learning_starts 1e4,
+        # net_arch [400, 300].
+        "box2d": FamilyPreset({
+            "batch_size": 256, "buffer_capacity": 1_000_000,
+            "workload": {"envs_per_actor": 1, "total_env_steps": 500_000},
+            "algorithm": {"lr": 7.3e-4, "gamma": 0.99, "tau": 0.01, "train_frequency": 1.0, "learning_starts": 10_000,
+                          "hidden": [400, 300]},
+        }, "RL Zoo sac.yml, LunarLanderContinuous-v2"),
+        # sac.yml `HalfCheetah-v3: &mujoco-defaults` (Ant, Hopper, Walker2d, Humanoid, Swimmer): n_timesteps 1e6,
+        # learning_starts 1e4, the rest SB3's SAC defaults: buffer_size 1e6, batch_size 256, learning_rate 3e-4,
+        # tau 0.005, gamma 0.99, train_freq 1, gradient_steps 1, net [256, 256].
+        "mujoco": FamilyPreset({
+            "batch_size": 256, "buffer_capacity": 1_000_000,
+            "workload": {"envs_per_actor": 1, "total_env_steps": 1_000_000},
+            "algorithm": {"learning_starts": 10_000, "lr": 3e-4, "tau": 0.005, "gamma": 0.99, "train_frequency": 1.0},
+        }, "RL Zoo sac.yml, HalfCheetah-v3 (mujoco-defaults)"),
     }
 
     def check_actions(self, action_space: Any) -> None:
