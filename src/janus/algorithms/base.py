@@ -184,6 +184,15 @@ class Algorithm(ABC):
     acts_in_gymnasium: bool = False
     """It acts in Gymnasium environments (reads ``workload.env`` and the env-step budget), not in the
     synthetic workload (``workload.obs_shape``, ``iterations`` ...)."""
+    simulates_environments: bool = False
+    """Its environments are simulated, their work fixed by the run's workers and envs (the synthetic
+    workload): ``janus tune`` keeps those and compares learner samples/s (:attr:`throughput_metric`)."""
+
+    @property
+    def throughput_metric(self) -> str:
+        """What its throughput is counted in: ``env_steps_per_s``, or ``samples_per_s`` (learner
+        samples) where :attr:`simulates_environments`."""
+        return "samples_per_s" if self.simulates_environments else "env_steps_per_s"
 
     def is_on_policy(self, cfg: RunConfig) -> bool:
         """Whether a run of ``cfg`` is on-policy: :attr:`on_policy` (the synthetic workload reads its config)."""
@@ -236,6 +245,16 @@ class Algorithm(ABC):
     def hidden_layers(self, cfg: RunConfig) -> tuple[int, ...] | None:
         """The widths of its network's hidden layers where ``--hidden_size``/``--num_layers`` set
         them as ``algorithm.hidden``; None where those flags are the workload's own fields."""
+        return None
+
+    def network_widths(self, cfg: RunConfig) -> tuple[int, ...] | None:
+        """The widths of its network's hidden layers, for the memory estimate of
+        :mod:`janus.config.resources` (None: unknown; by default :meth:`hidden_layers`)."""
+        return self.hidden_layers(cfg)
+
+    def observations(self, cfg: RunConfig) -> tuple[tuple[int, ...], int, bool] | None:
+        """Where it does not act in Gymnasium (whose spaces say it): the shape of one observation,
+        its bytes per element and whether it is a frame stack; None (the default) when unknown."""
         return None
 
     # ---- what the runtime hosts -------------------------------------------------------------------
@@ -376,6 +395,13 @@ def algorithm(name: str) -> Algorithm:
     if name not in _REGISTRY:
         raise invalid("workload.algo", name, f"{one_of(names())}, or a {CUSTOM}")
     return _REGISTRY[name]
+
+
+def learns_on_policy(cfg: RunConfig) -> bool:
+    """Whether a run of ``cfg`` learns on-policy, as its algorithm says (:meth:`Algorithm.is_on_policy`,
+    which the validated config's ``janus.is_on_policy`` copies): the one place it is decided, for a
+    config validated or not."""
+    return algorithm(cfg.workload.algo).is_on_policy(cfg)
 
 
 def _imported(spec: str) -> Algorithm | type[Algorithm]:

@@ -21,7 +21,7 @@ from torch import nn
 
 from janus.algorithms.base import Algorithm, register
 from janus.algorithms.seeding import stream_seeds
-from janus.config.schema import WorkloadConfig
+from janus.config.schema import RunConfig, WorkloadConfig
 
 DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
 
@@ -154,10 +154,19 @@ class Synthetic(Algorithm):
     of learner work (the runtime's rates, off-policy ``updates_per_iteration`` per iteration)."""
 
     name = "synthetic"
+    simulates_environments = True
 
     def is_on_policy(self, cfg: Any) -> bool:
         """As the data-path knob ``is_on_policy`` says (its type is checked with the data-path config)."""
         return cfg.janus.is_on_policy
+
+    def network_widths(self, cfg: RunConfig) -> tuple[int, ...]:
+        """``num_layers`` layers of ``hidden_size`` (the workload's own fields)."""
+        return (cfg.workload.hidden_size,) * cfg.workload.num_layers
+
+    def observations(self, cfg: RunConfig) -> tuple[tuple[int, ...], int, bool]:
+        """``obs_shape`` of ``obs_dtype``, never a frame stack."""
+        return tuple(cfg.workload.obs_shape), (1 if cfg.workload.obs_dtype == "uint8" else 4), False
 
     def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> SyntheticActorSide:

@@ -102,10 +102,9 @@ def observations(cfg: RunConfig) -> tuple[tuple[int, ...], int, bool] | None:
     from janus.algorithms.base import algorithm
 
     w = cfg.workload
-    if not algorithm(w.algo).acts_in_gymnasium:
-        if w.algo != "synthetic":  # a custom algorithm's observations are its own
-            return None
-        return tuple(w.obs_shape), (1 if w.obs_dtype == "uint8" else 4), False
+    algo = algorithm(w.algo)
+    if not algo.acts_in_gymnasium:  # the synthetic workload's are its config's; a custom algorithm's its own
+        return algo.observations(cfg)
     from janus.envs.vector import env_spaces, is_frame_stack
 
     obs_space, _ = env_spaces(w.env, w.env_kwargs)
@@ -135,11 +134,8 @@ def network_bytes(cfg: RunConfig) -> tuple[int, int]:
 
     w = cfg.workload
     algo = algorithm(w.algo)
-    if algo.acts_in_gymnasium:
-        layers = algo.hidden_layers(cfg) or ()
-    elif w.algo == "synthetic":
-        layers = (w.hidden_size,) * w.num_layers
-    else:
+    layers = algo.network_widths(cfg)
+    if layers is None:  # a custom algorithm's network is its own
         return 0, 0
     seen = observations(cfg)
     inputs = math.prod(seen[0]) if seen is not None and len(seen[0]) == 1 else 0  # a CNN's input is its own

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm, largest_insert
+from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm, largest_insert, learns_on_policy
 from janus.buffer.pacing.ratio_limiter import SampleToInsertRatio
 from janus.buffer.replay.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
@@ -193,7 +193,7 @@ def trains_what_it_acts(cfg: RunConfig, pacing: Pacing) -> bool:
     """On-policy with a budget of pieces (PPO's lockstep, IMPALA/APPO's queue): each round acted is
     trained whole, and one acted but not trained at a commit is lost with a resume (the queue is not
     checkpointed), so a resumed run continues from the rounds trained."""
-    return pacing.lockstep or (bool(pacing.max_pieces) and algorithm(cfg.workload.algo).is_on_policy(cfg))
+    return pacing.lockstep or (bool(pacing.max_pieces) and learns_on_policy(cfg))
 
 
 def rounds_trained(cfg: RunConfig, state: Mapping[str, Any]) -> int:

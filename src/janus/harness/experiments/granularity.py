@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from janus.algorithms.base import algorithm
+from janus.algorithms.base import learns_on_policy
 from janus.config import RunConfig, resolve
 
 OFF_POLICY_CANDIDATES = (1, 2, 4, 8)
@@ -72,7 +72,7 @@ def _g(g: float) -> str:
 def candidates(cfg: RunConfig) -> list[float]:
     """Off-policy: 1, 2, 4, 8 operations per invocation; on-policy: k/M of an epoch, k = 1..M
     (on-policy as the algorithm says: ``cfg`` may not be validated yet, its ``is_on_policy`` unset)."""
-    if cfg.janus.is_on_policy or algorithm(cfg.workload.algo).is_on_policy(cfg):
+    if learns_on_policy(cfg):
         m = cfg.janus.num_minibatches
         return [float(Fraction(k, m)) for k in range(1, m + 1)]
     return [float(g) for g in OFF_POLICY_CANDIDATES]

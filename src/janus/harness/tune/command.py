@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from janus import fileio, stopping
+from janus.algorithms.base import algorithm
 from janus.config import RunConfig, recorded, resolve
 from janus.errors import JanusError, invalid
 from janus.harness import run_folder
@@ -148,11 +149,11 @@ def run_tune(request: RunRequest, cfg: RunConfig) -> int:
     space = search_space(cfg, backends)
     out_dir, lock = run_folder.open_out_dir(request, "tune")
     with lock:
-        metric = "env steps/s" if cfg.workload.algo != "synthetic" else "samples/s"
-        print(f"janus tune: {cfg.workload.algo}{' on ' + cfg.workload.env if cfg.workload.algo != 'synthetic' else ''}, "
+        metric_key = algorithm(cfg.workload.algo).throughput_metric
+        metric = metric_key.removesuffix("_per_s").replace("_", " ") + "/s"  # env steps/s, samples/s
+        print(f"janus tune: {cfg.workload.algo}{' on ' + cfg.workload.env if acts_in_environment(cfg) else ''}, "
               f"{len(space)} settings this machine can run, budget {budget_s:.0f} s (a quarter of it for the paired "
               f"rounds), comparing {metric}; output in {out_dir}", flush=True)
-        metric_key = "env_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
         so_far = [TuneResult(defaults=defaults_of(cfg), metric=metric_key, budget_s=budget_s)]
         write_json(out_dir, so_far[0], "running")  # from the start: a stop during the warm-up keeps it too
 

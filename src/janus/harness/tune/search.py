@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from janus.algorithms.base import algorithm
+from janus.algorithms.base import algorithm, learns_on_policy
 from janus.config import RunConfig, available_placements, resolve
 from janus.harness.experiments.granularity import candidates as granularity_candidates
 from janus.harness.experiments.repeats import NOT_MEASURED, ranges_overlap
@@ -90,7 +90,7 @@ class Candidate:
 
 def on_policy(cfg: RunConfig) -> bool:
     """Whether ``cfg``'s algorithm learns on-policy (its config may not be validated yet)."""
-    return bool(cfg.janus.is_on_policy or algorithm(cfg.workload.algo).is_on_policy(cfg))
+    return learns_on_policy(cfg)
 
 
 MIN_ROLLOUT_STEPS = 8
@@ -109,7 +109,9 @@ def worker_splits(cfg: RunConfig, workers: list[int], envs: list[int]) -> list[t
 
 
 def acts_in_environment(cfg: RunConfig) -> bool:
-    return cfg.workload.algo != "synthetic"
+    """Its algorithm acts in environments whose work the budget counts (not simulated ones whose
+    workers and envs are the work: :attr:`~janus.algorithms.base.Algorithm.simulates_environments`)."""
+    return not algorithm(cfg.workload.algo).simulates_environments
 
 
 def defaults_of(cfg: RunConfig) -> Candidate:
@@ -331,7 +333,7 @@ def successive_halving(cfg: RunConfig, candidates: list[Candidate], run: Runner,
     ``progress(trial, count, total)`` and ``snapshot(result so far)`` are called after every trial.
     ``plain``: the search successive halving is measured against (``janus tune --search plain``):
     candidates in the same random order, each at the last rung's budget, until the search's time is spent."""
-    metric = "env_steps_per_s" if acts_in_environment(cfg) else "samples_per_s"
+    metric = algorithm(cfg.workload.algo).throughput_metric
     defaults = defaults_of(cfg)
     out = TuneResult(defaults=defaults, metric=metric, budget_s=budget_s)
     plan = Schedule(clock() if start is None else start, budget_s, clock)
