@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from janus.buffer.pacing.collection import piece_steps as rollout_piece_steps
 from janus.config.schema import RunConfig
 from janus.errors import ConfigError, invalid, one_of, shown
 from janus.user_code import call_user_code, import_user_module
@@ -301,10 +302,8 @@ class Algorithm(ABC):
         w, j = cfg.workload, cfg.janus
         iterations = self.budget(cfg).iterations
         on_policy = self.is_on_policy(cfg)
-        if on_policy:
-            # pieces tile the rollout: k/M of it per collection, in pieces of the largest size that
-            # divides both (3/4 of 128 steps: pieces of 32, collected three at a time)
-            piece_steps = math.gcd(w.rollout_length, round(w.rollout_length * j.g_collect))
+        if on_policy:  # pieces tile the rollout, g_collect (k/M) of it whole pieces: the collection unit's
+            piece_steps = rollout_piece_steps(w.rollout_length, j.g_collect)
             pieces = w.rollout_length // piece_steps
         else:
             piece_steps, pieces = w.rollout_length, 1

@@ -34,6 +34,7 @@ from janus.buffer.arguments import check_int, check_timeout, is_int
 from janus.buffer.collector import Collector
 from janus.buffer.diagnosis import no_batch_message
 from janus.buffer.frames.replay import FrameStackReplay
+from janus.buffer.pacing.collection import CollectionUnit
 from janus.buffer.pacing.queue_limiter import QueueLimiter
 from janus.buffer.pacing.rate_limiter import RateLimiter
 from janus.buffer.pacing.ratio_limiter import RatioLimiter
@@ -84,6 +85,8 @@ class JanusBuffer:
         queue_depth: on-policy, rollouts (queue items) admitted and not yet served at once: 1 for
             lockstep PPO; more lets an asynchronous algorithm's actors run ahead of the learner
             (IMPALA/APPO), the storage holding ``queue_depth x rollout_size`` transitions.
+        collection: what one collection writes (:class:`~janus.buffer.pacing.collection.CollectionUnit`),
+            as a run's plan derives it; default: from ``config.g_collect`` (and ``rollout_size`` on-policy).
 
     The rate limiter is built here from these arguments, not passed in, because its units are the
     buffer's own (the batch size, the rollout, the collection unit): off-policy a
@@ -109,6 +112,7 @@ class JanusBuffer:
         error_buffer: float | None = None,
         max_staleness: int | None = None,
         queue_depth: int = 1,
+        collection: CollectionUnit | None = None,
         **sampler_kwargs: Any,
     ) -> None:
         if not isinstance(config, JanusConfig):
@@ -143,7 +147,6 @@ class JanusBuffer:
             self.rate_limiter: RateLimiter = QueueLimiter(rollout_size, cfg.num_minibatches, num_epochs, queue_depth,
                                                           max_staleness)
             capacity, batch_size = rollout_size * queue_depth, rollout_size // cfg.num_minibatches
-            self._collect_pieces, self._collect_transitions = None, round(cfg.g_collect * rollout_size)
             batches_per_call = round(cfg.g_select * cfg.num_minibatches)
             self.min_size = batch_size
         else:
@@ -154,12 +157,15 @@ class JanusBuffer:
                 raise ConfigError(f"invalid queue_depth: got {queue_depth!r} off-policy; accepted: 1 (the depth of an "
                                   "on-policy queue; off-policy replay holds buffer_capacity transitions)")
             capacity, batch_size = cfg.buffer_capacity, cfg.batch_size
-            self._collect_pieces, self._collect_transitions = int(cfg.g_collect), None
             batches_per_call = int(cfg.g_select)
             if min_size is not None:  # sampling needs an item; more than the capacity would never be stored
                 check_int("min_size", min_size, 1, capacity, f" (buffer_capacity={capacity})")
             self.min_size = batch_size if min_size is None else int(min_size)
         self.batch_size = batch_size
+        unit = collection or CollectionUnit.of(cfg, rollout_size)  # a run's plan passes its own (janus.runtime.plan)
+        if (unit.transitions is not None) != cfg.is_on_policy:
+            raise ConfigError(f"invalid collection: got {unit}; accepted: transitions on-policy, pieces off-policy")
+        self._collect_pieces, self._collect_transitions = unit.pieces, unit.transitions
 
         self.experience: ExperienceBuffer | FrameStackReplay
         if frame_stack:
@@ -172,7 +178,7 @@ class JanusBuffer:
             self.rate_limiter = RatioLimiter(self.min_size, batch_size, samples_per_insert, error_buffer,
                                              stored=self.experience.__len__)
         self.actor_buffer = ActorBuffer(
-            max(cfg.actor_buffer_size, self._collect_pieces or 1), min_transitions=self._collect_transitions or 0
+            max(cfg.actor_buffer_size, unit.staged_pieces), min_transitions=unit.transitions or 0
         )
         self.learner_buffer = LearnerBuffer(cfg.prefetch)
         self.collection = CollectionOp(self.experience, time_major_dims, preprocess)

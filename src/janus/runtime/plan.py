@@ -10,16 +10,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm, largest_insert, learns_on_policy
+from janus.buffer.pacing.collection import CollectionUnit
 from janus.buffer.pacing.ratio_limiter import SampleToInsertRatio
 from janus.buffer.replay.prioritized import LinearSchedule
 from janus.config import RunConfig, resolve_backend
 from janus.errors import ConfigError
 from janus.runtime import checkpoints
 from janus.runtime.stalls import Rates
+
+
+@dataclass(frozen=True)
+class BufferLimits:
+    """The replay's rate limiter settings, as :class:`JanusBuffer <janus.buffer.pipeline.JanusBuffer>`
+    takes them: off-policy the algorithm's sample/insert ratio from its sampling threshold, on-policy
+    the queue's depth and staleness bound (the other mode's fields at their defaults)."""
+
+    min_size: int | None = None
+    samples_per_insert: float = 0.0
+    error_buffer: float | None = None
+    queue_depth: int = 1
+    max_staleness: int | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        """The JanusBuffer keyword arguments."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,8 @@ class RunPlan:
     replay_device: str
     """Where the replay host's JanusBuffer delivers batches: the learner device where the Trainer
     shares its process, else ``cpu`` (the remote replay client moves them)."""
+    collection: CollectionUnit
+    """What one of the replay's collections writes (``g_collect`` pieces, or k/M of a rollout)."""
 
     @classmethod
     def of(cls, cfg: RunConfig) -> RunPlan:
@@ -70,6 +90,7 @@ class RunPlan:
             serial=serial(cfg),
             evaluates=evaluates,
             replay_device=j.learner_device if cfg.runtime.backend != "ray" else "cpu",
+            collection=CollectionUnit.of(j, rollout_size(cfg, spec)),
         )
 
     @property
@@ -112,6 +133,23 @@ class RunPlan:
         p, cfg = self.pacing, self.cfg
         return SampleToInsertRatio(p.samples_per_insert, p.min_size_to_sample, p.error_buffer,
                                    insert_piece=self.largest_insert, sample_batch=cfg.minibatch_size)
+
+    @property
+    def rollout_size(self) -> int | None:
+        """On-policy: rows (transitions, or IMPALA's trajectories) per rollout of every worker; None off-policy."""
+        return rollout_size(self.cfg, self.spec)
+
+    @property
+    def buffer_limits(self) -> BufferLimits:
+        """The replay's rate limiter settings: off-policy the algorithm's sample/insert ratio (its
+        deadlock check passed when the plan was made) from its first batch at the algorithm's threshold
+        (DQN's learning_starts, which may be below batch_size: sampling is with replacement); on-policy
+        a queue of ``queue_depth`` rollouts, each served num_epochs times."""
+        p, spec = self.pacing, self.spec
+        if spec.on_policy:
+            return BufferLimits(queue_depth=spec.queue_depth, max_staleness=spec.max_staleness)
+        return BufferLimits(min_size=p.min_size_to_sample, samples_per_insert=p.samples_per_insert,
+                            error_buffer=p.error_buffer if p.samples_per_insert else None)
 
     @property
     def rates(self) -> Rates:
@@ -217,6 +255,11 @@ def pieces_per_worker(cfg: RunConfig, pacing: Pacing, budget: Budget, state: Map
     else:
         return p.max_pieces
     return max(p.pieces_per_rollout, p.max_pieces - done_rounds * p.pieces_per_rollout)
+
+
+def rollout_size(cfg: RunConfig, spec: BufferSpec) -> int | None:
+    """On-policy: rows the replay's queue item holds (every worker's rollout); None off-policy."""
+    return cfg.rollout_transitions // spec.row_steps if spec.on_policy else None
 
 
 def evaluation_on(cfg: RunConfig, algo: Algorithm) -> bool:

@@ -49,21 +49,14 @@ class SharedBuffer:
 
 def make_buffer(plan: RunPlan) -> JanusBuffer:
     spec, cfg = plan.spec, plan.cfg
-    # The buffer's rate limiter is the run's one pacing: off-policy the algorithm's sample/insert
-    # ratio (its deadlock check passed when the plan was made) from its first batch at the
-    # algorithm's threshold (DQN's learning_starts, which may be below batch_size: sampling is with
-    # replacement); on-policy a queue of one rollout, each served num_epochs times.
-    p = plan.pacing
-    rates: dict[str, Any] = {} if spec.on_policy else {
-        "min_size": p.min_size_to_sample, "samples_per_insert": p.samples_per_insert,
-        "error_buffer": p.error_buffer if p.samples_per_insert else None}
-    if spec.on_policy:
-        rates.update(queue_depth=spec.queue_depth, max_staleness=spec.max_staleness)
+    # The buffer's rate limiter is the run's one pacing, and its collection unit the workers' pieces':
+    # both as the plan derives them.
     return JanusBuffer(
         replace(cfg.janus, learner_device=plan.replay_device),
-        rollout_size=cfg.rollout_transitions // spec.row_steps if spec.on_policy else None, num_epochs=cfg.workload.num_epochs,
+        rollout_size=plan.rollout_size, num_epochs=cfg.workload.num_epochs,
         seed=cfg.seed, sampler=spec.sampler, frame_stack=spec.frame_stack,
-        beta_schedule=plan.beta_schedule(), **rates, **spec.sampler_kwargs,
+        beta_schedule=plan.beta_schedule(), collection=plan.collection, **plan.buffer_limits.arguments(),
+        **spec.sampler_kwargs,
     )
 
 
