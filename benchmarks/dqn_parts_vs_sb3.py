@@ -30,7 +30,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.utils import polyak_update
 from torch import nn
 
-from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner
+from janus.algorithms.dqn_agent import DQNActor, DQNConfig, DQNLearner
 from janus.envs.vector import next_obs_of
 
 BATCH_SIZE = 128  # the top-level batch_size of --algo dqn's preset (janus's data-path knob, not DQNConfig's)

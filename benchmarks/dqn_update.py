@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from janus.algorithms.dqn import DQNConfig, DQNLearner
+from janus.algorithms.dqn_agent import DQNConfig, DQNLearner
 
 
 def batches(count: int, size: int, obs_dim: int, actions: int) -> list[dict[str, torch.Tensor]]:

@@ -15,8 +15,9 @@ import janus
 
 SRC = Path(janus.__file__).resolve().parent
 # The algorithms' and environments' own modules: what an algorithm brings, which the runtime and the
-# run's config never import (janus.algorithms.base, the seam, and the presets table are not here).
-ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.ppo", "janus.algorithms.sac", "janus.algorithms.synthetic",
+# run's config never import (janus.algorithms.base, the seam, and presets.py, the family lookup, are not here).
+ALGORITHM_MODULES = {"janus.algorithms.dqn", "janus.algorithms.dqn_agent", "janus.algorithms.ppo", "janus.algorithms.ppo_agent",
+                     "janus.algorithms.sac", "janus.algorithms.synthetic",
                      "janus.algorithms.impala", "janus.algorithms.gym_algorithm", "janus.algorithms.networks",
                      "janus.algorithms.shared", "janus.algorithms.linear_chain", "janus.algorithms.normalization",
                      "janus.algorithms.optim", "janus.algorithms.seeding", "janus.algorithms.returns",

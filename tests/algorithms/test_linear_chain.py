@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from janus.algorithms.dqn import DQNConfig, DQNLearner, q_network
+from janus.algorithms.dqn_agent import DQNConfig, DQNLearner, q_network
 from janus.algorithms.linear_chain import linear_chain
 from janus.algorithms.networks import MLP, mlp
 

@@ -12,10 +12,10 @@ import yaml
 from torch import nn
 
 import janus
-from janus.algorithms.dqn import DQNConfig, q_network
+from janus.algorithms.dqn_agent import DQNConfig, q_network
 from janus.algorithms.impala import ImpalaConfig, agent_config
 from janus.algorithms.networks import activation_name
-from janus.algorithms.ppo import FusedPolicyValue, PPOAgent, PPOConfig, TorsoPolicyValue, policy_value
+from janus.algorithms.ppo_agent import FusedPolicyValue, PPOAgent, PPOConfig, TorsoPolicyValue, policy_value
 from janus.algorithms.sac import SACConfig, SACLearner
 from janus.cli import main
 
@@ -129,7 +129,7 @@ def test_network_flags_a_run_does_not_read_are_errors(tmp_path: Path, capsys: py
 
 
 def test_dqn_differentiates_by_hand_only_the_activations_it_knows() -> None:
-    from janus.algorithms.dqn import DQNLearner
+    from janus.algorithms.dqn_agent import DQNLearner
 
     tanh = DQNLearner(DQNConfig(hidden=(8,), activation="tanh"), BOX, gym.spaces.Discrete(2), 0)
     elu = DQNLearner(DQNConfig(hidden=(8,), activation="elu"), BOX, gym.spaces.Discrete(2), 0)

@@ -15,7 +15,7 @@ from obs_envs import DICT_ENV, DictCorridor
 import janus
 from janus.algorithms.networks import MultiInputTorso, has_images, make_torso
 from janus.algorithms.normalization import RunningNorm
-from janus.algorithms.ppo import PPOActor, PPOConfig
+from janus.algorithms.ppo_agent import PPOActor, PPOConfig
 from janus.envs.observations import ObservationEncoder
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward
 from janus.envs.vector import make_vector_env, next_obs_of

@@ -11,8 +11,8 @@ import torch
 gym = pytest.importorskip("gymnasium")
 
 from janus.algorithms.base import algorithm  # noqa: E402
-from janus.algorithms.dqn import DQNActor, DQNConfig, DQNLearner  # noqa: E402
-from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner  # noqa: E402
+from janus.algorithms.dqn_agent import DQNActor, DQNConfig, DQNLearner  # noqa: E402
+from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner  # noqa: E402
 from janus.algorithms.returns import nstep_returns  # noqa: E402
 from janus.algorithms.shared import check_action_space  # noqa: E402
 from janus.config import from_dict, resolve  # noqa: E402
@@ -253,7 +253,7 @@ def test_fused_policy_value_matches_the_agent(env_id: str) -> None:
     """The acting fast path computes what the agent's modules and torch.distributions compute."""
     from torch.distributions import Categorical
 
-    from janus.algorithms.ppo import FusedPolicyValue
+    from janus.algorithms.ppo_agent import FusedPolicyValue
 
     actor = PPOActor(PPOConfig(init_log_std=-0.3), env_id, seed=0, num_envs=2)
     obs = torch.randn(4096, actor.envs.single_observation_space.shape[0])

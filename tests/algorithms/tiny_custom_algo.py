@@ -15,6 +15,7 @@ import numpy as np
 
 from janus.algorithms import Algorithm, FamilyPreset, Hyperparameter
 from janus.algorithms.dqn import DQN
+from janus.config.schema import RunConfig
 
 LEARNERS: list[BanditLearner] = []
 """Every learner built in this process (the test reads the one a run trained)."""
@@ -78,19 +79,19 @@ class TinyAlgo(Algorithm):
     def flags(self) -> dict[str, Hyperparameter]:
         return {"lr": Hyperparameter(0.1, "Step size of the arm values.")}
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
+    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> BanditActor:
         w = cfg.workload
         return BanditActor(w.envs_per_actor, w.rollout_length, seed=cfg.seed * 1000 + index * 10 + instance)
 
-    def learner(self, cfg: Any) -> BanditLearner:
+    def learner(self, cfg: RunConfig) -> BanditLearner:
         return BanditLearner(self.hyperparameter(cfg, "lr"))
 
 
 class NoLearner(Algorithm):
     """Forgets :meth:`learner`: naming it is refused, the missing method named."""
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
+    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> BanditActor:
         return BanditActor(1, 1, 0)
 

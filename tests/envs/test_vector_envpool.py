@@ -124,7 +124,7 @@ def test_pendulum_box_actions_match_gymnasium() -> None:
 
 @needs_envpool
 def test_a_ppo_actor_collects_rollouts_from_envpool() -> None:
-    from janus.algorithms.ppo import PPOActor, PPOConfig
+    from janus.algorithms.ppo_agent import PPOActor, PPOConfig
 
     actor = PPOActor(PPOConfig(), "CartPole-v1", seed=0, num_envs=4, vector_env="envpool")
     try:

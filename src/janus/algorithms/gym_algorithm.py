@@ -16,7 +16,7 @@ from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
 from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
-from janus.config.schema import field_docs
+from janus.config.schema import RunConfig, field_docs
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.errors import ConfigError, invalid, one_of
 
@@ -52,7 +52,7 @@ class GymAlgorithm(Algorithm):
     has_policy = True
     acts_in_gymnasium = True
 
-    def config(self, cfg: Any) -> Any:
+    def config(self, cfg: RunConfig) -> Any:
         """The algorithm's config dataclass of a run: its defaults with the ``algorithm:`` overrides."""
         overrides = {**self.variant_defaults, **dict(cfg.algorithm)}
         for key in ("hidden", "critic_hidden"):
@@ -60,7 +60,7 @@ class GymAlgorithm(Algorithm):
                 overrides[key] = tuple(overrides[key])
         return self.config_class(**overrides)
 
-    def buffer_spec(self, cfg: Any) -> BufferSpec:
+    def buffer_spec(self, cfg: RunConfig) -> BufferSpec:
         return BufferSpec(on_policy=self.on_policy, checkpoint_replay=not self.on_policy, checkpoint_learner=True)
 
     def flags(self) -> dict[str, Hyperparameter]:
@@ -72,22 +72,22 @@ class GymAlgorithm(Algorithm):
     def check_hyperparameter(self, key: str, value: Any) -> None:
         check_value(key, value, getattr(self.config_class(), key))
 
-    def hyperparameter(self, cfg: Any, key: str) -> Any:
+    def hyperparameter(self, cfg: RunConfig, key: str) -> Any:
         return getattr(self.config(cfg), key)
 
-    def hidden_layers(self, cfg: Any) -> tuple[int, ...]:
+    def hidden_layers(self, cfg: RunConfig) -> tuple[int, ...]:
         return tuple(self.config(cfg).hidden)
 
     def defaults(self) -> dict[str, Any]:
         values = asdict(self.config_class(**self.variant_defaults))
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
-    def policy(self, cfg: Any, learner: Any) -> LearnerPolicy:
+    def policy(self, cfg: RunConfig, learner: Any) -> LearnerPolicy:
         """The learner's network (a :class:`GymLearnerSide`'s, or, as the runtime's evaluator gives
         it, the bare learner), acting through the learner's ``act``."""
         return LearnerPolicy(learner.learner if isinstance(learner, GymLearnerSide) else learner)
 
-    def hyperparameters(self, cfg: Any) -> dict[str, Any]:
+    def hyperparameters(self, cfg: RunConfig) -> dict[str, Any]:
         """Every field of the run's config dataclass, defaults included, except, for image
         observations, the MLP's :data:`NETWORK_KEYS` (the CNN torso is fixed; they are refused for them)."""
         values = asdict(self.config(cfg))
@@ -96,7 +96,7 @@ class GymAlgorithm(Algorithm):
             out = {k: v for k, v in out.items() if k not in NETWORK_KEYS}
         return out
 
-    def validate(self, cfg: Any) -> None:
+    def validate(self, cfg: RunConfig) -> None:
         """Clear errors for the ``algorithm:`` keys, on/off-policy and the environment's spaces."""
         from janus.envs.vector import env_spaces
 
@@ -122,7 +122,7 @@ class GymAlgorithm(Algorithm):
 
         check_action_space(self.name, action_space, self.action_spaces)
 
-    def check_observations(self, cfg: Any, obs_space: Any) -> None:
+    def check_observations(self, cfg: RunConfig, obs_space: Any) -> None:
         """Image observations: only for an algorithm with a CNN, with no ``algorithm.hidden`` (the
         CNN torso is fixed; ``hidden`` sizes the MLP of vector observations) and no ``normalize_obs``."""
         from janus.algorithms.networks import has_images, image_layout, torso_kind
@@ -146,7 +146,7 @@ class GymAlgorithm(Algorithm):
             raise ConfigError(f"{what}, which get the fixed {kind} CNN torso: algorithm.{given[0]} ({flag}) shapes "
                               f"the MLP of vector observations only; leave it unset")
 
-    def learner(self, cfg: Any) -> GymLearnerSide:
+    def learner(self, cfg: RunConfig) -> GymLearnerSide:
         from janus.envs.vector import env_spaces
 
         obs_space, action_space = env_spaces(cfg.workload.env, cfg.workload.env_kwargs)
@@ -162,7 +162,7 @@ class ReplayGymAlgorithm(GymAlgorithm):
 
     on_policy = False
 
-    def budget(self, cfg: Any) -> Budget:
+    def budget(self, cfg: RunConfig) -> Budget:
         """``total_env_steps`` in whole rounds of one piece from every worker (the smallest multiple of
         ``num_actors x envs_per_actor x rollout_length`` at or above it); the updates the ratio
         allows after the sampling minimum (:meth:`rates`): one per ``train_frequency`` env steps after
@@ -175,13 +175,13 @@ class ReplayGymAlgorithm(GymAlgorithm):
         updates = max(1, int((cfg.workload.total_env_steps - min_size) / steps_per_update))
         return Budget(updates, rounds, env_steps=rounds * cfg.rollout_transitions)
 
-    def rates(self, cfg: Any) -> tuple[int, float]:
+    def rates(self, cfg: RunConfig) -> tuple[int, float]:
         """``learning_starts`` and the replay ratio ``batch_size / train_frequency``, unless the
         runtime section sets them."""
         a, r = self.config(cfg), cfg.runtime
         return r.min_inserts or a.learning_starts or cfg.minibatch_size, r.samples_per_insert or cfg.janus.batch_size / a.train_frequency
 
-    def publish_every(self, cfg: Any) -> int:
+    def publish_every(self, cfg: RunConfig) -> int:
         """One version per round of one piece from every worker (the updates the ratio allots it)."""
         w = cfg.workload
         return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))

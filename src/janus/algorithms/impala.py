@@ -20,7 +20,7 @@ versions is dropped whole and counted, never served.
   with ``clip_coef`` set (``appo``), PPO's clipped surrogate on the V-trace advantages, with the
   ratio to the behaviour policy (as in Sample Factory's APPO).
 
-The networks are PPO's (:class:`~janus.algorithms.ppo.PPOAgent`): MLPs or a CNN torso, Discrete or Box actions.
+The networks are PPO's (:class:`~janus.algorithms.ppo_agent.PPOAgent`): MLPs or a CNN torso, Discrete or Box actions.
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ import torch
 from janus.algorithms.base import Budget, BufferSpec, Pacing, default_error_buffer, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.optim import clip_grad_norm
-from janus.algorithms.ppo import PPOActor, PPOConfig, PPOLearner
+from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult
 from janus.algorithms.vtrace import vtrace
+from janus.config.schema import RunConfig
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.envs.vector import Episodes, next_obs_of
 from janus.errors import invalid
@@ -216,7 +217,7 @@ class Impala(GymAlgorithm):
         "workload": {"algo": "impala", "hidden_size": 64, "num_layers": 2, "num_actors": 1, "envs_per_actor": 16,
                      "rollout_length": 32, "num_epochs": 2, "total_env_steps": 200_000},
     }
-    def validate(self, cfg: Any) -> None:
+    def validate(self, cfg: RunConfig) -> None:
         super().validate(cfg)
         a, w = self.config(cfg), cfg.workload
         if a.rho_bar <= 0 or a.c_bar <= 0:
@@ -231,12 +232,12 @@ class Impala(GymAlgorithm):
                           f"a divisor of the trajectories per item, num_actors*envs_per_actor={trajectories} "
                           f"(--algo {self.name} batches whole trajectories)")
 
-    def buffer_spec(self, cfg: Any) -> BufferSpec:
+    def buffer_spec(self, cfg: RunConfig) -> BufferSpec:
         a = self.config(cfg)
         return BufferSpec(on_policy=True, checkpoint_learner=True, queue_depth=a.queue_depth,
                           max_staleness=a.max_policy_lag, row_steps=cfg.workload.rollout_length)
 
-    def budget(self, cfg: Any) -> Budget:
+    def budget(self, cfg: RunConfig) -> Budget:
         """``total_env_steps`` in whole items (rounds of one trajectory per env of every worker):
         each worker acts that many pieces and no more, and each item is trained ``num_epochs x
         num_minibatches`` times, or dropped whole as too stale (its batches are then counted as
@@ -244,13 +245,13 @@ class Impala(GymAlgorithm):
         items = max(1, math.ceil(cfg.workload.total_env_steps / cfg.rollout_transitions))
         return Budget(items * cfg.updates_per_iteration, items, env_steps=items * cfg.rollout_transitions)
 
-    def publish_every(self, cfg: Any) -> int:
+    def publish_every(self, cfg: RunConfig) -> int:
         """One version per item trained (``num_epochs x num_minibatches`` updates), as Sample
         Factory counts policy versions per training batch: the lag is then in items, the unit the
         queue holds, whatever the epochs and minibatches."""
         return cfg.updates_per_iteration
 
-    def pacing(self, cfg: Any) -> Pacing:
+    def pacing(self, cfg: RunConfig) -> Pacing:
         w = cfg.workload
         piece = w.envs_per_actor  # rows (trajectories) per piece
         return Pacing(samples_per_insert=0.0, min_size_to_sample=cfg.minibatch_size,
@@ -258,7 +259,7 @@ class Impala(GymAlgorithm):
                       publish_every=self.publish_every(cfg), piece_steps=w.rollout_length, pieces_per_rollout=1,
                       max_pieces=self.budget(cfg).iterations, lockstep=False)
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GymActorSide:
+    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GymActorSide:
         w = cfg.workload
         seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
         actor = ImpalaActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)

@@ -32,6 +32,7 @@ from janus.algorithms.normalization import RunningNorm, obs_norm, reward_norm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.config.schema import RunConfig
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.errors import invalid
@@ -377,7 +378,7 @@ class SAC(ReplayGymAlgorithm):
         ``validate`` before any work."""
         _check_box(action_space)
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GlobalStepActorSide:
+    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GlobalStepActorSide:
         w = cfg.workload
         seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
         actor = SACActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 from torch import nn
@@ -156,7 +155,7 @@ class Synthetic(Algorithm):
     name = "synthetic"
     simulates_environments = True
 
-    def is_on_policy(self, cfg: Any) -> bool:
+    def is_on_policy(self, cfg: RunConfig) -> bool:
         """As the data-path knob ``is_on_policy`` says (its type is checked with the data-path config)."""
         return cfg.janus.is_on_policy
 
@@ -168,14 +167,14 @@ class Synthetic(Algorithm):
         """``obs_shape`` of ``obs_dtype``, never a frame stack."""
         return tuple(cfg.workload.obs_shape), (1 if cfg.workload.obs_dtype == "uint8" else 4), False
 
-    def actor(self, cfg: Any, index: int, initial_env_steps: int = 0, instance: int = 0,
+    def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
               session: int = 0) -> SyntheticActorSide:
         j = cfg.janus
         piece_steps = self.pacing(cfg).piece_steps
         seeds = stream_seeds(cfg.seed, index, cfg.workload.envs_per_actor, instance=instance, session=session)
         return SyntheticActorSide(cfg.workload, j.actor_device, seeds.torch_seed, not j.is_on_policy, piece_steps)
 
-    def learner(self, cfg: Any) -> SyntheticLearnerSide:
+    def learner(self, cfg: RunConfig) -> SyntheticLearnerSide:
         return SyntheticLearnerSide(cfg.workload, cfg.janus.learner_device, cfg.seed)
 
 
