@@ -33,7 +33,7 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime.run import run_runtime
 
 WORKERS = (1, 2, 4)
@@ -60,10 +60,10 @@ def config(backend: str, workers: int, rollout_length: int, quick: bool, cpu_bou
     iterations *= HEADROOM
     return resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, batch_size=BATCH, buffer_capacity=100_000),
-        workload=WorkloadConfig(num_actors=workers, envs_per_actor=ENVS, rollout_length=rollout_length,
-                                obs_shape=(256,), hidden_size=128, iterations=iterations,
-                                env_step_ms=0.0 if cpu_bound else 1.0, env_compute_ms=1.0 if cpu_bound else 0.0,
-                                updates_per_iteration=max(1, goal // iterations)),
+        workload=WorkloadConfig(num_actors=workers, envs_per_actor=ENVS, rollout_length=rollout_length, hidden_size=128,
+                                iterations=iterations, updates_per_iteration=max(1, goal // iterations)),
+        synthetic=SyntheticConfig(obs_shape=(256,), env_step_ms=0.0 if cpu_bound else 1.0,
+                                  env_compute_ms=1.0 if cpu_bound else 0.0),
         runtime=RuntimeConfig(backend=backend, samples_per_insert=SPI),
         name=f"{backend}-w{workers}-T{rollout_length}{'-cpu' if cpu_bound else ''}",
     ))

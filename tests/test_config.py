@@ -13,7 +13,7 @@ import pytest
 
 import janus.buffer.settings as datapath
 import janus.config as config
-from janus.config import JanusConfig, RunConfig, WorkloadConfig
+from janus.config import JanusConfig, RunConfig, SyntheticConfig, WorkloadConfig
 from janus.errors import ConfigError, JanusError, PlacementUnavailableError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +96,7 @@ def test_yaml_values_are_loaded(write_yaml, no_cuda):
             buffer_capacity: 5000
             workload:
               num_actors: 3
+            synthetic:
               obs_shape: [4, 84, 84]
               obs_dtype: uint8
               env_step_ms: 0
@@ -106,21 +107,42 @@ def test_yaml_values_are_loaded(write_yaml, no_cuda):
     j = cfg.janus
     assert (j.overlap_collect, j.overlap_select, j.g_collect, j.g_select) == (1, 1, 2.0, 4.0)
     assert (j.batch_size, j.buffer_capacity, j.placement) == (64, 5000, "cpu_pageable")
-    w = cfg.workload
-    assert w.num_actors == 3 and w.obs_shape == (4, 84, 84) and w.obs_dtype == "uint8"
-    assert w.env_step_ms == 0.0 and isinstance(w.env_step_ms, float)
+    w, env = cfg.workload, cfg.synthetic
+    assert w.num_actors == 3 and env.obs_shape == (4, 84, 84) and env.obs_dtype == "uint8"
+    assert env.env_step_ms == 0.0 and isinstance(env.env_step_ms, float)
     assert w.rollout_length == WorkloadConfig().rollout_length  # untouched keys keep defaults
 
 
 def test_obs_shape_scalar_becomes_tuple(write_yaml):
-    cfg = config.validate(config.load_yaml(write_yaml("workload:\n  obs_shape: 17\n")))
-    assert cfg.workload.obs_shape == (17,)
+    cfg = config.validate(config.load_yaml(write_yaml("synthetic:\n  obs_shape: 17\n")))
+    assert cfg.synthetic.obs_shape == (17,)
+
+
+def test_the_synthetic_keys_under_workload_load_into_their_own_section(write_yaml, no_cuda):
+    """A config file or run folder from before ``synthetic:`` had them under ``workload:``: they load into
+    the synthetic section (its own keys, set too, win); what a run records has them there only."""
+    old = config.validate(config.load_yaml(write_yaml(
+        "workload:\n  num_actors: 3\n  obs_shape: [4, 84, 84]\n  obs_dtype: uint8\n  env_step_ms: 0\n"
+        "  env_compute_ms: 0.5\n  num_actions: 3\n")))
+    assert old.synthetic == SyntheticConfig(obs_shape=(4, 84, 84), obs_dtype="uint8", env_step_ms=0.0,
+                                            env_compute_ms=0.5, num_actions=3)
+    assert old.workload.num_actors == 3
+    both = config.from_dict({"workload": {"env_step_ms": 1}, "synthetic": {"env_step_ms": 2}})
+    assert both.synthetic.env_step_ms == 2
+    recorded = config.recorded(old)
+    assert recorded["synthetic"]["obs_shape"] == [4, 84, 84] and "obs_shape" not in recorded["workload"]
+    assert config.from_dict(recorded) == old
+    with pytest.raises(ConfigError, match="invalid synthetic.obs_dtype: got 'float16'"):
+        config.validate(config.from_dict({"workload": {"obs_dtype": "float16"}}))
+    dqn = config.recorded(config.validate(config.from_dict({"workload": {"algo": "dqn"}})))
+    assert "synthetic" not in dqn  # a Gymnasium run reads none of it
 
 
 def test_to_dict_round_trips(no_cuda):
     cfg = RunConfig(
         janus=JanusConfig(is_on_policy=True, g_collect=0.25, overlap_select=1),
-        workload=WorkloadConfig(obs_shape=(3, 5), num_actors=4),
+        workload=WorkloadConfig(num_actors=4),
+        synthetic=SyntheticConfig(obs_shape=(3, 5)),
         name="rt",
         seed=3,
     )
@@ -217,14 +239,14 @@ def test_missing_file(tmp_path):
         ("actor_buffer_size: 0\n", "actor_buffer_size", "0", "integer >= 1"),
         ("prefetch: 0\n", "prefetch", "0", "integer >= 1"),
         ("seed: 1.5\n", "seed", "1.5", "integer"),
-        ("workload:\n  obs_dtype: float16\n", "workload.obs_dtype", "'float16'", "'float32', 'uint8'"),
+        ("synthetic:\n  obs_dtype: float16\n", "synthetic.obs_dtype", "'float16'", "'float32', 'uint8'"),
         ("workload:\n  algo: a2c\n", "workload.algo", "'a2c'", "'dqn'"),
-        ("workload:\n  obs_shape: [4, 0]\n", "workload.obs_shape", "[4, 0]", "positive integers"),
-        ("workload:\n  obs_shape: []\n", "workload.obs_shape", "[]", "non-empty"),
-        ("workload:\n  obs_shape: {a: 1}\n", "workload.obs_shape", "{'a': 1}", "list of positive integers"),
+        ("synthetic:\n  obs_shape: [4, 0]\n", "synthetic.obs_shape", "[4, 0]", "positive integers"),
+        ("synthetic:\n  obs_shape: []\n", "synthetic.obs_shape", "[]", "non-empty"),
+        ("synthetic:\n  obs_shape: {a: 1}\n", "synthetic.obs_shape", "{'a': 1}", "list of positive integers"),
         ("workload:\n  num_actors: 0\n", "workload.num_actors", "0", "integer >= 1"),
         ("workload:\n  num_layers: -1\n", "workload.num_layers", "-1", "integer >= 0"),
-        ("workload:\n  env_step_ms: -1\n", "workload.env_step_ms", "-1", "in [0, 60000]"),
+        ("synthetic:\n  env_step_ms: -1\n", "synthetic.env_step_ms", "-1", "in [0, 60000]"),
         ("workload:\n  iterations: 2.5\n", "workload.iterations", "2.5", "integer >= 1"),
     ],
 )
@@ -244,8 +266,8 @@ def test_invalid_value_names_field_and_accepted(write_yaml, no_cuda, text, field
         ("seed: true\n", "seed"),
         ("g_collect: true\n", "g_collect"),
         ("workload:\n  num_actors: true\n", "workload.num_actors"),
-        ("workload:\n  env_step_ms: false\n", "workload.env_step_ms"),
-        ("workload:\n  obs_shape: [true, 4]\n", "workload.obs_shape"),
+        ("synthetic:\n  env_step_ms: false\n", "synthetic.env_step_ms"),
+        ("synthetic:\n  obs_shape: [true, 4]\n", "synthetic.obs_shape"),
     ],
 )
 def test_bool_where_number_expected(write_yaml, no_cuda, text, field):
@@ -421,7 +443,7 @@ def test_yaml_exponent_without_a_dot_is_a_float(write_yaml, no_cuda):
     """PyYAML (YAML 1.1) reads `1e-3` as a string; janus configs read it as the number it is."""
     path = write_yaml("workload:\n  algo: ppo\n  env_step_ms: 5e-1\nalgorithm:\n  lr: 1e-3\n  ent_coef: 2E-2\n")
     cfg = config.load_yaml(path)
-    assert cfg.algorithm == {"lr": 0.001, "ent_coef": 0.02} and cfg.workload.env_step_ms == 0.5
+    assert cfg.algorithm == {"lr": 0.001, "ent_coef": 0.02} and cfg.synthetic.env_step_ms == 0.5
     config.validate(config.from_dict({"is_on_policy": True, "g_select": 0.25}, base=cfg))  # accepted by ppo's checks
     assert config.read_yaml(write_yaml("name: abc1e3\n"))["name"] == "abc1e3", "only whole numbers become floats"
 
@@ -469,7 +491,7 @@ def test_recorded_config_is_resolved_holds_only_what_the_run_reads_and_loads_bac
     assert not flat & config.unread_fields(cfg), flat & config.unread_fields(cfg)
     algo = algorithm(cfg.workload.algo)
     if isinstance(algo, GymAlgorithm):
-        assert not {"workload.obs_shape", "workload.num_actions", "workload.iterations"} & flat
+        assert not {"synthetic.obs_shape", "synthetic.num_actions", "workload.iterations"} & flat
         names = {f.name for f in fields(algo.config_class)} - set(MAPPED)
         image = cfg.workload.env.startswith("janus/Image")
         network = {"hidden", "critic_hidden", "activation"}  # the MLP's: images get a fixed CNN torso

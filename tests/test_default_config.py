@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from janus import cli
-from janus.config import WorkloadConfig, default_config_file, read_default_config, read_yaml, validate
+from janus.config import SyntheticConfig, WorkloadConfig, default_config_file, read_default_config, read_yaml, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -56,9 +56,12 @@ def test_the_repository_copy_is_the_packaged_file() -> None:
 def test_workload_dataclass_defaults_are_the_packaged_workload() -> None:
     workload = read_default_config()["workload"]
     defaults = dataclasses.asdict(WorkloadConfig())
-    defaults["obs_shape"] = list(defaults["obs_shape"])
     differ = {key: (value, defaults[key]) for key, value in workload.items() if defaults[key] != value}
     assert not differ, f"default.yaml vs WorkloadConfig() (file, dataclass): {differ}"
+    synthetic = read_default_config()["synthetic"]
+    defaults = {**dataclasses.asdict(SyntheticConfig()), "obs_shape": list(SyntheticConfig().obs_shape)}
+    differ = {key: (value, defaults[key]) for key, value in synthetic.items() if defaults[key] != value}
+    assert not differ, f"default.yaml vs SyntheticConfig() (file, dataclass): {differ}"
 
 
 def test_the_default_differs_from_the_dataclasses_only_in_the_knobs_it_turns_on() -> None:
@@ -67,7 +70,7 @@ def test_the_default_differs_from_the_dataclasses_only_in_the_knobs_it_turns_on(
     from janus.config import RunConfig
 
     base = RunConfig().to_dict()
-    differ = {key for key, value in read_default_config().items() if key != "workload" and base[key] != value}
+    differ = {key for key, value in read_default_config().items() if key not in ("workload", "synthetic") and base[key] != value}
     assert differ == {"overlap_collect", "overlap_select", "g_collect", "g_select"}
     assert all(word in cli.parser.DEFAULTS_NOTE for word in differ)
 
@@ -78,9 +81,11 @@ def test_a_process_in_another_folder_resolves_the_repository_default(tmp_path: P
     assert elsewhere["config"] == here["config"]
     assert Path(elsewhere["default"]).resolve() == PACKAGED.resolve()
     expected = read_yaml(REPO_DEFAULT)
-    workload = elsewhere["config"]["workload"]
-    for key in ("env_step_ms", "hidden_size", "num_actors", "obs_shape", "updates_per_iteration"):
+    workload, synthetic = elsewhere["config"]["workload"], elsewhere["config"]["synthetic"]
+    for key in ("hidden_size", "num_actors", "updates_per_iteration"):
         assert workload[key] == expected["workload"][key], key
+    for key in ("env_step_ms", "obs_shape"):
+        assert synthetic[key] == expected["synthetic"][key], key
     for key in ("overlap_collect", "g_collect", "batch_size", "buffer_capacity"):
         assert elsewhere["config"][key] == expected[key], key
 
@@ -88,12 +93,13 @@ def test_a_process_in_another_folder_resolves_the_repository_default(tmp_path: P
 def test_help_defaults_do_not_depend_on_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     defaults = cli.parser.flag_defaults()
-    expected = read_yaml(REPO_DEFAULT)["workload"]
+    expected, synthetic = read_yaml(REPO_DEFAULT)["workload"], read_yaml(REPO_DEFAULT)["synthetic"]
     assert defaults["iterations"] == {"synthetic": expected["iterations"]}
-    assert defaults["env_step_ms"] == {"synthetic": expected["env_step_ms"]}
+    assert defaults["env_step_ms"] == {"synthetic": synthetic["env_step_ms"]}
     assert defaults["hidden_size"]["synthetic"] == expected["hidden_size"]
-    workload = validate(cli.config_from_args(cli.parse_args(["train"]))).to_dict()["workload"]
-    assert {key: workload[key] for key in expected} == expected
+    recorded = validate(cli.config_from_args(cli.parse_args(["train"]))).to_dict()
+    assert {key: recorded["workload"][key] for key in expected} == expected
+    assert {key: recorded["synthetic"][key] for key in synthetic} == synthetic
 
 
 @pytest.mark.slow  # two real runs (each ~10 s on a loaded machine)

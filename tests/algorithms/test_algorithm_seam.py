@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import janus
 from janus.algorithms import base
 
@@ -59,3 +61,24 @@ def test_on_policy_is_decided_by_the_algorithm_in_one_place() -> None:
     assert base.learns_on_policy(from_dict({"is_on_policy": True})) and not base.learns_on_policy(from_dict({}))
     for path in SRC.rglob("*.py"):
         assert "janus.is_on_policy or algorithm(" not in path.read_text(), path
+
+
+def test_a_run_folder_from_before_the_synthetic_section_loads_and_resumes_unchanged(tmp_path) -> None:
+    """Its config.yaml has the synthetic workload's keys under ``workload:``: they are read into the
+    ``synthetic:`` section, the same run as one recorded today, and restating them on resume changes nothing."""
+    import yaml
+
+    from janus.config import SyntheticConfig, from_dict, recorded, validate
+    from janus.harness.run_folder import check_changes, stored_config
+
+    new = validate(from_dict({"workload": {"algo": "synthetic", "iterations": 5},
+                              "synthetic": {"obs_shape": [4, 84, 84], "obs_dtype": "uint8", "env_step_ms": 0.0}}))
+    old = recorded(new)
+    old["workload"].update(old.pop("synthetic"))  # as config.yaml recorded them before the section
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    stored = validate(stored_config(tmp_path))
+    assert stored.synthetic == SyntheticConfig(obs_shape=(4, 84, 84), obs_dtype="uint8", env_step_ms=0.0)
+    assert stored == new and recorded(stored) == recorded(new)
+    check_changes(tmp_path, stored, new)  # the same run: nothing changed
+    with pytest.raises(Exception, match="--obs_shape"):
+        check_changes(tmp_path, stored, validate(from_dict({"synthetic": {"obs_shape": [8]}}, base=new)))

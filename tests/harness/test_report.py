@@ -16,7 +16,7 @@ def make_run(name: str, sps: float, wall: float, stages: tuple[float, ...], **kn
     """A run dict in the runner's schema; ``stages`` = (rollout, collect, select, update, wait, blocked)."""
     config = {"name": name, "placement": "cpu_pageable", "overlap_collect": 0, "overlap_select": 0,
               "g_collect": 1.0, "g_select": 1.0, "is_on_policy": False, "batch_size": 256,
-              "workload": {"num_actors": 2, "obs_shape": [64]}}
+              "workload": {"num_actors": 2}, "synthetic": {"obs_shape": [64]}}
     config.update(knobs)
     keys = ("rollout", "collect", "select", "update", "learner_wait", "actor_blocked")
     return {"name": name, "config": config, "samples_per_s": sps, "env_steps_per_s": sps / 2,
@@ -149,11 +149,11 @@ def test_write_results_files(tmp_path: Path, runs: list[dict[str, Any]]) -> None
 
 def test_write_results_json_is_strict(tmp_path: Path) -> None:
     run = make_run("baseline", float("nan"), 1.0, (1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-    run["config"]["workload"]["obs_shape"] = (4, 84, 84)
+    run["config"]["synthetic"]["obs_shape"] = (4, 84, 84)
     paths = write_results(tmp_path, "compare", [run])
     doc = json.loads(paths["json"].read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
     assert doc["runs"][0]["samples_per_s"] is None
-    assert doc["runs"][0]["config"]["workload"]["obs_shape"] == [4, 84, 84]
+    assert doc["runs"][0]["config"]["synthetic"]["obs_shape"] == [4, 84, 84]
 
 
 def test_default_out_dir_is_unique(tmp_path: Path) -> None:
@@ -242,10 +242,13 @@ def test_rl_results_leave_out_the_synthetic_workload_fields() -> None:
 
     full = RunConfig().to_dict()
     synthetic = reported_config(RunConfig())["workload"]
-    rl = reported_config(from_dict({"workload": {"algo": "dqn"}}))["workload"]
+    rl_config = reported_config(from_dict({"workload": {"algo": "dqn"}}))
+    rl = rl_config["workload"]
     assert not workload_fields(SYNTHETIC_ONLY) & set(rl) and {"algo", "env", "total_env_steps", "num_actors"} <= set(rl)
-    assert not workload_fields(GYM_ONLY) & set(synthetic) and {"obs_shape", "env_step_ms", "iterations"} <= set(synthetic)
-    assert full["workload"]["obs_shape"] == [1024]  # RunConfig.to_dict keeps every field (config.yaml does not)
+    assert "synthetic" not in rl_config  # the synthetic workload's own section
+    assert not workload_fields(GYM_ONLY) & set(synthetic) and {"iterations"} <= set(synthetic)
+    assert {"obs_shape", "env_step_ms"} <= set(reported_config(RunConfig())["synthetic"])
+    assert full["synthetic"]["obs_shape"] == [1024]  # RunConfig.to_dict keeps every field (config.yaml does not)
 
 
 def test_results_csv_has_return_columns_for_rl_runs(tmp_path: Path, runs: list[dict[str, Any]]) -> None:
@@ -260,7 +263,7 @@ def test_results_csv_has_return_columns_for_rl_runs(tmp_path: Path, runs: list[d
     assert float(rl["best_mean_return"]) == pytest.approx(max(best_window, *[sum(returns[:i + 1]) / (i + 1) for i in range(19)]))
     assert synthetic["episodes"] == synthetic["final_mean_return"] == synthetic["best_return"] == ""
     (doc_run, _) = json.loads(paths["json"].read_text())["runs"]
-    assert "obs_shape" not in doc_run["config"]["workload"] and "iterations" not in doc_run["config"]["workload"]
+    assert "synthetic" not in doc_run["config"] and "iterations" not in doc_run["config"]["workload"]
 
 
 def test_learning_curve_names_its_moving_mean_and_axes(tmp_path: Path, runs: list[dict[str, Any]],

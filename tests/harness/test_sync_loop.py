@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.errors import ConfigError
 from janus.harness.reports.table import ideal_bound
 from janus.runtime.plan import plan_of
@@ -24,8 +24,9 @@ def small(on_policy: bool = False, iterations: int = 5, **janus: Any) -> RunConf
                              "buffer_capacity": 4096, "is_on_policy": on_policy, "num_minibatches": 4, **janus}
     return resolve(RunConfig(
         janus=JanusConfig(**knobs),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(16,), hidden_size=16,
-                                iterations=iterations, updates_per_iteration=3, num_epochs=2, env_step_ms=0.1),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=16,
+                                iterations=iterations, updates_per_iteration=3, num_epochs=2),
+        synthetic=SyntheticConfig(obs_shape=(16,), env_step_ms=0.1),
         runtime=RuntimeConfig(backend="local"),
     ))
 
@@ -114,7 +115,8 @@ def test_an_interrupt_carries_the_run_so_far() -> None:
         calls.append(done)
         raise KeyboardInterrupt
 
-    cfg = replace(small(iterations=200), workload=replace(small().workload, iterations=200, env_step_ms=1.0))
+    cfg = replace(small(iterations=200), workload=replace(small().workload, iterations=200),
+                  synthetic=replace(small().synthetic, env_step_ms=1.0))
     before = host_threads()
     with pytest.raises(KeyboardInterrupt) as info:
         run_sync_loop(cfg, progress)

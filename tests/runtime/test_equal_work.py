@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from janus.algorithms.base import algorithm
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, from_dict, resolve
 from janus.runtime.plan import plan_of
 from janus.runtime.run import run_runtime
 
@@ -20,8 +20,9 @@ def synthetic(iterations: int, env_step_ms: float = 0.0, runtime: dict[str, Any]
                              "buffer_capacity": 4096, "g_collect": 1, "g_select": 1, **janus}
     return resolve(RunConfig(
         janus=JanusConfig(**knobs),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(8,), hidden_size=8,
-                                num_layers=1, iterations=iterations, updates_per_iteration=2, env_step_ms=env_step_ms),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=8, num_layers=1,
+                                iterations=iterations, updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(8,), env_step_ms=env_step_ms),
         runtime=RuntimeConfig(backend="local", **(runtime or {})),
     ))
 

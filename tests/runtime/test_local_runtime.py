@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime import wiring
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.messages import (
@@ -55,8 +55,9 @@ def tiny(on_policy: bool = False, **runtime: Any) -> RunConfig:
     return resolve(RunConfig(
         janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
                           batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=3, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
-                                iterations=12, updates_per_iteration=2, env_step_ms=0.2),
+        workload=WorkloadConfig(num_actors=3, envs_per_actor=4, rollout_length=16, hidden_size=32, iterations=12,
+                                updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(32,), env_step_ms=0.2),
         runtime=RuntimeConfig(**{"ping_interval_s": 0.1, "pong_timeout_s": 2.0, **runtime}),
     ))
 
@@ -304,7 +305,8 @@ def test_local_run_counts_messages_and_respects_rates(on_policy: bool) -> None:
 
 def test_worker_crash_is_restarted_and_training_continues() -> None:
     cfg = tiny(pong_timeout_s=1.5, samples_per_insert=1.0)  # training paced by inserts: outlasts detection
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=100, env_step_ms=2.0))
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=100),
+                              synthetic=dataclasses.replace(cfg.synthetic, env_step_ms=2.0))
     backend = LocalBackend()
     killed = threading.Event()
 

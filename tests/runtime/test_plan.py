@@ -9,7 +9,7 @@ import pytest
 
 from janus.algorithms.base import algorithm
 from janus.buffer.pacing.collection import CollectionUnit, piece_steps
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, from_dict, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, from_dict, resolve
 from janus.errors import ConfigError
 from janus.runtime import wiring
 from janus.runtime.plan import BufferLimits, plan_of
@@ -20,8 +20,9 @@ def synthetic(**janus: Any) -> RunConfig:
                              "buffer_capacity": 4096, **janus}
     return resolve(RunConfig(
         janus=JanusConfig(**knobs),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(8,), hidden_size=8,
-                                num_layers=1, iterations=4, updates_per_iteration=2),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=8, num_layers=1,
+                                iterations=4, updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(8,)),
         runtime=RuntimeConfig(backend="local"),
     ))
 

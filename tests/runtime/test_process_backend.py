@@ -27,7 +27,7 @@ import psutil
 import pytest
 import torch
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime import wiring
 from janus.runtime.backends.base import Backend
 from janus.runtime.backends.pipe import Deliver, SharedSnapshot, StoreAnnounced
@@ -189,8 +189,9 @@ def tiny(on_policy: bool, workers: int = 4, **runtime: Any) -> RunConfig:
     return resolve(RunConfig(
         janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
                           batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=workers, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
-                                iterations=10, updates_per_iteration=2, env_step_ms=0.2),
+        workload=WorkloadConfig(num_actors=workers, envs_per_actor=4, rollout_length=16, hidden_size=32,
+                                iterations=10, updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(32,), env_step_ms=0.2),
         runtime=RuntimeConfig(**{"backend": "process", "ping_interval_s": 0.1, "pong_timeout_s": 2.0, **runtime}),
     ))
 
@@ -273,7 +274,8 @@ def test_a_worker_loads_the_store_and_records_the_version_it_holds() -> None:
 
 def test_killed_worker_process_is_restarted_with_the_latest_parameters() -> None:
     cfg = tiny(False, samples_per_insert=1.0, min_inserts=256, pong_timeout_s=1.0)
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=60, env_step_ms=8.0))
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=60),
+                              synthetic=dataclasses.replace(cfg.synthetic, env_step_ms=8.0))
     backend = ProcessBackend(cfg)
     killed: list[int] = []
 

@@ -26,7 +26,7 @@ import pytest
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve  # noqa: E402
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve  # noqa: E402
 from janus.runtime.backends.ray import RayBackend  # noqa: E402
 from janus.runtime.backends.ray_actors import RayOutbox, RayParams  # noqa: E402
 from janus.runtime.backends.ray_cluster import GcsWatch  # noqa: E402
@@ -45,8 +45,9 @@ def tiny(on_policy: bool = False, workers: int = 2, **runtime: Any) -> RunConfig
     return resolve(RunConfig(
         janus=JanusConfig(is_on_policy=on_policy, overlap_collect=1, overlap_select=1, g_collect=g, g_select=g,
                           batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=workers, envs_per_actor=4, rollout_length=16, obs_shape=(32,),
-                                hidden_size=32, iterations=8, updates_per_iteration=2, env_step_ms=0.2),
+        workload=WorkloadConfig(num_actors=workers, envs_per_actor=4, rollout_length=16, hidden_size=32, iterations=8,
+                                updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(32,), env_step_ms=0.2),
         runtime=RuntimeConfig(**{"backend": "ray", "ping_interval_s": 0.2, "pong_timeout_s": 3.0, **runtime}),
     ))
 
@@ -132,7 +133,8 @@ def test_killed_worker_process_is_restarted_and_training_completes(ray_session: 
     driver's death watch, its replacement by the Orchestrator actor's. The pong timeout is longer
     than the whole run, so pings cannot be what finds them."""
     cfg = tiny(samples_per_insert=1.0, pong_timeout_s=300.0)  # training paced by inserts: it outlasts the restarts
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=40, env_step_ms=4.0))
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=40),
+                              synthetic=dataclasses.replace(cfg.synthetic, env_step_ms=4.0))
     backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
     killed: list[int] = []
 
@@ -279,8 +281,8 @@ def test_lost_gcs_stops_the_run_with_a_clear_error_and_no_actor_left(ray_session
     """The driver's GCS probe starts failing mid-run (the session's GCS itself stays up, so the
     test can see the actors): the run fails naming the GCS within seconds, with no actor left."""
     cfg = tiny(workers=1, samples_per_insert=1.0)  # the learner paced by the worker's inserts: ~13 s
-    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, env_step_ms=4.0,
-                                                                updates_per_iteration=1))
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, iterations=200, updates_per_iteration=1),
+                              synthetic=dataclasses.replace(cfg.synthetic, env_step_ms=4.0))
     backend = RayBackend(None, cfg.runtime.max_calls_in_flight)
     lost_at: list[float] = []
 

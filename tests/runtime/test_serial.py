@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from janus.algorithms.base import algorithm
-from janus.config import JanusConfig, RunConfig, WorkloadConfig, from_dict, resolve
+from janus.config import JanusConfig, RunConfig, SyntheticConfig, WorkloadConfig, from_dict, resolve
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.component import Component
 from janus.runtime.messages import StartMsg
@@ -44,8 +44,8 @@ def test_same_seed_same_returns(algo: str, steps: int, overrides: dict[str, Any]
 def test_serial_synthetic_run_conserves_transitions() -> None:
     cfg = resolve(RunConfig(
         janus=JanusConfig(overlap_collect=0, overlap_select=0, g_collect=2, g_select=2, batch_size=64, buffer_capacity=4096),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(16,), hidden_size=16,
-                                iterations=8, env_step_ms=0.0),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=16, iterations=8),
+        synthetic=SyntheticConfig(obs_shape=(16,), env_step_ms=0.0),
     ))
     run = run_runtime(cfg, timeout_s=60)
     assert run["counts"]["transitions_inserted"] == run["counts"]["transitions_produced"] == 2 * 8 * 64

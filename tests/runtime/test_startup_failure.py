@@ -11,7 +11,7 @@ import pytest
 from tests.runtime.test_process_backend import segments, worker_processes
 
 import janus.runtime.wiring as wiring
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime.run import run_runtime
 
 
@@ -19,8 +19,9 @@ def tiny(backend: str, overlap: int) -> RunConfig:
     return resolve(RunConfig(
         janus=JanusConfig(is_on_policy=False, overlap_collect=overlap, overlap_select=overlap, g_collect=2, g_select=2,
                           batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
-                                iterations=4, updates_per_iteration=2, env_step_ms=0.2),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=32, iterations=4,
+                                updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(32,), env_step_ms=0.2),
         runtime=RuntimeConfig(backend=backend, ping_interval_s=0.1, pong_timeout_s=2.0),
     ))
 

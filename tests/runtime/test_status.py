@@ -8,7 +8,7 @@ import dataclasses
 import json
 from typing import Any
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime.backends.local import LocalBackend
 from janus.runtime.messages import CountsMsg, EvaluationReport, PieceCounts, ReplayCounts, TrainerCounts
 from janus.runtime.orchestrator import Orchestrator
@@ -68,8 +68,8 @@ def test_the_commit_record_takes_the_same_keys_from_the_status() -> None:
 def tiny() -> RunConfig:
     return resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, g_collect=2, g_select=2, batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(8,), hidden_size=8,
-                                iterations=4, updates_per_iteration=2),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=8, iterations=4, updates_per_iteration=2),
+        synthetic=SyntheticConfig(obs_shape=(8,)),
         runtime=RuntimeConfig(),
     ))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime.backends.process import ProcessBackend
 from janus.runtime.faults import WorkerFaults
 from janus.runtime.orchestrator import Orchestrator
@@ -60,8 +60,9 @@ def test_the_orchestrator_records_a_worker_replaced_for_silence(capsys: pytest.C
 def test_a_sigstopped_worker_process_is_announced_while_the_run_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
     cfg = resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, g_collect=2, g_select=2, batch_size=64, buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, obs_shape=(16,), hidden_size=16,
-                                iterations=150, updates_per_iteration=1, env_step_ms=2.0),
+        workload=WorkloadConfig(num_actors=2, envs_per_actor=4, rollout_length=16, hidden_size=16, iterations=150,
+                                updates_per_iteration=1),
+        synthetic=SyntheticConfig(obs_shape=(16,), env_step_ms=2.0),
         runtime=RuntimeConfig(backend="process", ping_interval_s=0.1, pong_timeout_s=1.5, samples_per_insert=1.0,
                               min_inserts=128),  # paced: the learner waits for inserts, the stopped worker holds credit
     ))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from janus.config import JanusConfig, RunConfig, RuntimeConfig, WorkloadConfig, resolve
+from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
 from janus.runtime import wiring
 from janus.runtime.faults import WorkerFaults, last_line
 from janus.runtime.plan import RunPlan
@@ -111,8 +111,9 @@ def tiny(backend: str) -> RunConfig:
     return resolve(RunConfig(
         janus=JanusConfig(overlap_collect=1, overlap_select=1, g_collect=2, g_select=2, batch_size=64,
                           buffer_capacity=5000),
-        workload=WorkloadConfig(num_actors=1, envs_per_actor=4, rollout_length=16, obs_shape=(32,), hidden_size=32,
-                                iterations=1000, updates_per_iteration=1, env_step_ms=0.2),
+        workload=WorkloadConfig(num_actors=1, envs_per_actor=4, rollout_length=16, hidden_size=32, iterations=1000,
+                                updates_per_iteration=1),
+        synthetic=SyntheticConfig(obs_shape=(32,), env_step_ms=0.2),
         runtime=RuntimeConfig(backend=backend, ping_interval_s=0.1, pong_timeout_s=pong_timeout_s, samples_per_insert=2.0,
                               min_inserts=128),  # the learner waits for inserts: it cannot finish alone
     ))
@@ -151,7 +152,7 @@ def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, c
 
     cfg = tiny("local")
     cfg = resolve(RunConfig(janus=cfg.janus, workload=WorkloadConfig(**{**cfg.workload.__dict__, "iterations": 12}),
-                            runtime=cfg.runtime))
+                            runtime=cfg.runtime, synthetic=cfg.synthetic))
     backend = backend_wrapping(cfg, OnceRaising)
     result = run_runtime(cfg, backend=backend, timeout_s=120)
     errors = result["runtime"]["worker_errors"]

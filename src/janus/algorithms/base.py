@@ -184,7 +184,7 @@ class Algorithm(ABC):
     ``janus rollout`` and ``load_policy`` act with it (:meth:`policy`)."""
     acts_in_gymnasium: bool = False
     """It acts in Gymnasium environments (reads ``workload.env`` and the env-step budget), not in the
-    synthetic workload (``workload.obs_shape``, ``iterations`` ...)."""
+    synthetic workload (its ``synthetic:`` section, ``workload.iterations`` ...)."""
     simulates_environments: bool = False
     """Its environments are simulated, their work fixed by the run's workers and envs (the synthetic
     workload): ``janus tune`` keeps those and compares learner samples/s (:attr:`throughput_metric`)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RuntimeConfig, WorkloadConfig, default_config_file, sb3
+from janus.config import BACKENDS, VECTOR_ENVS, JanusConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, default_config_file, sb3
 from janus.config.build import base_config
 from janus.config.flags import (
     GYM_ONLY,
@@ -172,7 +172,7 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--{name}", type=CONVERTERS[kinds[name]], default=None, metavar=name.upper(),
                            help=_help(docs.get(name, ""), defaults[name], only.get(name, "")))
     wgroup = parser.add_argument_group("workload")
-    docs = {**field_docs(WorkloadConfig),
+    docs = {**field_docs(WorkloadConfig), **field_docs(SyntheticConfig),
             "hidden_size": "Width of every hidden layer of the learner's network (the Gymnasium algorithms: of "
                            "algorithm.hidden, as --net_arch).",
             "num_layers": "Hidden layers of the learner's network (the Gymnasium algorithms: of algorithm.hidden, as "

@@ -45,8 +45,10 @@ from janus.config.files import (  # reading a config file: also janus.config's n
     read_yaml as read_yaml,
 )
 from janus.config.schema import (  # the types, below this module and the algorithms: also janus.config's names
+    SYNTHETIC_FIELDS,
     RunConfig as RunConfig,
     RuntimeConfig as RuntimeConfig,
+    SyntheticConfig as SyntheticConfig,
     WorkloadConfig as WorkloadConfig,
 )
 from janus.errors import ConfigError, invalid, one_of
@@ -69,11 +71,11 @@ def usable_cpus() -> int:
 
 
 # ---- what a run reads: the fields config.yaml and results.json record ------------------------------
-SYNTHETIC_ONLY = ("workload.obs_shape", "workload.obs_dtype", "workload.env_step_ms", "workload.env_compute_ms",
-                  "workload.hidden_size", "workload.num_layers", "workload.num_actions", "workload.iterations",
-                  "workload.updates_per_iteration", "runtime.samples_per_param_load")
-"""Fields only the synthetic workload reads (a Gymnasium run takes them from its env, its budget and its
-``algorithm:`` section, and publishes parameters per round of pieces)."""
+SYNTHETIC_ONLY = (*(f"synthetic.{key}" for key in SYNTHETIC_FIELDS), "workload.hidden_size", "workload.num_layers",
+                  "workload.iterations", "workload.updates_per_iteration", "runtime.samples_per_param_load")
+"""Fields only the algorithms not acting in Gymnasium read: the synthetic workload's section, its network and
+budget (a Gymnasium run takes them from its env, its budget and its ``algorithm:`` section, and publishes
+parameters per round of pieces)."""
 GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.preset", "workload.total_env_steps",
             "runtime.eval_interval_steps", "runtime.eval_episodes")
 """Fields only the Gymnasium algorithms (dqn, ppo, sac, appo, impala) read."""
@@ -84,7 +86,7 @@ RAY_ONLY = ("runtime.address", "runtime.max_calls_in_flight")
 
 
 def unread_fields(cfg: RunConfig) -> set[str]:
-    """The configuration paths (``batch_size``, ``workload.obs_shape`` ...) a run of ``cfg`` never reads:
+    """The configuration paths (``batch_size``, ``synthetic.obs_shape`` ...) a run of ``cfg`` never reads:
     those of the other kind of workload (synthetic or Gymnasium), of the other policy mode, of Ray
     on another backend."""
     from janus.algorithms.base import algorithm
@@ -115,6 +117,8 @@ def recorded(cfg: RunConfig) -> dict[str, Any]:
     for path in unread_fields(cfg):
         section, _, key = path.rpartition(".")
         (out[section] if section else out).pop(key, None)
+    if not out.get("synthetic"):  # a Gymnasium run reads none of the synthetic workload's section
+        out.pop("synthetic", None)
     for key in PER_INVOCATION:  # janus train sets them itself on each invocation
         out["runtime"].pop(key, None)
     if cfg.runtime.checkpoint_dir is not None:  # a folder of the user's choosing (else: none, or RUN_DIR/checkpoint)
@@ -126,8 +130,10 @@ def recorded(cfg: RunConfig) -> dict[str, Any]:
     return out
 
 
-_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | {"name", "seed", "workload", "runtime", "algorithm"}
-_WORKLOAD = {f.name for f in fields(WorkloadConfig)}
+_SECTIONS = ("name", "seed", "workload", "runtime", "algorithm", "synthetic")
+"""The top-level keys that are not data-path knobs."""
+_TOP_LEVEL = {f.name for f in fields(JanusConfig)} | set(_SECTIONS)
+_WORKLOAD = {f.name for f in fields(WorkloadConfig)} | set(SYNTHETIC_FIELDS)  # the latter: files from before synthetic:
 _RUNTIME = {f.name for f in fields(RuntimeConfig)}
 
 
@@ -146,7 +152,7 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
     _check_keys(data, _TOP_LEVEL, "config")
     cfg = base or RunConfig()
-    janus_kw = {k: v for k, v in data.items() if k not in ("name", "seed", "workload", "runtime", "algorithm")}
+    janus_kw = {k: v for k, v in data.items() if k not in _SECTIONS}
     algorithm = data.get("algorithm") or {}
     if not isinstance(algorithm, Mapping):
         raise invalid("algorithm", algorithm, "a mapping of algorithm hyperparameters")
@@ -163,16 +169,23 @@ def from_dict(data: Mapping[str, Any], base: RunConfig | None = None) -> RunConf
         from janus.algorithms.base import canonical_name
 
         workload["algo"] = canonical_name(workload["algo"])
-    if "obs_shape" in workload:
-        shape = workload["obs_shape"]
+    synthetic = data.get("synthetic") or {}
+    if not isinstance(synthetic, Mapping):
+        raise invalid("synthetic", synthetic, "a mapping of the synthetic workload's keys")
+    _check_keys(synthetic, set(SYNTHETIC_FIELDS), "synthetic")
+    # the synthetic workload's keys under workload: (a config or run folder from before synthetic:, the flags)
+    synthetic = {**{key: workload.pop(key) for key in SYNTHETIC_FIELDS if key in workload}, **synthetic}
+    if "obs_shape" in synthetic:
+        shape = synthetic["obs_shape"]
         if isinstance(shape, int):
             shape = [shape]
         if not isinstance(shape, (list, tuple)):
-            raise invalid("workload.obs_shape", shape, "a list of positive integers, e.g. [4, 84, 84]")
-        workload["obs_shape"] = tuple(shape)
+            raise invalid("synthetic.obs_shape", shape, "a list of positive integers, e.g. [4, 84, 84]")
+        synthetic["obs_shape"] = tuple(shape)
     return RunConfig(
         janus=replace(cfg.janus, **janus_kw),
         workload=replace(cfg.workload, **workload),
+        synthetic=replace(cfg.synthetic, **synthetic),
         runtime=replace(cfg.runtime, **runtime),
         algorithm={**cfg.algorithm, **algorithm},
         name=data.get("name", cfg.name),  # checked by validate(): a list is not a name
@@ -188,6 +201,20 @@ def load_yaml(path: str | Path) -> RunConfig:
     return from_dict(read_yaml(path))
 
 
+def validate_synthetic(s: SyntheticConfig) -> SyntheticConfig:
+    """The ``synthetic:`` section checked, its numbers normalised."""
+    if s.obs_dtype not in OBS_DTYPES:
+        raise invalid("synthetic.obs_dtype", s.obs_dtype, one_of(OBS_DTYPES))
+    if not s.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s.obs_shape):
+        raise invalid("synthetic.obs_shape", list(s.obs_shape), "a non-empty list of positive integers")
+    for key in ("env_step_ms", "env_compute_ms"):
+        value = getattr(s, key)
+        if not _is_number(value) or not 0 <= value <= 60_000:
+            raise invalid(f"synthetic.{key}", value, "a finite number in [0, 60000] (milliseconds)")
+    return replace(s, num_actions=_int("synthetic.num_actions", s.num_actions), env_step_ms=float(s.env_step_ms),
+                   env_compute_ms=float(s.env_compute_ms))
+
+
 def validate(cfg: RunConfig) -> RunConfig:
     """Check every field of a run; return a copy with normalised types. Raises ConfigError."""
     from janus.algorithms.base import algorithm  # the registry: imports the algorithm's module by name
@@ -196,10 +223,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     algo = algorithm(w.algo)  # unknown names: an error listing the registered ones (and custom ones imported)
     # the algorithm states whether it learns on-policy; the data path's knob follows it
     janus = validate_janus(replace(cfg.janus, is_on_policy=algo.is_on_policy(cfg)))
-    if w.obs_dtype not in OBS_DTYPES:
-        raise invalid("workload.obs_dtype", w.obs_dtype, one_of(OBS_DTYPES))
-    if not w.obs_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in w.obs_shape):
-        raise invalid("workload.obs_shape", list(w.obs_shape), "a non-empty list of positive integers")
+    synthetic = validate_synthetic(cfg.synthetic)
     check_env_kwargs(w.env_kwargs)
     if w.vector_env not in VECTOR_ENVS:
         raise invalid("workload.vector_env", w.vector_env, one_of(VECTOR_ENVS))
@@ -207,10 +231,6 @@ def validate(cfg: RunConfig) -> RunConfig:
 
     if w.preset not in PRESETS:
         raise invalid("workload.preset", w.preset, one_of(PRESETS))
-    for key in ("env_step_ms", "env_compute_ms"):
-        value = getattr(w, key)
-        if not _is_number(value) or not 0 <= value <= 60_000:
-            raise invalid(f"workload.{key}", value, "a finite number in [0, 60000] (milliseconds)")
     workload = replace(
         w,
         num_actors=_int("workload.num_actors", w.num_actors, high=MAX_WORKERS),
@@ -218,18 +238,16 @@ def validate(cfg: RunConfig) -> RunConfig:
         rollout_length=_int("workload.rollout_length", w.rollout_length),
         hidden_size=_int("workload.hidden_size", w.hidden_size),
         num_layers=_int("workload.num_layers", w.num_layers, low=0),
-        num_actions=_int("workload.num_actions", w.num_actions),
         iterations=_int("workload.iterations", w.iterations),
         updates_per_iteration=_int("workload.updates_per_iteration", w.updates_per_iteration),
         num_epochs=_int("workload.num_epochs", w.num_epochs),
-        env_step_ms=float(w.env_step_ms), env_compute_ms=float(w.env_compute_ms),
         total_env_steps=_int("workload.total_env_steps", w.total_env_steps),
     )
     if not isinstance(cfg.name, str) or not cfg.name.strip():
         raise invalid("name", cfg.name, "a non-empty string (the run's name in reports)")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < SEED_LIMIT:
         raise invalid("seed", cfg.seed, f"an integer in [0, {SEED_LIMIT - 1:,}]")
-    out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime))
+    out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime), synthetic=synthetic)
     algo.validate(out)  # after the types above: an algorithm's own checks may compute with the fields
     if janus.is_on_policy:
         rollout = out.rollout_transitions

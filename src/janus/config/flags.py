@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from janus.buffer.settings import JanusConfig
 from janus.config import sb3
-from janus.config.schema import RuntimeConfig, WorkloadConfig
+from janus.config.schema import RuntimeConfig, SyntheticConfig, WorkloadConfig
 from janus.errors import ConfigError, shown
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ BOOL_FIELDS = {"is_on_policy"}
 PER_INVOCATION = {"resume", "checkpoint_dir", "best_dir"}  # set by `janus train` itself (RUN_DIR/checkpoint, best, --resume)
 
 JANUS_FLAGS = tuple(f.name for f in fields(JanusConfig))
-WORKLOAD_FLAGS = tuple(f.name for f in fields(WorkloadConfig))
+WORKLOAD_FLAGS = tuple(f.name for f in (*fields(WorkloadConfig), *fields(SyntheticConfig)))  # from_dict moves the latter
 RUNTIME_FLAGS = tuple(f.name for f in fields(RuntimeConfig) if f.name not in PER_INVOCATION)
 SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "num_actions", "iterations",
                   "updates_per_iteration", "is_on_policy", "samples_per_param_load"}
@@ -127,7 +127,7 @@ def value_of(cfg: RunConfig, flag: str) -> Any:
         return len(hidden)
     if flag == "seed":
         return cfg.seed
-    for section in (cfg.janus, cfg.workload, cfg.runtime):
+    for section in (cfg.janus, cfg.workload, cfg.runtime, cfg.synthetic):
         if flag in {f.name for f in fields(section)}:
             return getattr(section, flag)
     raise KeyError(flag)
@@ -154,7 +154,7 @@ def setting_kinds() -> dict[str, str]:
     and the keywords' checks follow."""
     kinds = {name: "bool" if name in BOOL_FIELDS else "number" for name in JANUS_FLAGS}
     special = {"obs_shape": "int_list", "env_kwargs": "mapping", "algo": "algo"}
-    wtypes = {f.name: f.type for f in fields(WorkloadConfig)}
+    wtypes = {f.name: f.type for f in (*fields(WorkloadConfig), *fields(SyntheticConfig))}
     kinds |= {name: special.get(name, "str" if wtypes[name] == "str" else "number") for name in WORKLOAD_FLAGS}
     kinds[NUM_WORKERS] = "number"
     rtypes = {f.name: f.type for f in fields(RuntimeConfig)}

@@ -52,6 +52,28 @@ class WorkloadConfig:
     """Environments stepped together by one actor: a step yields this many transitions."""
     rollout_length: int = 32
     """Steps per rollout (per actor)."""
+    hidden_size: int = 128
+    """Learner MLP width (the synthetic workload's; the Gymnasium algorithms': of ``algorithm.hidden``)."""
+    num_layers: int = 2
+    """Learner MLP hidden layers."""
+    iterations: int = 300
+    """Iterations: each actor produces one rollout per iteration; the learner performs
+    ``updates_per_iteration`` updates (off-policy) or ``num_epochs`` x M (on-policy) per iteration."""
+    updates_per_iteration: int = 4
+    """Off-policy learner updates per iteration (the replay ratio)."""
+    num_epochs: int = 2
+    """On-policy epochs over each rollout."""
+
+
+@dataclass
+class SyntheticConfig:
+    """The synthetic workload's simulated environments: the ``synthetic:`` section, read by ``--algo
+    synthetic`` alone (its flags keep their names: ``--obs_shape``, ``--env_step_ms`` ...).
+
+    A config file or run folder from before this section has these keys under ``workload:``: they
+    are read into it (:func:`janus.config.from_dict`). The defaults are the packaged default
+    configuration's ``synthetic:`` section (a test keeps the two equal)."""
+
     obs_shape: tuple[int, ...] = (1024,)
     """Observation shape."""
     obs_dtype: str = "float32"
@@ -61,19 +83,12 @@ class WorkloadConfig:
     env_compute_ms: float = 0.0
     """Simulated CPU-bound environment cost per actor step, in milliseconds (a busy Python loop that
     holds the GIL, like a Gymnasium env written in Python); added to ``env_step_ms``."""
-    hidden_size: int = 128
-    """Learner MLP width."""
-    num_layers: int = 2
-    """Learner MLP hidden layers."""
     num_actions: int = 8
     """Discrete actions (output width of the learner MLP)."""
-    iterations: int = 300
-    """Iterations: each actor produces one rollout per iteration; the learner performs
-    ``updates_per_iteration`` updates (off-policy) or ``num_epochs`` x M (on-policy) per iteration."""
-    updates_per_iteration: int = 4
-    """Off-policy learner updates per iteration (the replay ratio)."""
-    num_epochs: int = 2
-    """On-policy epochs over each rollout."""
+
+
+SYNTHETIC_FIELDS = tuple(f.name for f in dataclasses.fields(SyntheticConfig))
+"""The keys of the ``synthetic:`` section (under ``workload:`` before it had one)."""
 
 
 @dataclass
@@ -141,6 +156,8 @@ class RunConfig:
     """Overrides of the algorithm's hyperparameters (``DQNConfig`` / ``PPOConfig`` field names)."""
     name: str = "run"
     seed: int = 0
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    """The synthetic workload's simulated environments (read by ``--algo synthetic`` only)."""
 
     # ---- derived quantities -------------------------------------------------------------------
     @property
@@ -167,9 +184,8 @@ class RunConfig:
         """Flat dict as written to YAML / results.json (janus knobs at the top level)."""
         out: dict[str, Any] = {"name": self.name, "seed": self.seed}
         out.update(dataclasses.asdict(self.janus))
-        wl = dataclasses.asdict(self.workload)
-        wl["obs_shape"] = list(self.workload.obs_shape)
-        out["workload"] = wl
+        out["workload"] = dataclasses.asdict(self.workload)
+        out["synthetic"] = {**dataclasses.asdict(self.synthetic), "obs_shape": list(self.synthetic.obs_shape)}
         out["runtime"] = dataclasses.asdict(self.runtime)
         if self.algorithm:
             out["algorithm"] = dict(self.algorithm)
