@@ -1,4 +1,4 @@
-"""Presets by environment family: the RL Zoo's tuned hyperparameters, mapped onto janus's knobs.
+"""Presets by environment family: the family of an env id, and the overlay an algorithm declares for it.
 
 An algorithm's own ``preset`` is tuned for CartPole-v1 / Pendulum-v1. A run on an Atari, Box2D or
 MuJoCo environment starts from that preset with the family's overlay on top (and the user's config

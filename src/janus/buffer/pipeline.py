@@ -162,7 +162,8 @@ class JanusBuffer:
                 check_int("min_size", min_size, 1, capacity, f" (buffer_capacity={capacity})")
             self.min_size = batch_size if min_size is None else int(min_size)
         self.batch_size = batch_size
-        unit = collection or CollectionUnit.of(cfg, rollout_size)  # a run's plan passes its own (janus.runtime.plan)
+        # a run's plan (janus.runtime.plan) passes its own; a buffer built alone derives it from its config
+        unit = collection or CollectionUnit.of(cfg.is_on_policy, cfg.g_collect, rollout_size)
         if (unit.transitions is not None) != cfg.is_on_policy:
             raise ConfigError(f"invalid collection: got {unit}; accepted: transitions on-policy, pieces off-policy")
         self._collect_pieces, self._collect_transitions = unit.pieces, unit.transitions

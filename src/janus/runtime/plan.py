@@ -90,7 +90,7 @@ class RunPlan:
             serial=serial(cfg),
             evaluates=evaluates,
             replay_device=j.learner_device if cfg.runtime.backend != "ray" else "cpu",
-            collection=CollectionUnit.of(j, rollout_size(cfg, spec)),
+            collection=CollectionUnit.of(j.is_on_policy, j.g_collect, rollout_size(cfg, spec)),
         )
 
     @property

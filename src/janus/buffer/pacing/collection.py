@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from janus.buffer.settings import JanusConfig
-
 
 @dataclass(frozen=True)
 class CollectionUnit:
@@ -25,12 +23,12 @@ class CollectionUnit:
     """On-policy: transitions per collection, ``g_collect`` (k/M) of the rollout."""
 
     @classmethod
-    def of(cls, config: JanusConfig, rollout_size: int | None) -> CollectionUnit:
-        """The unit of a buffer of ``config`` (its ``g_collect`` parsed): on-policy ``g_collect`` of a
-        rollout of ``rollout_size`` transitions (rows), off-policy ``g_collect`` pieces."""
-        if config.is_on_policy:
-            return cls(transitions=round(config.g_collect * (rollout_size or 0)))
-        return cls(pieces=int(config.g_collect))
+    def of(cls, on_policy: bool, g_collect: float, rollout_size: int | None) -> CollectionUnit:
+        """The unit of ``g_collect`` (parsed: a number): on-policy ``g_collect`` (k/M) of a rollout of
+        ``rollout_size`` transitions (rows), off-policy ``g_collect`` pieces."""
+        if on_policy:
+            return cls(transitions=round(g_collect * (rollout_size or 0)))
+        return cls(pieces=int(g_collect))
 
     @property
     def staged_pieces(self) -> int:
