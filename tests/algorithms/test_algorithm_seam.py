@@ -69,7 +69,7 @@ def test_a_run_folder_from_before_the_synthetic_section_loads_and_resumes_unchan
     import yaml
 
     from janus.config import SyntheticConfig, from_dict, recorded, validate
-    from janus.harness.run_folder import check_changes, stored_config
+    from janus.harness.resume_checks import check_changes, stored_config
 
     new = validate(from_dict({"workload": {"algo": "synthetic", "iterations": 5},
                               "synthetic": {"obs_shape": [4, 84, 84], "obs_dtype": "uint8", "env_step_ms": 0.0}}))
