@@ -33,9 +33,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from janus.algorithms.base import Budget, BufferSpec, Pacing, default_error_buffer, register
+from janus.algorithms.base import Budget, BufferSpec, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.optim import clip_grad_norm
+from janus.algorithms.pacing import Pacing, default_error_buffer
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from janus.algorithms.base import Algorithm, Budget, BufferSpec, Pacing, algorithm, largest_insert, learns_on_policy
+from janus.algorithms.base import Algorithm, Budget, BufferSpec, algorithm, learns_on_policy
+from janus.algorithms.pacing import Pacing, largest_insert
 from janus.buffer.pacing.collection import CollectionUnit
 from janus.buffer.pacing.ratio_limiter import SampleToInsertRatio
 from janus.buffer.replay.prioritized import LinearSchedule
