@@ -13,7 +13,8 @@ import yaml
 from janus.cli import build_parser, config_from_args, main
 from janus.config import from_dict, resolve
 from janus.harness.tune.command import best_config, format_tune, write_tune
-from janus.harness.tune.search import ETA, FINAL_FRACTION, FINAL_ROUNDS, Candidate, defaults_of, search_space, successive_halving
+from janus.harness.tune.search import ETA, FINAL_FRACTION, FINAL_ROUNDS, successive_halving
+from janus.harness.tune.space import Candidate, defaults_of, search_space
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "configs" / "default.yaml")

@@ -19,7 +19,8 @@ from janus.cli import build_parser, config_from_args, main
 from janus.config import resolve
 from janus.harness.tune import command as tune_command
 from janus.harness.tune.command import run_trial
-from janus.harness.tune.search import MIN_SHARE, defaults_of, scaled
+from janus.harness.tune.search import MIN_SHARE, scaled
+from janus.harness.tune.space import defaults_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "configs" / "default.yaml")

@@ -20,16 +20,8 @@ from janus.algorithms.base import algorithm
 from janus.config import RunConfig, recorded, resolve
 from janus.errors import JanusError, invalid
 from janus.harness import run_folder
-from janus.harness.tune.search import (
-    BACKENDS,
-    VERDICTS,
-    Trial,
-    TuneResult,
-    acts_in_environment,
-    defaults_of,
-    search_space,
-    successive_halving,
-)
+from janus.harness.tune.search import VERDICTS, Trial, TuneResult, successive_halving
+from janus.harness.tune.space import BACKENDS, acts_in_environment, defaults_of, search_space
 from janus.runtime.backends.base import Backend
 from janus.runtime.run import run_runtime
 from janus.runtime.synchronous import on_synchronous_loop, run_sync_loop
