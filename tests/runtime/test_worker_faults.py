@@ -159,7 +159,7 @@ def test_results_record_the_errors_of_a_run_that_survived_them(tmp_path: Path, c
     assert [(e["worker"], e["error"], e["in_a_row"]) for e in errors] == [
         ("worker-0", "ValueError: broken env on purpose", 1)]
     assert result["runtime"]["worker_restarts"] == {"worker-0": 1} and result["runtime"]["worker_errors_total"] == 1
-    from janus.harness.commands import runtime_summary
+    from janus.harness.outputs import runtime_summary
 
     assert "worker errors: 1 (the last: ValueError: broken env on purpose)" in runtime_summary(result["runtime"])
     assert "janus: worker 'worker-0' raised ValueError: broken env on purpose" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """What a caller asks of janus for one run: a :class:`RunRequest`, typed, from keywords or from flags.
 
 ``janus.train(...)`` builds one from its keywords (:func:`janus.api.keywords.keyword_request`), ``janus
-train|compare|eval|tune`` from its flags (:mod:`janus.cli`); :func:`janus.config.build.configured` turns it
+train|compare|eval|tune`` from its flags (:mod:`janus.cli`); :func:`janus.harness.configured.configured` turns it
 into the run's validated configuration and :func:`janus.harness.commands.run_command` runs it. A request
 also says how its caller names settings (:class:`Naming`: ``--lr`` or ``lr``), so an error speaks the
 caller's words.
