@@ -6,9 +6,11 @@ results.json) it is converted at that edge (:meth:`RunStatus.to_dict`, :func:`ru
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,16 @@ def run_state(status: RunStatus) -> dict[str, Any]:
 # ---- the components' counters a result reports -----------------------------------------------------
 # Each reads the free-form counters a component keeps (Component.counters) once, here, with the
 # defaults a missing count takes; values are kept as the component counted them.
+REPLAY_HOST_OWN = frozenset({"transitions_inserted", "pieces_dropped_at_stop", "priorities_dropped"})
+"""The TrajectoryManager's own counters; its JanusBuffer's are reported as ``buffer.<name>``."""
+
+
+def read_counters(cls: type[C], counts: Mapping[str, float], key: Callable[[str], str] = lambda name: name) -> C:
+    """A counters record ``cls`` from a component's reported counts: each field from ``counts[key(field)]``,
+    a count not reported taking the field's default (one place for the defaults: the dataclass's own)."""
+    return cls(**{f.name: counts.get(key(f.name), f.default) for f in fields(cls)})  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class ReplayHostCounters:
     """The TrajectoryManager's counters (its buffer's under ``buffer.``)."""
@@ -88,15 +100,7 @@ class ReplayHostCounters:
     @classmethod
     def of(cls, c: Mapping[str, float]) -> ReplayHostCounters:
         """From the TrajectoryManager's counters."""
-        return cls(
-            transitions_inserted=c.get("transitions_inserted", 0), pieces_dropped_at_stop=c.get("pieces_dropped_at_stop", 0),
-            priorities_dropped=c.get("priorities_dropped", 0),
-            transitions_collected=c.get("buffer.transitions_collected", 0), collect_calls=c.get("buffer.collect_calls", 0),
-            select_calls=c.get("buffer.select_calls", 0), batches_selected=c.get("buffer.batches_selected", 0),
-            items_dropped_stale=c.get("buffer.items_dropped_stale", 0),
-            collect_s=c.get("buffer.collect_s", 0.0), select_s=c.get("buffer.select_s", 0.0),
-            learner_wait_s=c.get("buffer.learner_wait_s", 0.0), actor_blocked_s=c.get("buffer.actor_blocked_s", 0.0),
-            insert_wait_s=c.get("buffer.insert_wait_s", 0.0), sample_wait_s=c.get("buffer.sample_wait_s", 0.0))
+        return read_counters(cls, c, lambda name: name if name in REPLAY_HOST_OWN else f"buffer.{name}")
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,7 @@ class TrainerCounters:
     @classmethod
     def of(cls, c: Mapping[str, float]) -> TrainerCounters:
         """From the Trainer's counters."""
-        return cls(
-            batches_trained=c.get("batches_trained"), update_s=c.get("update_s", 0.0), wait_s=c.get("wait_s", 0.0),
-            versions_published=c.get("versions_published", 0), priorities_dropped=c.get("priorities_dropped", 0),
-            batches_dropped_stale=c.get("batches_dropped_stale", 0), policy_lag_batches=c.get("policy_lag_batches", 0),
-            policy_lag_sum=c.get("policy_lag_sum", 0.0), policy_lag_max=c.get("policy_lag_max", 0.0))
+        return read_counters(cls, c)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class WorkerCounters:
     @classmethod
     def of(cls, c: Mapping[str, float]) -> WorkerCounters:
         """From a worker's counters."""
-        return cls(env_steps=c.get("env_steps", 0), transitions=c.get("transitions", 0), rollout_s=c.get("rollout_s", 0.0))
+        return read_counters(cls, c)
 
 
 @dataclass(frozen=True)
