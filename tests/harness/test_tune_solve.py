@@ -178,6 +178,9 @@ def test_best_yaml_holds_the_best_only_where_it_won_the_confirming_runs(tmp_path
     assert loaded.algorithm["lr"] == 1e-3
     text = (tmp_path / "best.yaml").read_text()
     assert "2.40x" in text and "solved 3/3, median 2.5 s" in text and "solved 2/3, median 6.0 s" in text
+    never = Confirmation(fast, {"best": [2.0, 2.5, 3.0], "defaults": [math.inf] * 3}, "gain")
+    loaded = resolve(from_dict(yaml.safe_load(write_best(tmp_path, cfg, space.defaults, never).read_text())))
+    assert loaded.algorithm["lr"] == 1e-3 and "the defaults' median run did not solve" in (tmp_path / "best.yaml").read_text()
     close = Confirmation(fast, {"best": [2.0, 5.5, 3.0], "defaults": [5.0, 6.0, 4.0]}, "within_spread")
     loaded = resolve(from_dict(yaml.safe_load(write_best(tmp_path, cfg, space.defaults, close).read_text())))
     assert loaded.algorithm["lr"] == 2.5e-4 and "within each other's spread" in (tmp_path / "best.yaml").read_text()

@@ -16,6 +16,7 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 SEARCHES = ("tpe", "halving", "plain")
 VERDICTS = {
-    "gain": "the best solves faster than the defaults: {gain:.2f}x (medians of the confirming runs, ranges apart): best.yaml holds it",
+    "gain": "the best solves faster than the defaults: {gain} (medians of the confirming runs, ranges apart): best.yaml holds it",
     "within_spread": ("the best and the defaults are within each other's spread (their ranges of times to solve overlap): "
                       "not a measured difference, best.yaml holds the defaults"),
     "lost": "the best did not beat the defaults in the confirming runs: best.yaml holds the defaults",
@@ -97,6 +98,13 @@ class Confirmation:
         return f"solved {sum(math.isfinite(v) for v in values)}/{len(values)}, median {med} ({shown})"
 
 
+def verdict_line(result: Confirmation) -> str:
+    """The verdict as the table and best.yaml's header say it."""
+    gain = result.gain
+    shown = f"{gain:.2f}x" if gain is not None else "the defaults' median run did not solve"
+    return VERDICTS[result.verdict].format(gain=shown)
+
+
 def check_request(request: RunRequest, cfg: RunConfig) -> tuple[float, str, int]:
     """The target, the search and the confirming seeds of a time-to-solve tune; clear errors first."""
     name = cfg.workload.algo
@@ -118,7 +126,7 @@ def check_request(request: RunRequest, cfg: RunConfig) -> tuple[float, str, int]
 
 
 def confirm(cfg: RunConfig, state: SearchState, defaults: Setting, run: SolveRunner,
-            done: Any) -> Confirmation:
+            done: Callable[[SolveTrial], None]) -> Confirmation:
     """The confirming runs (see the module), within the time set aside for them."""
     budget = state.budget
     other = challenger(state, defaults)
@@ -228,8 +236,7 @@ def format_solve(state: SearchState, defaults: Setting, result: Confirmation) ->
     for role in ("best", "defaults"):
         if result.times.get(role):
             lines.append(f"  {role}: {result.summary(role)} (time to solve, confirming runs)")
-    gain = result.gain
-    lines.append(VERDICTS[result.verdict].format(gain=gain if gain is not None else math.inf))
+    lines.append(verdict_line(result))
     if state.stopped_early:
         lines.append("the time budget ran out before the search finished: the best so far is reported")
     return "\n".join(lines)
@@ -243,7 +250,7 @@ def chosen(defaults: Setting, result: Confirmation) -> Setting:
 def write_best(out_dir: Path, cfg: RunConfig, defaults: Setting, result: Confirmation) -> Path:
     """``best.yaml`` (what ``janus train --config`` takes), its header the confirming runs' figures."""
     best = recorded(resolve(chosen(defaults, result).apply(cfg)))
-    header = [f"# written by janus tune --objective time_to_solve: {VERDICTS[result.verdict].format(gain=result.gain or 0)}"]
+    header = [f"# written by janus tune --objective time_to_solve: {verdict_line(result)}"]
     if result.challenger is not None:
         header.append(f"# best:     {result.challenger.label()}: {result.summary('best')}")
     header.append(f"# defaults: {defaults.label()}: {result.summary('defaults')}")

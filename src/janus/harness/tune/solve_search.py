@@ -39,6 +39,8 @@ TPE_STARTUP = 5
 PRUNER_STARTUP = 3
 """Finished trials before the median pruner prunes anything."""
 RUNGS = 3
+FAILURES_IN_A_ROW = 10
+"""TPE stops after this many runs in a row fail (a workload no setting runs): the error is in each."""
 """Successive halving's rungs: caps of 1/9, 1/3 and 1 of the run cap."""
 
 SolveRunner = Callable[[RunConfig, float, "OnEvaluation | None"], Outcome]
@@ -167,6 +169,9 @@ def tpe_search(cfg: RunConfig, space: JointSpace, state: SearchState, run: Solve
         else:
             study.tell(trial, result.value)
         done(result)
+        if len(state.trials) >= FAILURES_IN_A_ROW and all(t.outcome is None for t in state.trials[-FAILURES_IN_A_ROW:]):
+            state.stopped_early = True
+            break
     finished = [t for t in state.trials if t.stage == "search" and t.value is not None
                 and not (t.outcome and (t.outcome.pruned or t.outcome.cut))]
     state.best = min(finished, key=_value).setting if finished else space.defaults
