@@ -72,10 +72,18 @@ class SolveTrial:
     value: float | None = None  # the objective (None: failed)
     error: str = ""
     role: str = ""  # confirm: best or defaults
+    allowed_s: float = 0.0  # its deadline: the cap, or less where the time left was less
 
     @property
     def solved(self) -> bool:
         return self.outcome is not None and self.outcome.solved_at_s is not None
+
+    @property
+    def complete(self) -> bool:
+        """Its score is the objective's: it solved, ran to its budget, or ran its whole cap unsolved
+        (not pruned, not cut short by the end of the search's time)."""
+        o = self.outcome
+        return o is not None and not o.pruned and not (o.cut and self.allowed_s < self.cap_s)
 
 
 @dataclass
@@ -126,8 +134,8 @@ def run_setting(cfg: RunConfig, state: SearchState, setting: Setting, stage: str
     try:
         outcome = run(trial_config(cfg, setting, seed), allowed_s, on_evaluation)
     except Exception as exc:  # noqa: BLE001 - a setting this workload refuses or that fails: recorded, not fatal
-        return SolveTrial(setting, stage, seed, cap_s, None, error=f"{type(exc).__name__}: {exc}")
-    return SolveTrial(setting, stage, seed, cap_s, outcome, value=outcome.value(state.target, cap_s))
+        return SolveTrial(setting, stage, seed, cap_s, None, error=f"{type(exc).__name__}: {exc}", allowed_s=allowed_s)
+    return SolveTrial(setting, stage, seed, cap_s, outcome, value=outcome.value(state.target, cap_s), allowed_s=allowed_s)
 
 
 def warm_up(cfg: RunConfig, space: JointSpace, state: SearchState, run: SolveRunner,
@@ -164,16 +172,15 @@ def tpe_search(cfg: RunConfig, space: JointSpace, state: SearchState, run: Solve
         result = run_setting(cfg, state, setting, "search", cfg.seed, budget.cap_s, allowed, run, on_evaluation)
         if result.outcome is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        elif result.outcome.pruned or result.outcome.cut:  # ranked by its evaluations so far, as TPE ranks pruned trials
+        elif not result.complete:  # pruned, or cut short: ranked by its evaluations so far, as TPE ranks pruned trials
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        else:
+        else:  # solved, or unsolved at its cap: its score, the shortfall ranking it after every solved one
             study.tell(trial, result.value)
         done(result)
         if len(state.trials) >= FAILURES_IN_A_ROW and all(t.outcome is None for t in state.trials[-FAILURES_IN_A_ROW:]):
             state.stopped_early = True
             break
-    finished = [t for t in state.trials if t.stage == "search" and t.value is not None
-                and not (t.outcome and (t.outcome.pruned or t.outcome.cut))]
+    finished = [t for t in state.trials if t.stage == "search" and t.complete]
     state.best = min(finished, key=_value).setting if finished else space.defaults
 
 
