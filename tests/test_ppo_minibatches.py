@@ -4,11 +4,14 @@ evaluation trail SB3's, whose rollout buffer shuffles the whole rollout every ep
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from janus.algorithms import ppo_agent
 from janus.algorithms.base import algorithm
+from janus.buffer.pacing.queue_limiter import QueueLimiter
 from janus.config import from_dict, resolve
 from janus.runtime.run import run_runtime
 
@@ -59,3 +62,19 @@ def test_every_epoch_draws_each_minibatch_from_the_whole_rollout(monkeypatch):
             # 128 of 512 transitions drawn at random miss a whole quarter of the rollout with p < 1e-15
             assert covered == {0, 1, 2, 3}, f"rollout {r}, minibatch {k} (epoch {k // cfg.janus.num_minibatches}): " \
                                             f"only quarters {sorted(covered)} of the rollout"
+
+
+def test_queue_says_when_an_item_is_written_whole():
+    """What the first epoch's shuffle asks: a rollout written in pieces is whole only after its last
+    piece, and stays so while it is served."""
+    q = QueueLimiter(item_size=8, batches_per_item=2, serve_times=2)
+    for n, whole in ((4, False), (4, True)):
+        q.await_insert(n, time.perf_counter() + 5)
+        q.commit_insert(n)
+        assert q.item_written(0) is whole
+    assert not q.item_written(1)
+    for _ in range(4):  # two serves of two batches: the item is released after the last
+        grant = q.await_sample(1, time.perf_counter() + 5)
+        assert q.item_written(0)
+        q.sample_done(grant)
+    assert q.head == 1 and q.item_written(0) and not q.item_written(1)
