@@ -12,6 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from janus import timeline
 from janus.config import RunConfig
 from janus.config.build import in_callers_words
 from janus.config.request import RunRequest
@@ -87,6 +88,7 @@ def run_request(request: RunRequest, signals: StopSignals | None, cfg: RunConfig
     run of ``janus train --seeds`` starts here with its request and its checked configuration ``cfg``
     (:mod:`janus.harness.seeds.child`); without ``cfg`` it is made from the request."""
     def work() -> int:
+        timeline.mark("command")
         from janus.harness.commands import run_command
 
         if request.seeds is not None:  # janus train --seeds: a run per seed, then their aggregate
@@ -95,6 +97,9 @@ def run_request(request: RunRequest, signals: StopSignals | None, cfg: RunConfig
             return run_seeds(request)
         from janus.harness.configured import configured
 
-        return run_command(request, configured(request) if cfg is None else cfg)
+        checked = configured(request) if cfg is None else cfg
+        timeline.mark("configured")
+        return run_command(request, checked)
 
     return exit_code_of(request.command, work, signals, request.verbose, lambda exc: in_callers_words(exc, request))
+

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from janus import timeline
 from janus.config import RunConfig, available_placements
 from janus.harness.reports.curves import write_learning_curve
 from janus.harness.reports.table import annotate, format_table, write_results
@@ -113,3 +114,4 @@ def write_outputs(request: RunRequest, label: str, out_dir: Path, runs: list[Any
     if request.wandb:
         paths["wandb"] = out_dir / "wandb"
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
+    timeline.mark("results_written")
