@@ -91,7 +91,7 @@ class LeanAdam(torch.optim.Adam):
         self._lean = None
 
     def state_dict(self) -> dict[str, Any]:
-        return _undecorated(torch.optim.Optimizer.state_dict)(self)  # type: ignore[no-any-return]
+        return _undecorated(torch.optim.Optimizer.state_dict)(self)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         _undecorated(torch.optim.Optimizer.zero_grad)(self, set_to_none)
