@@ -111,3 +111,44 @@ def test_the_janus_command_marks_every_phase_in_order_and_exits_cleanly(tmp_path
         first.setdefault(str(mark["event"]), float(mark["t"]))
     assert list(first) == EVENTS
     assert [first[e] for e in EVENTS] == sorted(first[e] for e in EVENTS)
+
+
+def test_the_kernel_cache_hits_for_an_installed_copy_of_janus(tmp_path: Path) -> None:
+    """A non-editable install is a copy of the package elsewhere (site-packages), run with
+    ``PYTHONDONTWRITEBYTECODE=1`` and no ``NUMBA_CACHE_DIR``: its second process loads the kernel
+    the first compiled (one small kernel, as tests/buffer/test_jit_cache.py does for the checkout)."""
+    import shutil
+
+    import janus
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(janus.__file__).parent, site / "janus")
+    (tmp_path / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp_path / "home"))
+    code = ("import numpy as np, janus.buffer.kernels.replay as k; k._next_u64(np.zeros(1, np.uint64)); "
+            "s = k._next_u64.stats; print(k.__file__, sum(s.cache_misses.values()), sum(s.cache_hits.values()))")
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240,
+                           check=True).stdout.split() for _ in range(2)]
+    assert runs[0][0].startswith(str(site))  # the installed copy ran, not the checkout
+    assert runs[0][1:] == ["1", "0"]  # compiled once
+    assert runs[1][1:] == ["0", "1"]  # then loaded from the cache
+
+
+def test_the_chart_modules_are_imported_in_the_background_once_the_run_reaches_its_goal() -> None:
+    done = _python("""
+        import sys
+        from janus.harness.outputs import CHART_MODULES, ChartImportAtGoal
+        from janus.runtime.status import RunStatus
+        observe = ChartImportAtGoal()
+        observe(RunStatus(finished=False))
+        assert observe.thread is None and not any(m in sys.modules for m in CHART_MODULES)
+        observe(RunStatus(finished=True))
+        first = observe.thread
+        observe(RunStatus(finished=True))
+        assert observe.thread is first  # once
+        first.join(120)
+        print(all(m in sys.modules for m in CHART_MODULES))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
