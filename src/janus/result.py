@@ -62,6 +62,18 @@ class RunResult:
     480.2 >= 475 at 31,000 env steps``), ``SIGINT received (Ctrl-C)``, ``SIGTERM received ...``."""
     elapsed_s: float | None = None
     """Seconds this session took in all: ``wall_s`` (its running time) plus start-up and shutdown."""
+    target_return: float | None = None
+    """``runtime.target_return``: the evaluations' mean return that stops the run (None: none asked)."""
+    solved: bool | None = None
+    """Whether an evaluation reached ``target_return`` (None: no target)."""
+    solved_at_s: float | None = None
+    """Seconds from the command's start (the ``janus train`` process's, a :func:`janus.train` call's) to the
+    evaluation that reached the target, start-up included: the user's time to solve. A resumed run adds the
+    earlier sessions' running time (``wall_s``; their start-ups are not recorded)."""
+    solved_at_env_steps: int | None = None
+    """Env steps of the policy that reached the target (the evaluation's)."""
+    solved_at_train_s: float | None = None
+    """The run's own clock (as ``wall_s``, start-up excluded) at that evaluation."""
 
     def to_dict(self) -> dict[str, Any]:
         """The run as ``results.json`` holds it (fields that are None are left out)."""

@@ -128,8 +128,9 @@ def run_one(request: RunRequest, cfg: RunConfig, hooks: CallbackHooks) -> Traine
     """Run one configured run into its folder; a stop signal as for the command (the run stops,
     is written, then it is raised)."""
     from janus.harness.commands import run_command
+    from janus.runtime.command_clock import command_started_here
 
-    with stopping.handled() as signals:
+    with stopping.handled() as signals, command_started_here():  # solved_at_s counts from this call
         try:
             run_command(request, cfg, hooks)
         except StopRequested:

@@ -26,7 +26,7 @@ RUN_FLAGS = ("config", "out", "quick", "force", "name", "seed", "seeds", "resume
 """Flags of the run itself, whatever the algorithm."""
 ALGORITHM_KNOBS = ("batch_size", "buffer_capacity", "num_minibatches")
 """Data-path knobs that are hyperparameters of the algorithms that read them."""
-EVALUATION_FLAGS = ("backend", "eval_interval_steps", "eval_episodes", "checkpoint_interval_s")
+EVALUATION_FLAGS = ("backend", "eval_interval_steps", "eval_episodes", "target_return", "checkpoint_interval_s")
 """Runtime flags an RL user sets: where the run acts, how often it evaluates and checkpoints."""
 
 

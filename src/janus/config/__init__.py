@@ -77,7 +77,7 @@ SYNTHETIC_ONLY = (*(f"synthetic.{key}" for key in SYNTHETIC_FIELDS), "workload.h
 budget (a Gymnasium run takes them from its env, its budget and its ``algorithm:`` section, and publishes
 parameters per round of pieces)."""
 GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.preset", "workload.total_env_steps",
-            "runtime.eval_interval_steps", "runtime.eval_episodes")
+            "runtime.eval_interval_steps", "runtime.eval_episodes", "runtime.target_return")
 """Fields only the Gymnasium algorithms (dqn, ppo, sac, appo, impala) read."""
 ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
 OFF_POLICY_ONLY = ("batch_size", "workload.updates_per_iteration", "runtime.samples_per_param_load")
@@ -247,7 +247,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise invalid("name", cfg.name, "a non-empty string (the run's name in reports)")
     if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < SEED_LIMIT:
         raise invalid("seed", cfg.seed, f"an integer in [0, {SEED_LIMIT - 1:,}]")
-    out = replace(cfg, janus=janus, workload=workload, runtime=validate_runtime(cfg.runtime), synthetic=synthetic)
+    runtime = with_target(validate_runtime(cfg.runtime), workload.total_env_steps, algo.has_policy, w.algo)
+    out = replace(cfg, janus=janus, workload=workload, runtime=runtime, synthetic=synthetic)
     algo.validate(out)  # after the types above: an algorithm's own checks may compute with the fields
     if janus.is_on_policy:
         rollout = out.rollout_transitions
@@ -315,6 +316,30 @@ def validate_runtime(r: RuntimeConfig) -> RuntimeConfig:
         max_calls_in_flight=_int("max_calls_in_flight", r.max_calls_in_flight),
         samples_per_insert=float(spi), stall_timeout_s=float(r.stall_timeout_s),
     )
+
+
+TARGET_EVALUATIONS = 50
+"""With ``target_return`` and no ``eval_interval_steps``, the run evaluates this many times over its budget."""
+
+
+def target_eval_interval(total_env_steps: int) -> int:
+    """The evaluation interval a run with ``target_return`` and no ``eval_interval_steps`` takes:
+    ``total_env_steps / 50`` rounded down to 500 env steps, 1,000 at least."""
+    return max(1_000, total_env_steps // TARGET_EVALUATIONS // 500 * 500)
+
+
+def with_target(r: RuntimeConfig, total_env_steps: int, has_policy: bool, algo: str) -> RuntimeConfig:
+    """Check ``target_return`` (a finite number, for an algorithm with a policy to evaluate) and give a
+    run with one an evaluation interval when it has none."""
+    if r.target_return is None:
+        return r
+    if not _is_number(r.target_return):
+        raise invalid("target_return", r.target_return, "a finite number (the evaluations' mean return that stops the run) or null")
+    if not has_policy:
+        raise invalid("target_return", r.target_return,
+                      f"null for --algo {algo}: it has no policy to evaluate (target_return stops a run at an evaluation's return)")
+    interval = r.eval_interval_steps or target_eval_interval(total_env_steps)
+    return replace(r, target_return=float(r.target_return), eval_interval_steps=interval)
 
 
 def resolve_backend(cfg: RunConfig) -> str:

@@ -34,7 +34,8 @@ SYNTHETIC_ONLY = {"obs_shape", "obs_dtype", "env_step_ms", "env_compute_ms", "nu
                   "updates_per_iteration", "is_on_policy", "samples_per_param_load"}
 """Settings only the synthetic workload reads (a Gymnasium run takes them from the env and its budget;
 it publishes parameters once per round of pieces, or per rollout on-policy)."""
-GYM_ONLY = {"env", "env_kwargs", "vector_env", "preset", "total_env_steps", "eval_interval_steps", "eval_episodes"}
+GYM_ONLY = {"env", "env_kwargs", "vector_env", "preset", "total_env_steps", "eval_interval_steps", "eval_episodes",
+            "target_return"}
 """Settings only the algorithms acting in Gymnasium environments read (``Algorithm.acts_in_gymnasium``)."""
 ON_POLICY_ONLY = {"num_epochs", "num_minibatches"}  # of the algorithms acting in Gymnasium environments
 OFF_POLICY_ONLY = {"batch_size"}

@@ -129,6 +129,10 @@ class RuntimeConfig:
     in RUN_DIR/best (0: no evaluation)."""
     eval_episodes: int = 10
     """Episodes per evaluation (the same environment seeds every time)."""
+    target_return: float | None = None
+    """Stop the run at the first evaluation whose mean return reaches this (results.json: ``solved``,
+    ``solved_at_s`` from the command's start, ``solved_at_env_steps``); None: run the whole budget. With
+    no ``eval_interval_steps`` given, the run evaluates every ``total_env_steps / 50`` env steps (1,000 at least)."""
     best_dir: str | None = None
     """Where periodic evaluation keeps the best policy; ``janus train`` sets RUN_DIR/best."""
     checkpoint_dir: str | None = None

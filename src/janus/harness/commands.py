@@ -23,7 +23,7 @@ from janus.harness.experiments.sweeps import compare_configs, resolve_all, sweep
 from janus.harness.outputs import ChartImportAtGoal, command_line, placement_note, write_files, write_outputs
 from janus.harness.reports.live import LiveRun
 from janus.harness.reports.progress import EnvStepProgress, EvaluationLines, ProgressLine
-from janus.harness.reports.train import budget_reason, ended, whole_budget
+from janus.harness.reports.train import end_reason, ended, solved_line, whole_budget
 from janus.harness.train_start import check_resume, complete_results, prepare_train
 from janus.result import RunResult, as_dict
 from janus.runtime.run import Observer
@@ -193,10 +193,13 @@ def _run_configs(request: RunRequest, label: str, out_dir: Path, configs: list[R
         if live is not None:
             live.finish(run)
         total_s = time.perf_counter() - progress.start  # the progress line's clock: start-up and shutdown too
-        ended(run, budget_reason(as_dict(run)), total_s)
+        ended(run, end_reason(as_dict(run)), total_s)
         done = (f"{int(run['counts'].get('run_env_steps', 0)):,} env steps, {run['env_steps_per_s']:,.0f} env-steps/s"
                 if request.command == "train" and run.get("learning_curve") is not None else f"{run['samples_per_s']:,.0f} samples/s")
         progress.finish(f"{done} in {run['wall_s']:.2f}s of running ({total_s:.1f}s with start-up and shutdown)")
+        solved = solved_line(as_dict(run))
+        if solved is not None:
+            print(f"janus: {c.name}: {solved}", flush=True)
         runs.append(run)
     summary = summarize(runs)
     if probed is not None:

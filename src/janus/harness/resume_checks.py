@@ -39,6 +39,7 @@ MAY_CHANGE_ON_RESUME: dict[str, str] = {
     "workload.vector_env": "--vector_env",  # where the envs step, not what they do
     "runtime.eval_interval_steps": "--eval_interval_steps",
     "runtime.eval_episodes": "--eval_episodes",
+    "runtime.target_return": "--target_return",  # where to stop, not how it trains (a reached one is refused)
     "runtime.allow_oversubscribe": "--allow_oversubscribe",  # the machine's bounds, not what the run does
 }
 NOT_COMPARED = {"runtime.checkpoint_dir", "runtime.resume", "runtime.best_dir",  # set per invocation by `janus train`
@@ -138,6 +139,21 @@ def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], tota
             f"reaches its budget {budget_flag} {_budget_value(requested, budget_flag):,} ({total_updates:,} updates); "
             f"raise {budget_flag} past {steps:,} to train further. {folder} was not changed "
             "(results.json and results.csv are as they were)")
+
+
+def check_target(folder: Path, requested: RunConfig, state: dict[str, Any]) -> None:
+    """Refuse a resume whose ``target_return`` an evaluation of the run in ``folder`` (at the commit
+    ``state``) has already reached: it would stop at once."""
+    target = requested.runtime.target_return
+    if target is None or not state:
+        return
+    reached = [e for e in state.get("evaluations", []) if e.get("mean_return") is not None and float(e["mean_return"]) >= target]
+    if reached:
+        e = reached[0]
+        raise RunFolderError(
+            f"--resume {str(folder)!r}: the run already reached its target: the evaluation at {int(e['env_steps']):,} env "
+            f"steps had mean return {float(e['mean_return']):.1f} >= --target_return {target:g}; raise --target_return "
+            f"(or leave it out) to train further. {folder} was not changed")
 
 
 def check_resumable(folder: Path, stored: RunConfig) -> None:

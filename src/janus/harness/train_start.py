@@ -81,6 +81,7 @@ def check_resume(out_dir: Path, cfg: RunConfig) -> dict[str, Any] | None:
         checkpoints.verify_committed(checkpoint_dir, state)  # results only from a commit whose files are whole
         return state
     resume_checks.check_budget(out_dir, cfg, state, algo.budget(cfg).total_updates, "--total_env_steps")
+    resume_checks.check_target(out_dir, cfg, state)
     resume_checks.check_checkpoint_kept(out_dir, checkpoint_dir, state)
     checkpoints.verify_committed(checkpoint_dir, state)  # a corrupt file is refused first
     _print_resume_point(cfg, state)

@@ -66,7 +66,7 @@ class Orchestrator(Component):
         initial: dict[str, Any] | None = None, checkpoints: CheckpointSchedule | None = None,
         total_pieces: int = 0, stall_timeout_s: float = 0.0, start_timeout_s: float = 120.0,
         all_pieces: bool = False, eval_interval_steps: int = 0,
-        metrics_interval_s: float = 2.0,
+        metrics_interval_s: float = 2.0, target_return: float | None = None,
     ) -> None:
         super().__init__(name)
         self.roles = roles
@@ -113,6 +113,9 @@ class Orchestrator(Component):
         # (seconds, env steps, episode return) per finished episode
         self.curve: list[tuple[float, int, float]] = [tuple(c) for c in initial.get("curve", [])]
         self.evaluations = [dict(e) for e in initial.get("evaluations", [])]
+        self.target_return = target_return
+        # the evaluation that reached target_return: env_steps, mean_return, train_s (the run's clock), at (Unix s)
+        self.solved: dict[str, Any] | None = None
         # the next evaluation: the first multiple of the interval past the steps already taken
         self.next_eval = (self.base_steps // self.eval_interval + 1) * self.eval_interval if self.eval_interval else 0
         self.last_eval_asked = -1
@@ -154,6 +157,7 @@ class Orchestrator(Component):
         match msg.counters:
             case EvaluationReport() as evaluation:  # the Evaluator's report (see runtime/evaluator.py)
                 self.evaluations.append({**asdict(evaluation), "wall_s": self.elapsed_s})
+                self._check_target(self.evaluations[-1])
             case ReplayCounts() as replay:
                 self.inserted = int(replay.inserted)
                 if replay.pieces is not None:
@@ -173,6 +177,16 @@ class Orchestrator(Component):
                 self._add_episodes(msg.sender, counts["env_steps"] - before, piece.episode_returns)
                 if piece.actor_metrics:  # as fresh as the last piece (its Pong may come later: a short run's rows need them)
                     self.component_counters.setdefault(msg.sender, {}).update(piece.actor_metrics)
+
+    def _check_target(self, evaluation: dict[str, Any]) -> None:
+        """The first evaluation whose mean return reaches ``target_return`` solves the run: it is
+        recorded (:attr:`solved`) and the run stops as at its goal."""
+        if self.target_return is None or self.solved is not None or float(evaluation["mean_return"]) < self.target_return:
+            return
+        self.solved = {"env_steps": int(evaluation["env_steps"]), "mean_return": float(evaluation["mean_return"]),
+                       "train_s": float(evaluation["wall_s"]), "at": time.time()}
+        if not self.finished and not self.failure:
+            self.stop_all("target return reached")
 
     def _add_episodes(self, worker: str, span: int, returns: list[float]) -> None:
         """Episodes a worker finished in its last piece (of ``span`` env steps), spread evenly over
@@ -397,5 +411,5 @@ class Orchestrator(Component):
             retired_transitions=self.produced("transitions", retired_only=True),
             worker_env_steps=self.produced("env_steps"), worker_transitions=self.produced("transitions"),
             train_metrics=list(self.scalars.rows), evaluations_abandoned=list(self.evaluations_abandoned),
-            finished=self.finished,
+            finished=self.finished, solved=dict(self.solved) if self.solved else None,
         )

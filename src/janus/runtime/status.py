@@ -51,6 +51,9 @@ class RunStatus:
     """Env steps of the evaluations given up at the goal (hung)."""
     finished: bool = False
     """The Orchestrator stopped the run (its goal reached, or it failed)."""
+    solved: dict[str, Any] | None = None
+    """The evaluation that reached ``runtime.target_return`` (env_steps, mean_return, train_s: the run's
+    clock, at: Unix seconds), None before one does (or with no target)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Every field by its name, as the status dict of earlier versions had them."""

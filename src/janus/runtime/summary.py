@@ -12,6 +12,7 @@ from janus.algorithms.base import algorithm
 from janus.config import RunConfig
 from janus.result import RunResult, reported_config
 from janus.runtime.backends.base import Backend
+from janus.runtime.command_clock import seconds_since_command
 from janus.runtime.plan import RunPlan, evaluation_on
 from janus.runtime.status import ReplayHostCounters, RunCounters, RunStatus, TrainerCounters
 
@@ -105,7 +106,35 @@ def summarize(plan: RunPlan, backend: Backend, status: RunStatus, counters: RunC
         evaluations=list(status.evaluations) if plan.evaluates else None,
         train_metrics=metrics or None,
         **curve,
+        **solved_fields(cfg, status.solved, float(earlier.get("wall_s", 0.0)), plan.evaluates),
     )
+
+
+def solved_fields(cfg: RunConfig, solved: Mapping[str, Any] | None, earlier_s: float = 0.0,
+                  evaluates: bool = True) -> dict[str, Any]:
+    """A result's ``target_return``/``solved``/``solved_at_*`` fields from the evaluation that reached the
+    target (:attr:`RunStatus.solved`; None: none did). ``earlier_s``: a resumed run's earlier running time;
+    a ``solved`` without ``at`` (rebuilt from a commit) has no ``solved_at_s``."""
+    target = cfg.runtime.target_return
+    if target is None or not evaluates:
+        return {}
+    if solved is None:
+        return {"target_return": target, "solved": False}
+    at = solved.get("at")
+    return {"target_return": target, "solved": True,
+            "solved_at_s": earlier_s + seconds_since_command(float(at)) if at is not None else None,
+            "solved_at_env_steps": int(solved["env_steps"]), "solved_at_train_s": float(solved["train_s"])}
+
+
+def solved_in(evaluations: list[dict[str, Any]], target: float | None) -> dict[str, Any] | None:
+    """The first of ``evaluations`` whose mean return reaches ``target`` as :attr:`RunStatus.solved` has it
+    (without ``at``: when it happened is not recorded with the evaluations), or None."""
+    if target is None:
+        return None
+    for e in evaluations:
+        if e.get("mean_return") is not None and float(e["mean_return"]) >= target:
+            return {"env_steps": int(e["env_steps"]), "mean_return": float(e["mean_return"]), "train_s": float(e.get("wall_s", 0.0))}
+    return None
 
 
 def policy_lag(trainer: TrainerCounters, tm: ReplayHostCounters) -> dict[str, Any]:
@@ -144,6 +173,8 @@ def result_from_run_state(cfg: RunConfig, state: Mapping[str, Any]) -> RunResult
         evaluations=[dict(e) for e in state.get("evaluations", [])] if evaluation_on(cfg, algorithm(cfg.workload.algo)) else None,
         train_metrics=metric_columns(list(state.get("train_metrics", []))) or None,
         **learning_curve([(t, s, r) for t, s, r in state.get("curve", [])]),
+        **solved_fields(cfg, solved_in(list(state.get("evaluations", [])), cfg.runtime.target_return),
+                        evaluates=evaluation_on(cfg, algorithm(cfg.workload.algo))),
     )
 
 

@@ -131,7 +131,8 @@ def new_orchestrator(plan: RunPlan, roles: dict[str, str], restart: Callable[[st
     return Orchestrator("orchestrator", roles, plan.rates, plan.total_updates, restart, r.ping_interval_s, r.pong_timeout_s,
                         initial=dict(plan.resumed), checkpoints=schedule, total_pieces=plan.pieces_in_all,
                         stall_timeout_s=r.stall_timeout_s, all_pieces=plan.takes_every_piece,
-                        eval_interval_steps=r.eval_interval_steps if plan.evaluates else 0)
+                        eval_interval_steps=r.eval_interval_steps if plan.evaluates else 0,
+                        target_return=r.target_return if plan.evaluates else None)
 
 
 def new_evaluator(plan: RunPlan) -> Any:

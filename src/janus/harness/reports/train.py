@@ -40,6 +40,32 @@ def budget_reason(run: dict[str, Any]) -> str:
     return f"budget reached: {int(counts.get('run_updates', counts.get('updates', 0))):,} updates"
 
 
+def end_reason(run: dict[str, Any]) -> str:
+    """The ``stop_reason`` of a run that ended by itself: the target return it reached, else its budget."""
+    if run.get("solved"):
+        return (f"target return reached: an evaluation's mean return >= {float(run['target_return']):g} at "
+                f"{int(run['solved_at_env_steps']):,} env steps")
+    return budget_reason(run)
+
+
+def solved_line(run: dict[str, Any]) -> str | None:
+    """``solved: mean return 480.1 >= 475 at 20,000 env steps, 14.2 s after the command (9.8 s of training)``,
+    or why not; None for a run with no ``target_return``."""
+    target = run.get("target_return")
+    if target is None:
+        return None
+    evaluations = [e for e in run.get("evaluations") or [] if e.get("mean_return") is not None]
+    if not run.get("solved"):
+        best = max((float(e["mean_return"]) for e in evaluations), default=None)
+        said = f"the best evaluation {best:.1f}" if best is not None else "no evaluation finished"
+        return f"not solved: no evaluation reached the target return {float(target):g} ({said})"
+    steps = int(run["solved_at_env_steps"])
+    reached = next((float(e["mean_return"]) for e in evaluations if int(e["env_steps"]) == steps), float(target))
+    since = (f", {float(run['solved_at_s']):.1f} s after the command" if run.get("solved_at_s") is not None else "")
+    return (f"solved: mean return {reached:.1f} >= {float(target):g} at {steps:,} env steps{since} "
+            f"({float(run['solved_at_train_s']):.1f} s of training)")
+
+
 def _evaluation(e: dict[str, Any]) -> str:
     return (f"{float(e['mean_return']):.1f} ± {float(e.get('std_return', 0.0)):.1f} "
             f"at {int(e['env_steps']):,} env steps")
@@ -88,6 +114,9 @@ def train_summary(run: dict[str, Any], verbose_hint: str | None = None) -> str:
     evaluations = evaluations_line(run)
     if evaluations:
         lines.append("  " + evaluations)
+    solved = solved_line(run)
+    if solved:
+        lines.append("  " + solved)
     lines.append("  " + speed_line(run))
     if verbose_hint:
         lines.append(f"  the data-path figures (samples/s, stage times, messages): {verbose_hint}, and results.json")

@@ -10,6 +10,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from janus import fileio
 from janus.harness.reports.table import CURVE_WINDOW
 from janus.harness.seeds import statistics as stats
@@ -40,7 +42,8 @@ def per_seed_record(seed: int, folder: Path, code: int | None) -> dict[str, Any]
         curve = run.get("learning_curve") or {}
         measured = {"final_return": run.get("final_mean_return"), "env_steps_per_s": env_steps_rate(run),
                     "episodes": run.get("episodes"),
-                    "curve": {"env_steps": list(curve.get("env_steps", [])), "return": list(curve.get("return", []))}}
+                    "curve": {"env_steps": list(curve.get("env_steps", [])), "return": list(curve.get("return", []))},
+                    **{k: run.get(k) for k in SOLVED_KEYS if run.get("target_return") is not None}}
         status = str(run.get("status", "finished"))
     except FileNotFoundError:
         return {**record, "status": ended_as(code)}
@@ -49,6 +52,29 @@ def per_seed_record(seed: int, folder: Path, code: int | None) -> dict[str, Any]
     if status == "running" and code is not None:  # it never wrote its end
         status = ended_as(code) if code != 0 else "failed (exit code 0 before its results were final)"
     return {**record, "status": status, **measured}
+
+
+SOLVED_KEYS = ("target_return", "solved", "solved_at_s", "solved_at_env_steps")
+"""What a seed's record keeps of a run with ``target_return``."""
+
+
+def time_to_solve(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Over the seeds of a run with ``target_return``: how many solved it, and the median and
+    interquartile range of the seconds from each one's command start (and the env steps) to its target;
+    None without a target."""
+    targets = [r for r in records if r.get("target_return") is not None]
+    if not targets:
+        return None
+    solved = [r for r in targets if r.get("solved")]
+    seconds = [float(r["solved_at_s"]) for r in solved if r.get("solved_at_s") is not None]
+    steps = [int(r["solved_at_env_steps"]) for r in solved]
+    return {"target_return": targets[0]["target_return"], "solved": len(solved), "seeds": len(targets),
+            "seconds_q25_median_q75": _quartiles(seconds), "env_steps_q25_median_q75": _quartiles(steps),
+            "note": "seconds from each seed's command start (its process's) to the evaluation that reached the target"}
+
+
+def _quartiles(values: list[float] | list[int]) -> list[float] | None:
+    return [float(q) for q in np.percentile(values, [25, 50, 75])] if values else None
 
 
 def curves_of(records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -87,6 +113,7 @@ def write_aggregate(out_dir: Path, folders: dict[int, Path], codes: dict[int, in
                       "meaningful": len(finals) >= stats.MIN_SEEDS_FOR_CI},
         "per_seed": records,
         "curves": curves_of(records),
+        "time_to_solve": time_to_solve(records),
     }
     fileio.write_text(out_dir / "aggregate.json", json.dumps(data, indent=1) + "\n")  # first: the plot may fail
     paths = [out_dir / "aggregate.json"]
@@ -138,4 +165,13 @@ def format_table(data: dict[str, Any]) -> str:
         for name, s in data["final_return"].items():
             lines.append(f"{name:>8}  {s['estimate']:>14.1f}  [{s['ci95'][0]:.1f}, {s['ci95'][1]:.1f}]")
         lines.extend(data.get("final_return_caveats") or [])
+    tts = data.get("time_to_solve")
+    if tts:
+        line = f"target return {tts['target_return']:g}: solved by {tts['solved']} of {tts['seeds']} seeds"
+        if tts["seconds_q25_median_q75"]:
+            q1, med, q3 = tts["seconds_q25_median_q75"]
+            line += f"; median {med:.1f} s after the command (IQR {q1:.1f}-{q3:.1f})"
+        if tts["env_steps_q25_median_q75"]:
+            line += f", {tts['env_steps_q25_median_q75'][1]:,.0f} env steps"
+        lines.append(line)
     return "\n".join(lines)
