@@ -84,7 +84,7 @@ LAYER_EXCEPTIONS = {
 # still be an edge of the graph and still reach above its layer (test_the_layer_allow_list_is_current).
 ALLOWED_LAYER_EDGES: dict[tuple[str, str], str] = {}  # none: a seed's process runs its request below the CLI
 # Modules below every layer: each imports no janus module but these.
-UTILITY_MODULES = {"janus.errors", "janus.fileio", "janus.stopping", "janus.spawn", "janus.user_code",
+UTILITY_MODULES = {"janus.errors", "janus.fileio", "janus.stopping", "janus.spawn", "janus.timeline", "janus.user_code",
                    "janus.module_trust"}
 
 

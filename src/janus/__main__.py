@@ -1,8 +1,6 @@
 """``python -m janus ARGS``: the same commands as the ``janus`` script."""
 
-import sys
-
-from janus.cli import main
+from janus.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -79,13 +79,27 @@ class LeanAdam(torch.optim.Adam):
         if not getattr(cls.step, "lean_hooked", False):
             cls.step = _skip_wrapper_unless_watched(cls.step)  # type: ignore[method-assign]
 
+    # torch wraps these four in ``torch._disable_dynamo``, whose first call imports torch._dynamo
+    # (and sympy): 1.5-4 s of a run's start-up, for a guard that only matters under torch.compile,
+    # which never traces janus's learners. The methods themselves are called instead.
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        super().load_state_dict(state_dict)
+        _undecorated(torch.optim.Optimizer.load_state_dict)(self, state_dict)
         self._lean = None  # the state tensors are new objects
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        super().add_param_group(param_group)
+        _undecorated(torch.optim.Optimizer.add_param_group)(self, param_group)
         self._lean = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return _undecorated(torch.optim.Optimizer.state_dict)(self)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        _undecorated(torch.optim.Optimizer.zero_grad)(self, set_to_none)
+
+
+def _undecorated(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` without torch's ``_disable_dynamo`` wrapper (itself where this torch has none)."""
+    return getattr(method, "__wrapped__", method)
 
 
 def _skip_wrapper_unless_watched(hooked: Callable[..., Any]) -> Callable[..., Any]:

@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from janus.cli.parser import NUM_WORKERS_DEST, build_parser, is_sb3_dest, sb3_dest
 from janus.config import RunConfig
@@ -105,6 +106,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with output_that_may_go_unread():
         return _main(argv)
+
+
+def console() -> NoReturn:
+    """The ``janus`` script and ``python -m janus``: :func:`main` on the command line, then the
+    process ends without the interpreter's teardown (:func:`janus.harness.launch.exit_now`)."""
+    code = main()
+    from janus.harness.launch import exit_now
+
+    exit_now(code)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from janus.harness import resume_commit, run_folder
 from janus.harness.experiments.granularity import ProbeResult, probe, with_granularity
 from janus.harness.experiments.repeats import DEFAULT_REPEATS, SMOKE_NOTE, interleaved, summarize
 from janus.harness.experiments.sweeps import compare_configs, resolve_all, sweep_configs
-from janus.harness.outputs import command_line, placement_note, write_files, write_outputs
+from janus.harness.outputs import ChartImportAtGoal, command_line, placement_note, write_files, write_outputs
 from janus.harness.reports.live import LiveRun
 from janus.harness.reports.progress import EnvStepProgress, EvaluationLines, ProgressLine
 from janus.harness.reports.train import end_reason, ended, solved_line, whole_budget
@@ -164,7 +164,7 @@ def _run_configs(request: RunRequest, label: str, out_dir: Path, configs: list[R
             hooks.start(out_dir, c)
         live = live_run(request, label, out_dir, c, runs, skipped, baseline, ready)  # None: compare, eval
         try:
-            run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress)))
+            run = run_configuration(c, progress, observers(live, hooks, evaluation_lines(c, progress), ChartImportAtGoal()))
         except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM, a callback's stop: write what ran so far, then stop
             partial = _close_cut_short(exc, stopping.reason_of(exc), stopping.outcome_of(exc), progress, live)
             so_far = [*runs, partial] if partial is not None else runs  # stopped as it started: the earlier ones

@@ -7,11 +7,15 @@ The command line (:mod:`janus.cli`) and a seed's process of ``janus train --seed
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable
+from typing import NoReturn
 
+from janus import timeline
 from janus.config import RunConfig
 from janus.config.build import in_callers_words
 from janus.config.request import RunRequest
@@ -87,6 +91,7 @@ def run_request(request: RunRequest, signals: StopSignals | None, cfg: RunConfig
     run of ``janus train --seeds`` starts here with its request and its checked configuration ``cfg``
     (:mod:`janus.harness.seeds.child`); without ``cfg`` it is made from the request."""
     def work() -> int:
+        timeline.mark("command")
         from janus.harness.commands import run_command
 
         if request.seeds is not None:  # janus train --seeds: a run per seed, then their aggregate
@@ -95,6 +100,26 @@ def run_request(request: RunRequest, signals: StopSignals | None, cfg: RunConfig
             return run_seeds(request)
         from janus.harness.configured import configured
 
-        return run_command(request, configured(request) if cfg is None else cfg)
+        checked = configured(request) if cfg is None else cfg
+        timeline.mark("configured")
+        return run_command(request, checked)
 
     return exit_code_of(request.command, work, signals, request.verbose, lambda exc: in_callers_words(exc, request))
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the ``janus`` command's process with ``code``: the exit functions run (``atexit``:
+    multiprocessing's children, Ray, logging) and the output is flushed, as at any exit, but the
+    interpreter's teardown of its modules is skipped: with torch, Numba and matplotlib loaded it
+    takes 1-2 s after the last result is written, for nothing a finished command needs. While a
+    thread other than the main one that the interpreter would wait for still runs, it exits as usual."""
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (janus train | head): nothing more can be said
+            pass
+    os._exit(code)

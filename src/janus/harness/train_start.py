@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from janus import timeline
 from janus.config import RunConfig, recorded
 from janus.harness import resume_checks, run_folder
 from janus.harness.outputs import write_files
@@ -40,6 +41,7 @@ def prepare_train(request: RunRequest, cfg: RunConfig, out_dir: Path) -> tuple[R
     """Checkpoints for RL runs go to OUT/checkpoint; returns the config to run and the text of
     OUT/config.yaml (the resolved config, as :func:`janus.config.recorded` records it), which
     :func:`run_command` writes."""
+    timeline.mark("run_folder")
     resume = request.resume is not None
     from janus.algorithms.base import algorithm
 

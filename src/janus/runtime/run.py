@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from janus import stopping
+from janus import stopping, timeline
 from janus.config import RunConfig
 from janus.errors import RunFailed
 from janus.result import RunResult
@@ -65,6 +65,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
         if shared is not None:
             shared.close()
         raise
+    timeline.mark("backend_started")
     start = time.perf_counter()
     backend.deliver("orchestrator", StartMsg())
     last = [RunStatus()]  # the last poll's status
@@ -75,6 +76,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
         with stopping.interruptible():
             _poll_until_finished(plan, backend, start, progress, timeout_s, observer, last)
         wall = time.perf_counter() - start
+        timeline.mark("loop_end")
     except KeyboardInterrupt as exc:
         interrupted, wall = exc, time.perf_counter() - start
     except Exception as exc:  # noqa: BLE001 - raised below, with the run so far where it committed
@@ -86,6 +88,7 @@ def _run_built(plan: RunPlan, backend: Backend, shared: SharedBuffer | None,
         failed = backend.fatal  # also an error while draining, after the goal was reached
         if failed is None and not backend.gcs_lost:  # Ray's coordinator lost: counts unknown
             committed = commit_final_checkpoint(plan, backend)
+        timeline.mark("shut_down")
     status = last[0]
     if error is not None:
         if committed:  # a final checkpoint is committed: the run so far rides on the error, to be written with it

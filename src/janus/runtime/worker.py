@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from janus import timeline
 from janus.algorithms.base import ActorSide
 from janus.runtime.component import Component, Handlers
 from janus.runtime.messages import (
@@ -113,6 +114,8 @@ class Worker(Component):
         if self.version < needed:
             self._fetch(needed)
             return False
+        if self.rollouts == 0:
+            timeline.mark("first_env_step")
         t0 = time.perf_counter()
         piece, info = self.actor.rollout()
         self.count("rollout_s", time.perf_counter() - t0)
