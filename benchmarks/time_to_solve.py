@@ -50,12 +50,14 @@ from tts_runners import CLEANRL_PYTHON, run_cleanrl, run_janus, run_sb3, run_sf,
 from tts_tasks import QUICK_CAP_STEPS, SYSTEMS, TASKS, Task
 
 ZOO_PIN = "rl_zoo3==2.9.2"  # SB3 2.9.2 with it; the Zoo's hyperparams/*.yml are the SB3 settings
-BENCH_EXTRAS = [ZOO_PIN, "box2d==2.3.10", "mujoco>=3"]  # LunarLander (Box2D wheel), Hopper-v5 (MuJoCo)
+# LunarLander (the Box2D wheel; gymnasium's box2d package imports pygame too), Hopper-v5 (MuJoCo)
+BENCH_EXTRAS = [ZOO_PIN, "box2d==2.3.10", "pygame==2.6.1", "mujoco>=3"]
 TORCH_CPU = "torch==2.13.0+cpu"  # constraints.txt's version, CPU build (as sf_appo.py)
 # CleanRL's pins (its requirements/requirements*.txt) where a cp311 wheel exists; torch: the CPU build above
 # (theirs, 2.4.1, is the CUDA one). No wandb/moviepy/huggingface: used only with --track/--capture-video.
+# pygame: theirs is 2.1.0 (no cp311 wheel), 2.1.3 is the first with one.
 CLEANRL_PINS = ["gymnasium==0.29.1", "numpy==1.24.4", "tyro==0.5.10", "tensorboard==2.11.2", "box2d==2.3.10",
-                "mujoco==2.3.3"]
+                "pygame==2.1.3", "mujoco==2.3.3", "imageio==2.28.1"]
 DEFAULT_CLEANRL_DIR = Path("/work/cleanrl")
 QUICK_CAP_S = 60.0
 

@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +98,11 @@ def main() -> None:
         callback = make_eval_callback(eval_env, args.threshold, interval_calls, args.eval_episodes, args.cap_steps)
         print("TTS_READY " + json.dumps({"n_envs": int(model.n_envs)}), flush=True)  # imports, envs, model built
         # the Zoo's n_timesteps: its schedules (lin_...) decay over that; the callback stops at the cap
+        started = time.perf_counter()
         model.learn(manager.n_timesteps, callback=[*manager.callbacks, callback])
+        learn_s = time.perf_counter() - started  # evaluations included
         print("TTS_END " + json.dumps({"env_steps": int(model.num_timesteps), "n_envs": int(model.n_envs),
+                                       "learn_s": learn_s,
                                        "hyperparams": {k: str(v) for k, v in hyperparams.items()}}), flush=True)
     sys.stdout.flush()
 
