@@ -4,16 +4,21 @@ Systems, each in a fresh subprocess per run, at its best documented setting per 
 - ``janus``: ``janus train --algo A --env E --target_return R --eval_interval_steps K --eval_episodes 10
   --total_env_steps CAP --seed S``; its Evaluator (greedy, 10 episodes, the same env seeds every time).
   Algorithm per task: CartPole-v1 and Acrobot-v1 ppo (a 1-seed pick, 100k steps, eval every 5k, busy
-  machine: ppo 500 at 10k env steps; appo peaked at 256 and dqn later, so ppo), Pendulum-v1 and
-  Hopper-v5 sac (replay where samples are dear), LunarLander-v3 ppo, Pong ppo; ``--janus_algo``
-  overrides (``--janus_algo CartPole-v1=appo``).
+  machine: CartPole ppo 500 at 10k env steps, appo at most 289 and dqn at most 292 in 100k; Acrobot
+  ppo -81 at 15k, appo -88 at 16k), Pendulum-v1 sac, Hopper-v5 ppo (its mujoco preset; SAC on this
+  CPU does tens of env steps/s), LunarLander-v3 ppo, Pong ppo; ``--janus_algo`` overrides
+  (``--janus_algo CartPole-v1=appo``).
 - ``sb3``: SB3 with the RL Zoo's hyperparameters (rl_zoo3 2.9.2's yml; the entry per task in
   tts_tasks.py) built by rl_zoo3's ExperimentManager, evaluated by SB3's EvalCallback with the same
   episodes and interval (benchmarks/tts_sb3.py).
 - ``cleanrl``: CleanRL's scripts at their defaults (``--env-id``, ``--seed``, ``--no-cuda`` only), run
   unmodified from a checkout (``--cleanrl_dir``) in ``.venv-cleanrl`` (``setup-cleanrl``). CleanRL has
   no evaluator: solved is the mean of the training return over the last 10 episodes (its stdout
-  ``episodic_return`` lines, stamped by the parent on read) reaching the threshold.
+  ``episodic_return`` lines, stamped by the parent on read) reaching the threshold. Their scripts
+  leave torch's threads at its default (one per core); ``--cleanrl_threads 1`` (the default) sets
+  ``OMP_NUM_THREADS=1`` for them, as SB3's Zoo (``torch.set_num_threads(1)`` on CPU) runs: measured on
+  this 2-core machine while busy, ppo.py on CartPole did 1,244 env steps/s with 1 thread, 158 with the
+  default (``--cleanrl_threads 0`` gives the default back).
 - ``sf``: Sample Factory's APPO (benchmarks/sf_appo.py's setting, ``.venv-sf``) on classic control; no
   evaluator either: its training return, the mean of the last 10 episodes, looked at every 0.25 s.
 
@@ -96,14 +101,14 @@ def parse_algos(pairs: list[str]) -> dict[str, str]:
 
 
 def run_one(task: Task, system: str, seed: int, cap_s: float, cap_steps: int, janus_algo: str,
-            cleanrl_dir: Path) -> dict:
+            cleanrl_dir: Path, cleanrl_threads: int = 1) -> dict:
     """One run in a fresh subprocess, as its JSON record."""
     if system == "janus":
         return run_janus(task, seed, cap_s, cap_steps, janus_algo).to_json()
     if system == "sb3":
         return run_sb3(task, seed, cap_s, cap_steps).to_json()
     if system == "cleanrl":
-        return run_cleanrl(task, seed, cap_s, cap_steps, cleanrl_dir).to_json()
+        return run_cleanrl(task, seed, cap_s, cap_steps, cleanrl_dir, cleanrl_threads).to_json()
     return run_sf(task, seed, cap_s, cap_steps).to_json()
 
 
@@ -118,7 +123,7 @@ def run_suite(args: argparse.Namespace) -> list[dict]:
             if why:
                 skipped[f"{task.name} {system}"] = why
                 print(f"skip {task.name} {system}: {why}", flush=True)
-    meta = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
+    meta = {"cleanrl_threads": args.cleanrl_threads, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
             "cpus": os.cpu_count(), "cap_s": args.cap_s, "seeds": args.seeds, "quick": args.quick,
             "skipped": skipped, "cap_steps": {t.name: args.cap_steps or t.cap_steps for t in tasks}}
     runs: list[dict] = []
@@ -128,7 +133,7 @@ def run_suite(args: argparse.Namespace) -> list[dict]:
                 if f"{task.name} {system}" in skipped:
                     continue
                 record = run_one(task, system, seed, args.cap_s, args.cap_steps or task.cap_steps,
-                                 algos.get(task.name, task.janus_algo), args.cleanrl_dir)
+                                 algos.get(task.name, task.janus_algo), args.cleanrl_dir, args.cleanrl_threads)
                 runs.append(record)
                 shown = f"{record['time_s']:.1f} s, {record['env_steps']} env steps" if record["solved"] else "unsolved"
                 print(f"{task.name} {system} seed {seed}: {shown} ({record['exit']}, wall {record['wall_s']:.1f} s)",
@@ -152,6 +157,8 @@ def main() -> None:
     ap.add_argument("--cap_steps", type=int, default=None, help="env steps a run may take [per task: tts_tasks.py]")
     ap.add_argument("--janus_algo", nargs="*", default=[], metavar="TASK=ALGO", help="janus's algorithm per task")
     ap.add_argument("--cleanrl_dir", type=Path, default=DEFAULT_CLEANRL_DIR, help="a CleanRL checkout")
+    ap.add_argument("--cleanrl_threads", type=int, default=1,
+                    help="OMP_NUM_THREADS for CleanRL's scripts (0: torch's default) [1: see the docstring]")
     ap.add_argument("--out", type=Path, default=Path("runs/tts.json"), help="the runs' JSON (rewritten per run)")
     ap.add_argument("--plot", type=Path, default=None, help="also write the plot (PNG) here")
     ap.add_argument("--table", type=Path, nargs="+", default=None,

@@ -258,17 +258,20 @@ def cleanrl_check(threshold: float, cap_steps: int, window: int = CLEANRL_WINDOW
     return check
 
 
-def run_cleanrl(task: Task, seed: int, cap_s: float, cap_steps: int, cleanrl_dir: Path) -> RunResult:
-    """CleanRL's script for the task, unmodified, from its checkout, in .venv-cleanrl (CPU)."""
+def run_cleanrl(task: Task, seed: int, cap_s: float, cap_steps: int, cleanrl_dir: Path, threads: int = 1) -> RunResult:
+    """CleanRL's script for the task, unmodified, from its checkout, in .venv-cleanrl (CPU); ``threads`` > 0
+    sets ``OMP_NUM_THREADS`` for it (torch's intra-op threads; 0: torch's default, one per core)."""
     assert task.cleanrl_script is not None
     script = cleanrl_dir / "cleanrl" / task.cleanrl_script
     cmd = [str(CLEANRL_PYTHON), "-u", str(script), "--env-id", task.cleanrl_env_id, "--seed", str(seed), "--no-cuda"]
+    env = {"PYTHONPATH": str(cleanrl_dir), **({"OMP_NUM_THREADS": str(threads)} if threads > 0 else {})}
     # cwd: they write runs/ under it; PYTHONPATH: their cleanrl_utils; grace 0: their scripts train on
     with tempfile.TemporaryDirectory(prefix="tts-cleanrl-") as tmp:
         solve, solved_s, wall, ended, tail = watch(cmd, cleanrl_check(task.threshold, cap_steps), cap_s, Path(tmp),
-                                                   env={"PYTHONPATH": str(cleanrl_dir)}, grace_s=0.0)
+                                                   env=env, grace_s=0.0)
     return _result(task, "cleanrl", seed, solve, solved_s, wall, ended,
-                   f"cleanrl/{task.cleanrl_script} --env-id {task.cleanrl_env_id} (defaults)", tail)
+                   f"cleanrl/{task.cleanrl_script} --env-id {task.cleanrl_env_id} (defaults), OMP_NUM_THREADS={threads or '-'}",
+                   tail)
 
 
 def unavailable(task: Task, system: str, cleanrl_dir: Path) -> str | None:
