@@ -55,8 +55,9 @@ from tts_runners import CLEANRL_PYTHON, run_cleanrl, run_janus, run_sb3, run_sf,
 from tts_tasks import QUICK_CAP_STEPS, SYSTEMS, TASKS, Task
 
 ZOO_PIN = "rl_zoo3==2.9.2"  # SB3 2.9.2 with it; the Zoo's hyperparams/*.yml are the SB3 settings
-# LunarLander (the Box2D wheel; gymnasium's box2d package imports pygame too), Hopper-v5 (MuJoCo)
-BENCH_EXTRAS = [ZOO_PIN, "box2d==2.3.10", "pygame==2.6.1", "mujoco>=3"]
+# LunarLander (the Box2D wheel; gymnasium's box2d package imports pygame too), Hopper-v5 (MuJoCo),
+# Pong under SB3 (its AtariWrapper resizes with cv2)
+BENCH_EXTRAS = [ZOO_PIN, "box2d==2.3.10", "pygame==2.6.1", "mujoco>=3", "opencv-python-headless"]
 TORCH_CPU = "torch==2.13.0+cpu"  # constraints.txt's version, CPU build (as sf_appo.py)
 # CleanRL's pins (its requirements/requirements*.txt) where a cp311 wheel exists; torch: the CPU build above
 # (theirs, 2.4.1, is the CUDA one). No wandb/moviepy/huggingface: used only with --track/--capture-video.

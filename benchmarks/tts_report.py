@@ -67,7 +67,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     cells = _order(runs)
     tasks = list(dict.fromkeys(t for t, _ in cells))
     systems = list(dict.fromkeys(s for _, s in cells))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(max(3.2 * len(tasks), 5.5), 3.8), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for i, system in enumerate(systems):
             cell = [r for r in runs if r["task"] == task and r["system"] == system]
@@ -81,8 +81,8 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
         ax.set_xticks(range(len(systems)), systems, rotation=30)
         ax.set_title(task, fontsize=9)
         ax.grid(axis="y", which="both", alpha=0.3)
-    axes[0][0].set_ylabel("seconds from the command to the threshold")
-    fig.suptitle("Time to solve (dots: seeds, line: median, x: unsolved at the cap)", fontsize=9)
+    axes[0][0].set_ylabel("seconds, command to threshold")
+    fig.suptitle("Time to solve: a dot per seed, the line its median, x unsolved (at its end)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
