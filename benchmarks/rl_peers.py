@@ -42,10 +42,35 @@ WINDOW, EVAL_EPISODES = 20, 10  # training episodes averaged; greedy episodes af
 
 
 BACKEND: str | None = None  # --backend; None: janus train's default
+JANUS_SET: dict[str, Any] = {}  # --janus_set: config keys (dotted) set on janus's side only
 
 
-def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
-    """The run ``janus train --algo ALGO --env ENV --total_env_steps STEPS --seed SEED`` would do."""
+def parse_setting(text: str) -> tuple[list[str], Any]:
+    """``KEY=VALUE`` of ``--janus_set``: a dotted key path (``algorithm.clip_vloss``, ``g_select``)
+    and a YAML scalar (``1``, ``0.25``, ``false``)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise argparse.ArgumentTypeError(f"--janus_set takes KEY=VALUE (e.g. g_select=1), got {text!r}")
+    return key.strip().split("."), yaml.safe_load(value)
+
+
+def layered(data: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each ``settings`` entry (a dotted key) set in its nested mappings."""
+    out = json.loads(json.dumps(data))
+    for dotted, value in settings.items():
+        *parents, leaf = dotted.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def janus_config(algo: str, env: str, steps: int, seed: int, settings: dict[str, Any] | None = None) -> Any:
+    """The run ``janus train --algo ALGO --env ENV --total_env_steps STEPS --seed SEED`` would do,
+    with ``settings`` (dotted config keys: ``--janus_set``) set over it."""
     data: dict[str, Any] = {"workload": {"total_env_steps": steps, "env": env}, "seed": seed}
     if algo == "dqn":  # the same algorithm on both sides: SB3's DQN has no double-DQN target
         data["algorithm"] = {"double_q": False}
@@ -53,7 +78,7 @@ def janus_config(algo: str, env: str, steps: int, seed: int) -> Any:
         data["algorithm"] = {"clip_vloss": False}
     if BACKEND:
         data["runtime"] = {"backend": BACKEND}
-    return resolve(from_dict(data, base=from_dict(algorithm(algo).preset)))
+    return resolve(from_dict(layered(data, settings or {}), base=from_dict(algorithm(algo).preset)))
 
 
 def children_cpu_s() -> float:
@@ -80,7 +105,7 @@ def evaluate(env_id: str, act: Callable[[np.ndarray], int], seed: int, episodes:
 
 
 def run_janus(algo: str, env: str, steps: int, seed: int) -> dict[str, Any]:
-    cfg = janus_config(algo, env, steps, seed)
+    cfg = janus_config(algo, env, steps, seed, JANUS_SET)
     backend = make_backend(cfg)  # local or process: the Trainer is in this process either way
     cpu = time.process_time() + children_cpu_s()
     out = run_runtime(cfg, backend=backend).to_dict()  # wall_s: StartMsg to finished, start-up excluded
@@ -228,9 +253,13 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="write rows and summary here")
     parser.add_argument("--backend", default=None, choices=("local", "process"),
                         help="janus backend (default: janus train's default)")
+    parser.add_argument("--janus_set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key for janus's side only, e.g. g_select=1 or algorithm.clip_vloss=false "
+                             "(repeatable; SB3's side keeps the unset run's settings)")
     args = parser.parse_args()
     global BACKEND
     BACKEND = args.backend
+    JANUS_SET.update({".".join(path): value for path, value in args.janus_set})
     torch.set_num_threads(1)
     # The first torch optimizer imports torch._dynamo (~1 s, once per process). janus builds its learner
     # inside its timed window, SB3 before learn(): pay it here so neither timer includes it.

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from janus.algorithms.pacing import Pacing, default_error_buffer, largest_insert
+from janus.algorithms.tunable import TunableRange
 from janus.buffer.pacing.collection import piece_steps as rollout_piece_steps
 from janus.config.schema import RunConfig
 from janus.errors import ConfigError, invalid, one_of, shown
@@ -152,6 +153,9 @@ class Algorithm(ABC):
     family_presets: ClassVar[Mapping[str, FamilyPreset]] = {}
     """Environment family (:data:`janus.algorithms.presets.FAMILIES`) -> the overlay a run on an
     environment of that family layers over :attr:`preset` (``--preset``; a family not here: none)."""
+    tunable_ranges: ClassVar[Mapping[str, TunableRange]] = {}
+    """Config path (``algorithm.lr``, ``batch_size``) -> the range ``janus tune --objective time_to_solve``
+    searches (:mod:`janus.algorithms.tunable`); none: that tune searches the data-path knobs only."""
     quick_env_steps: int | None = None
     """``--quick``: at most this many env steps (None: the workload's ``iterations`` bound it)."""
     has_policy: bool = False

@@ -14,6 +14,7 @@ from janus.algorithms.base import OWN_PRESET, BufferSpec, FamilyPreset, register
 from janus.algorithms.dqn_agent import DQNActor, DQNConfig, DQNLearner
 from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
 from janus.algorithms.seeding import stream_seeds
+from janus.algorithms.tunable import TunableRange, integers, log_uniform, one_of, uniform
 from janus.config.schema import RunConfig
 from janus.envs.vector import env_spaces, is_frame_stack
 from janus.errors import invalid
@@ -75,6 +76,17 @@ class DQN(ReplayGymAlgorithm):
                           "exploration_steps": 30_000, "eps_end": 0.1, "hidden": [256, 256]},
         }, "RL Zoo dqn.yml, LunarLander-v2"),
         # MuJoCo has continuous actions only: dqn refuses them; no overlay.
+    }
+
+    # What `janus tune --objective time_to_solve` searches (with the data-path knobs): around the preset's
+    # values, the ranges the RL Zoo's DQN search samples (rl_zoo3/hyperparams_opt.py), narrowed to what
+    # janus runs (n_step <= rollout_length 8).
+    tunable_ranges: ClassVar[dict[str, TunableRange]] = {
+        "algorithm.lr": log_uniform(1e-4, 3e-3), "batch_size": one_of(32, 64, 128, 256),
+        "algorithm.n_step": integers(1, 5), "algorithm.gamma": uniform(0.95, 0.999),
+        "algorithm.train_frequency": one_of(1.0, 2.0, 4.0), "algorithm.target_update_interval": integers(50, 2_000, log=True),
+        "algorithm.exploration_steps": integers(1_000, 30_000, log=True),
+        "algorithm.learning_starts": integers(100, 5_000, log=True),
     }
 
     def validate(self, cfg: RunConfig) -> None:

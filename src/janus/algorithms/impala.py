@@ -40,6 +40,7 @@ from janus.algorithms.pacing import Pacing, default_error_buffer
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult
+from janus.algorithms.tunable import TunableRange, integers, log_uniform, uniform
 from janus.algorithms.vtrace import vtrace
 from janus.config.schema import RunConfig
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
@@ -218,6 +219,14 @@ class Impala(GymAlgorithm):
         "workload": {"algo": "impala", "hidden_size": 64, "num_layers": 2, "num_actors": 1, "envs_per_actor": 16,
                      "rollout_length": 32, "num_epochs": 2, "total_env_steps": 200_000},
     }
+    # What `janus tune --objective time_to_solve` searches (with the data-path knobs): the RL Zoo's A2C/PPO
+    # ranges (rl_zoo3/hyperparams_opt.py); not num_minibatches, which must divide the workers' trajectories.
+    tunable_ranges: ClassVar[dict[str, TunableRange]] = {
+        "algorithm.lr": log_uniform(1e-4, 3e-3), "workload.num_epochs": integers(1, 8),
+        "algorithm.gamma": uniform(0.95, 0.999), "algorithm.ent_coef": uniform(0.0, 0.05),
+        "algorithm.vf_coef": uniform(0.25, 1.0),
+    }
+
     def validate(self, cfg: RunConfig) -> None:
         super().validate(cfg)
         a, w = self.config(cfg), cfg.workload
@@ -276,6 +285,7 @@ class APPO(Impala):
     name = "appo"
     preset: ClassVar[dict[str, Any]] = {**Impala.preset, "workload": {**Impala.preset["workload"], "algo": "appo", "num_epochs": 4}}
     variant_defaults: ClassVar[dict[str, Any]] = {"clip_coef": 0.2, "norm_adv": True}
+    tunable_ranges: ClassVar[dict[str, TunableRange]] = {**Impala.tunable_ranges, "algorithm.clip_coef": uniform(0.1, 0.3)}
 
 
 register(Impala())

@@ -14,6 +14,7 @@ from janus.algorithms.base import OWN_PRESET, Budget, FamilyPreset, register
 from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.seeding import stream_seeds
+from janus.algorithms.tunable import TunableRange, integers, log_uniform, one_of, uniform
 from janus.config.schema import RunConfig
 
 
@@ -65,6 +66,15 @@ class PPO(GymAlgorithm):
             "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0,
                           "vf_coef": 1.0, "clip_vloss": False, "normalize_obs": True, "normalize_reward": True},
         }, "RL Zoo ppo.yml, Ant-v3 (mujoco-defaults)"),
+    }
+
+    # What `janus tune --objective time_to_solve` searches (with the data-path knobs): the RL Zoo's PPO
+    # ranges (rl_zoo3/hyperparams_opt.py), minibatch counts that divide the preset's rollouts.
+    tunable_ranges: ClassVar[dict[str, TunableRange]] = {
+        "algorithm.lr": log_uniform(1e-4, 3e-3), "num_minibatches": one_of(1, 2, 4, 8),
+        "workload.num_epochs": integers(1, 10), "algorithm.gamma": uniform(0.95, 0.999),
+        "algorithm.gae_lambda": uniform(0.8, 0.99), "algorithm.clip_coef": uniform(0.1, 0.3),
+        "algorithm.ent_coef": uniform(0.0, 0.05),
     }
 
     def budget(self, cfg: RunConfig) -> Budget:

@@ -32,6 +32,7 @@ from janus.algorithms.normalization import RunningNorm, obs_norm, reward_norm
 from janus.algorithms.optim import adam
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds, stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.algorithms.tunable import TunableRange, integers, log_uniform, one_of, uniform
 from janus.config.schema import RunConfig
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
@@ -371,6 +372,14 @@ class SAC(ReplayGymAlgorithm):
             "workload": {"envs_per_actor": 1, "total_env_steps": 1_000_000},
             "algorithm": {"learning_starts": 10_000, "lr": 3e-4, "tau": 0.005, "gamma": 0.99, "train_frequency": 1.0},
         }, "RL Zoo sac.yml, HalfCheetah-v3 (mujoco-defaults)"),
+    }
+
+    # What `janus tune --objective time_to_solve` searches (with the data-path knobs): the RL Zoo's SAC
+    # ranges (rl_zoo3/hyperparams_opt.py) around the preset.
+    tunable_ranges: ClassVar[dict[str, TunableRange]] = {
+        "algorithm.lr": log_uniform(1e-4, 3e-3), "batch_size": one_of(64, 128, 256, 512),
+        "algorithm.gamma": uniform(0.95, 0.999), "algorithm.tau": log_uniform(1e-3, 5e-2),
+        "algorithm.learning_starts": integers(100, 10_000, log=True), "algorithm.train_frequency": one_of(0.5, 1.0, 2.0),
     }
 
     def check_actions(self, action_space: Any) -> None:

@@ -44,7 +44,7 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
         settings[NUM_WORKERS] = getattr(args, NUM_WORKERS_DEST)
     settings |= {n: getattr(args, sb3_dest(n)) for n in SB3_NAMES if getattr(args, sb3_dest(n), None) is not None}
     run = {name: getattr(args, name) for name in (*RUN_SETTINGS, "repeats", "sweep", "budget_s", "search", "backends",
-                                                  "invocation")
+                                                  "objective", "confirm_seeds", "invocation")
            if getattr(args, name, None) is not None}
     return RunRequest(command=args.command, algo=getattr(args, "algo", None), settings=settings, naming=FLAGS, **run)
 

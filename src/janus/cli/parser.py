@@ -328,15 +328,26 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--trust", action="store_true",
                     help="Import the modules the run folder's config.yaml names (module:EnvId, package.module:Name) "
                          "even when they are not installed packages: only for a folder whose code you trust.")
-    tu = sub.add_parser("tune", help="search the data-path knobs for a workload (successive halving); writes best.yaml",
+    tu = sub.add_parser("tune", help="search the data-path knobs for a workload (successive halving), or with "
+                        "--objective time_to_solve the algorithm's hyperparameters too (Optuna's TPE); writes best.yaml",
                         description=DEFAULTS_NOTE, allow_abbrev=False)
     _common(tu)
+    tu.add_argument("--objective", choices=("throughput", "time_to_solve"), default="throughput",
+                    help="throughput: the data-path knobs by env steps/s (or samples/s); time_to_solve: the algorithm's "
+                         "declared hyperparameters and the knobs by the seconds from a trial's start to an evaluation's "
+                         "mean return >= --target_return (needs it; pip install 'janus-rl[tune]') [default throughput].")
     tu.add_argument("--budget_s", type=float, default=600.0, metavar="SECONDS",
                     help="The tune's wall time, all of it: the warm-up, every trial (each cut at its deadline) and "
-                         "the final paired runs (a quarter of it, set aside up front) [default 600].")
-    tu.add_argument("--search", choices=("halving", "plain"), default="halving",
+                         "the final paired runs (throughput: a quarter of it; time_to_solve: 40%%, which also sets each "
+                         "run's cap) [default 600].")
+    tu.add_argument("--search", choices=("halving", "plain", "tpe"), default=None,
                     help="halving: successive halving (short runs first, the best third goes on); plain: every "
-                         "candidate at the full trial budget until the time is spent (for comparison) [default halving].")
+                         "candidate at the full trial budget until the time is spent (for comparison); tpe: Optuna's "
+                         "TPE sampler with a median pruner (time_to_solve only) [default halving; time_to_solve: tpe].")
+    tu.add_argument("--confirm_seeds", type=int, default=3, metavar="N",
+                    help="time_to_solve: the best setting and the defaults are run on N further seeds each, "
+                         "interleaved, at the end: their median time to solve and solved fraction decide which "
+                         "best.yaml holds [default 3].")
     tu.add_argument("--backends", default="local,process", metavar="LIST",
                     help="Backends to try, comma-separated from local, process, ray [default local,process].")
     ev = sub.add_parser("eval", help="sweep one knob", description=DEFAULTS_NOTE, allow_abbrev=False)

@@ -99,8 +99,12 @@ class RunRequest:
     """eval: the knob swept."""
     budget_s: float = 600.0
     """tune: its wall time."""
-    search: str = "halving"
-    """tune: halving or plain."""
+    search: str | None = None
+    """tune: halving, plain or tpe (time_to_solve only); None: the objective's default (halving; tpe)."""
+    objective: str = "throughput"
+    """tune: what it optimises: throughput (env steps/s) or time_to_solve (seconds to ``target_return``)."""
+    confirm_seeds: int = 3
+    """tune, time_to_solve: seeds the best setting and the defaults are run on, interleaved, at the end."""
     backends: str = "local,process"
     """tune: the backends tried, comma-separated."""
     invocation: str | None = None

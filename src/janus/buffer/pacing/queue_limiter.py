@@ -65,6 +65,11 @@ class QueueLimiter(RateLimiter):
         """The item being served (all before it are released)."""
         return self._head
 
+    def item_written(self, item: int) -> bool:
+        """Whether every transition of ``item`` is written (an item before the head always is)."""
+        with self._lock:
+            return item < self._head or (item == self._head and self._head_written() == self.item_size)
+
     def remaining_in_item(self) -> int:
         """Transitions the item being written still takes (an insert must not cross into the next)."""
         with self._lock:

@@ -114,13 +114,16 @@ class SelectionOp:
     def _item_slots(self, grant: SampleGrant) -> torch.Tensor:
         """The host slots of a queue grant: its batches of the item's order for this serve.
 
-        Each serve of an item gets a fresh order: the first serve shuffles within blocks of one
-        selection (so a block is readable as soon as its slots are written), later ones the whole item.
+        Each serve of an item gets a fresh order: the first serve of an item still being written
+        shuffles within blocks of one selection (so a block is readable as soon as its slots are
+        written); an item written whole by then (one insert: a single worker's whole rollout) and
+        every later serve shuffle the whole item, so no minibatch is confined to a stretch of time.
         """
         q = self.limiter
         assert isinstance(q, QueueLimiter)
         if grant.first == 0 or self._order is None:
-            block = self.batches_per_call * q.batch_size if grant.serve == 0 else q.item_size
+            whole = grant.serve > 0 or q.item_written(grant.item)
+            block = q.item_size if whole else self.batches_per_call * q.batch_size
             self._order = epoch_permutation(q.item_size, block, self._generator, torch.device("cpu"))
         mb, base = q.batch_size, (grant.item % q.capacity) * q.item_size
         return self._order[grant.first * mb : (grant.first + grant.count) * mb] + base

@@ -1,15 +1,11 @@
-"""``janus tune``: the command around :mod:`janus.harness.tune.search` (progress, table, files, deadlines)."""
+"""``janus tune``: the command around :mod:`janus.harness.tune.search` (progress, table, files), and the
+choice of objective (``--objective time_to_solve``: :mod:`janus.harness.tune.solve_command`)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing as mp
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +14,19 @@ import yaml
 from janus import fileio, stopping
 from janus.algorithms.base import algorithm
 from janus.config import RunConfig, recorded, resolve
-from janus.errors import JanusError, invalid
+from janus.errors import ConfigError, JanusError, invalid
 from janus.harness import run_folder
 from janus.harness.tune.search import VERDICTS, Trial, TuneResult, successive_halving
 from janus.harness.tune.space import BACKENDS, acts_in_environment, defaults_of, search_space
-from janus.runtime.backends.base import Backend
-from janus.runtime.run import run_runtime
-from janus.runtime.synchronous import on_synchronous_loop, run_sync_loop
+from janus.harness.tune.trials import (  # re-exported: the trial's parts were defined here first
+    FORKSERVER_PRELOAD as FORKSERVER_PRELOAD,
+    TrialDeadline as TrialDeadline,
+    TrialTimedOut as TrialTimedOut,
+    deadline as deadline,
+    is_deadline as is_deadline,
+    run_trial,
+    trial_backend as trial_backend,
+)
 
 if TYPE_CHECKING:
     from janus.config.request import RunRequest
@@ -38,93 +40,6 @@ KEPT_BECAUSE = {
 """best.yaml's header where the defaults were kept, by :attr:`TuneResult.verdict`."""
 
 
-class TrialDeadline(stopping.StopRequested):
-    """A tune trial reached its deadline: it stops as a callback's stop does (clean shutdown), and
-    is measured on what it did."""
-
-
-class TrialTimedOut(RuntimeError):
-    """A tune trial reached its deadline before its run started (start-up took all its time)."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[list[TrialDeadline]]:
-    """Raise :class:`TrialDeadline` in the main thread after ``seconds``, inside a run's start-up
-    or poll loop (:func:`janus.stopping.interruptible`, where it stops the run cleanly), else
-    retry every 0.1 s until the block ends (never into the tune's own code). Yields the list of
-    what it raised. In another thread (no signals there) nothing is bounded."""
-    raised: list[TrialDeadline] = []
-    if threading.current_thread() is not threading.main_thread() or seconds == float("inf"):
-        yield raised
-        return
-
-    def alarm(signum: int, frame: object) -> None:
-        if stopping.in_interruptible():
-            raised.append(TrialDeadline())
-            raise raised[-1]
-        signal.setitimer(signal.ITIMER_REAL, 0.1)  # saving, or between runs: try again
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
-    try:
-        yield raised
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-FORKSERVER_PRELOAD = ["torch", "gymnasium", "janus.runtime.worker", "janus.runtime.backends.process", "janus.envs"]
-"""What the tune's fork server imports once, so that a process trial's workers start without
-importing them again (``spawn`` imports torch in every worker of every trial)."""
-
-
-def trial_backend(cfg: RunConfig) -> Backend | None:
-    """The backend a tune trial of ``cfg`` (resolved) runs on: for ``process``, workers forked from
-    a server that imported torch and janus once for the whole tune (measured on the 2-core VM:
-    0.4-0.9 s a trial's start-up instead of 4-8 s); None (the run's own) otherwise, or where
-    ``forkserver`` does not exist (Windows). A worker's steady state is the same either way."""
-    if cfg.runtime.backend != "process" or "forkserver" not in mp.get_all_start_methods():
-        return None
-    from janus.runtime.backends.process import ProcessBackend
-
-    mp.set_forkserver_preload(FORKSERVER_PRELOAD)
-    backend = ProcessBackend(cfg)
-    backend.ctx = mp.get_context("forkserver")  # type: ignore[assignment]  # the same Process and Pipe
-    return backend
-
-
-RATES = ("samples_per_s", "env_steps_per_s")
-"""The throughputs a trial hands back, by the names a run's result may give them."""
-
-
-def is_deadline(exc: KeyboardInterrupt, raised: list[TrialDeadline]) -> bool:
-    """Whether ``exc`` is the trial's deadline, not a stop signal (Ctrl-C, SIGTERM: those stop the tune).
-    Ray turns an exception raised inside ray.get into a plain KeyboardInterrupt: one after the
-    deadline fired, with no stop signal received, is the deadline."""
-    if stopping.signalled() or not raised:
-        return False
-    return exc is raised[-1] or type(exc) is KeyboardInterrupt
-
-
-def run_trial(cfg: RunConfig, allowed_s: float) -> dict[str, Any]:
-    """One tune trial, stopped at ``allowed_s`` seconds and then measured on what it did
-    (``cut``: True). A stop signal (Ctrl-C, SIGTERM) is raised on, never taken for the deadline."""
-    cut = False
-    with deadline(allowed_s) as raised:
-        try:
-            result: Any = (run_sync_loop(cfg) if on_synchronous_loop(cfg)
-                           else run_runtime(cfg, backend=trial_backend(cfg)))
-        except KeyboardInterrupt as exc:
-            if not is_deadline(exc, raised):
-                raise
-            result = getattr(exc, "partial_result", None)
-            if result is None:
-                raise TrialTimedOut(f"did not start within its {allowed_s:.1f}s") from None
-            cut = True
-    rates = {key: result.get(key) for key in RATES if result.get(key) is not None}  # whichever the result names
-    return {**rates, "wall_s": result["wall_s"], "final_mean_return": result.get("final_mean_return"), "cut": cut}
-
-
 def run_tune(request: RunRequest, cfg: RunConfig) -> int:
     """Tune ``cfg``'s knobs within ``--budget_s``; write ``best.yaml`` and ``tune.json`` into the run folder
     (``tune.json`` after every trial; status ``stopped`` on a stop signal, ``failed`` when the tune itself
@@ -133,10 +48,19 @@ def run_tune(request: RunRequest, cfg: RunConfig) -> int:
     budget_s = float(request.budget_s)
     if not budget_s > 0:
         raise invalid("--budget_s", request.budget_s, "a number of seconds > 0")
-    backends = [b.strip() for b in request.backends.split(",") if b.strip()]
-    for b in backends:
-        if b not in BACKENDS:
-            raise invalid("--backends", request.backends, f"a comma-separated list of {', '.join(BACKENDS)}")
+    backends = tune_backends(request.backends)
+    if request.objective == "time_to_solve":
+        from janus.harness.tune.solve_command import run_solve_tune
+
+        return run_solve_tune(request, cfg, backends, start)
+    if request.objective != "throughput":
+        raise invalid("--objective", request.objective, "throughput or time_to_solve")
+    if request.search not in (None, "halving", "plain"):
+        raise invalid("--search", request.search, "halving or plain for --objective throughput (tpe searches "
+                      "hyperparameters: --objective time_to_solve)")
+    if cfg.runtime.target_return is not None:
+        raise ConfigError("--target_return is for --objective time_to_solve: the throughput tune measures env steps/s "
+                          "over a share of the budget, not the time to a return")
     resolve(cfg)  # a bad configuration fails before anything runs
     space = search_space(cfg, backends)
     out_dir, lock = run_folder.open_out_dir(request, "tune")
@@ -183,6 +107,15 @@ def run_tune(request: RunRequest, cfg: RunConfig) -> int:
         print(f"\nwrote {', '.join(str(p) for p in paths)} ({time.monotonic() - start:.0f}s of a {budget_s:.0f}s "
               f"budget)", flush=True)
     return 0
+
+
+def tune_backends(given: str) -> list[str]:
+    """``--backends``: the comma-separated backends to try, each one of :data:`BACKENDS`."""
+    backends = [b.strip() for b in given.split(",") if b.strip()]
+    for b in backends:
+        if b not in BACKENDS:
+            raise invalid("--backends", given, f"a comma-separated list of {', '.join(BACKENDS)}")
+    return backends
 
 
 def stage(trial: Trial) -> str:
