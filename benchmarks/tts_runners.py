@@ -184,7 +184,7 @@ def run_janus(task: Task, seed: int, cap_s: float, cap_steps: int, algo: str) ->
     reported = {k: find_key(results, k) for k in ("solved", "solved_at_s", "solved_at_env_steps", "solved_at_train_s")}
     if solve is not None and solve.env_steps is None:
         solve.env_steps = reported["solved_at_env_steps"]
-    return _result(task, "janus", seed, solve, solved_s, wall, ended, " ".join(cmd[1:9]), tail, reported)
+    return _result(task, "janus", seed, solve, solved_s, wall, ended, " ".join(cmd[1:7]), tail, reported)
 
 
 def _read_json(path: Path) -> Any:
@@ -288,7 +288,7 @@ def unavailable(task: Task, system: str, cleanrl_dir: Path) -> str | None:
             return ".venv-sf is missing: `python3 benchmarks/sf_appo.py setup`"
     if system == "cleanrl":
         if task.cleanrl_script is None:
-            return "CleanRL: no script for this task"
+            return "CleanRL: no script set up for this task (tts_tasks.py says why)"
         if not CLEANRL_PYTHON.exists():
             return ".venv-cleanrl is missing: `time_to_solve.py setup-cleanrl`"
         if not (cleanrl_dir / "cleanrl" / task.cleanrl_script).exists():
