@@ -6,6 +6,11 @@ hold, so it runs in a virtualenv of its own, ``.venv-sf/`` (gitignored), made by
     python3 benchmarks/sf_appo.py setup                     # once: .venv-sf with sample-factory + CPU torch
     python3 benchmarks/sf_appo.py run --steps 200000 --seed 0 [--json runs/sf.json]
 
+``train --threshold R`` (benchmarks/time_to_solve.py starts it) also watches the training return:
+every 0.25 s the mean of the last ``--window`` episodes' returns SF recorded; the first time it is
+at or over R it prints ``SF_SOLVED {json}`` and stops training. ``--env`` picks a Gymnasium id
+(classic control: the same flags).
+
 ``run`` needs no janus and no venv of its own: it starts ``.venv-sf/bin/python`` on this file's
 ``train`` command (SF's trainer in a fresh process, its own experiment folder in a temporary
 directory) and prints one JSON object: env_steps, wall_s, env_steps_per_s, final_return (the mean
@@ -36,6 +41,8 @@ SF_VERSION = "2.1.1"  # the last release (2023): gymnasium<1.0, numpy<2, torch>=
 TORCH_PIN = "torch==2.13.0+cpu"  # constraints.txt's version, CPU build only
 ENV_ID = "CartPole-v1"
 MARK = "SF_APPO_RESULT "  # the line of ``train``'s stdout that carries its JSON
+SOLVED_MARK = "SF_SOLVED "  # train --threshold: the line printed when the training return reaches it
+WATCH_S = 0.25  # train --threshold: seconds between looks at the training return
 
 
 def venv_python() -> Path:
@@ -73,21 +80,44 @@ def make_cartpole(full_env_name, cfg=None, env_config=None, render_mode=None):
     return gym.make(full_env_name, render_mode=render_mode)
 
 
-def train(steps: int, seed: int, window: int) -> dict:
-    """Train SF's APPO in this process (``.venv-sf``'s Python) and return the measurements."""
+def watch_return(runner, threshold: float, window: int) -> None:
+    """Every ``WATCH_S``: the mean of the last ``window`` training returns; at ``threshold``, print and stop."""
+    from signal_slot.signal_slot import Timer
+
+    def look() -> None:
+        returns = list(runner.policy_avg_stats.get("reward", [[]])[0])
+        if runner.stopped or len(returns) < window:
+            return
+        mean = sum(returns[-window:]) / window
+        if mean >= threshold:
+            record = {"env_steps": int(sum(runner.env_steps.values())), "mean_return": mean, "episodes": window}
+            print(SOLVED_MARK + json.dumps(record), flush=True)
+            runner._stop_training()
+
+    runner.tts_look = look  # a slot is a name on an EventLoopObject (signal_slot), not a plain function
+    timer = Timer(runner.event_loop, WATCH_S)
+    timer.timeout.connect(runner, "tts_look")
+    runner.timers.append(timer)
+
+
+def train(steps: int, seed: int, window: int, env_id: str = ENV_ID, threshold: float | None = None) -> dict:
+    """Train SF's APPO in this process (``.venv-sf``'s Python) and return the measurements; with a
+    ``threshold``, stop when the training return's mean over ``window`` episodes reaches it."""
     from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
     from sample_factory.envs.env_utils import register_env
     from sample_factory.train import make_runner
 
-    register_env(ENV_ID, make_cartpole)
+    register_env(env_id, make_cartpole)
     with tempfile.TemporaryDirectory() as train_dir:
-        argv = [f"--env={ENV_ID}", f"--train_for_env_steps={steps}", f"--seed={seed}", f"--train_dir={train_dir}",
+        argv = [f"--env={env_id}", f"--train_for_env_steps={steps}", f"--seed={seed}", f"--train_dir={train_dir}",
                 "--experiment=sf_appo", *SF_FLAGS]
         parser, _ = parse_sf_args(argv=argv)
         cfg = parse_full_cfg(parser, argv)
         t0 = time.perf_counter()
         cfg, runner = make_runner(cfg)
         status = runner.init()
+        if threshold is not None:
+            watch_return(runner, threshold, window)
         t1 = time.perf_counter()
         if status == 0:  # ExperimentStatus.SUCCESS
             status = runner.run()
@@ -95,7 +125,7 @@ def train(steps: int, seed: int, window: int) -> dict:
     returns = list(runner.policy_avg_stats.get("reward", [[]])[0])  # per-episode returns, most recent last
     env_steps = int(sum(runner.env_steps.values()))
     last = returns[-window:]
-    return {"library": "sample-factory", "algo": "APPO", "env": ENV_ID, "seed": seed, "status": int(status),
+    return {"library": "sample-factory", "algo": "APPO", "env": env_id, "seed": seed, "status": int(status),
             "env_steps": env_steps, "wall_s": wall, "startup_s": t1 - t0, "env_steps_per_s": env_steps / wall,
             "final_return": sum(last) / len(last) if last else None, "episodes_averaged": len(last),
             "flags": SF_FLAGS}
@@ -120,11 +150,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--window", type=int, default=20, help="last episodes averaged for final_return")
     ap.add_argument("--json", type=Path, default=None, help="run: also write the result here")
+    ap.add_argument("--env", default=ENV_ID, help="train: the Gymnasium id (classic control)")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="train: stop when the mean training return of the last --window episodes reaches it")
     args = ap.parse_args()
     if args.command == "setup":
         setup()
     elif args.command == "train":
-        result = train(args.steps, args.seed, args.window)
+        result = train(args.steps, args.seed, args.window, args.env, args.threshold)
         sys.stdout.flush()
         print(MARK + json.dumps(result))  # SF logs to stdout too: `run` reads the marked line
     else:
