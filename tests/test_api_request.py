@@ -95,3 +95,19 @@ def test_a_request_object_passed_to_janus_train_runs_as_its_keywords_do(tmp_path
     assert saved["command"].startswith("janus.train(RunRequest(algo='dqn', settings=")
     assert from_keywords("dqn", env="CartPole-v1", total_env_steps=1500, backend="local", seed=1) == \
         configured_from(prepared(request, None)[1])
+
+
+@pytest.mark.parametrize(("keywords", "g_select"), [
+    ({"num_minibatches": 1}, 1.0),  # the preset's 1/4 of a rollout is no k/1
+    ({"num_minibatches": 3, "n_steps": 129}, 1 / 3),  # the nearest k/3 to 1/4 (4 x 129 = 3 x 172)
+    ({"num_minibatches": 8}, 0.25),  # 2/8: kept
+    ({"n_envs": 8, "n_steps": 32, "batch_size": 256}, 1.0),  # SB3's names: one minibatch of the whole rollout
+])
+def test_a_new_minibatch_count_takes_the_preset_selection_along(keywords: dict[str, Any], g_select: float) -> None:
+    cfg = from_keywords("ppo", env="CartPole-v1", **keywords)
+    assert cfg.janus.g_select == pytest.approx(g_select)
+
+
+def test_a_selection_given_beside_the_minibatch_count_is_kept_and_checked() -> None:
+    with pytest.raises(janus.ConfigError, match="g_select"):
+        from_keywords("ppo", env="CartPole-v1", num_minibatches=1, g_select=0.25)

@@ -207,7 +207,28 @@ def _layered(request: RunRequest, typed: dict[str, Any], algo: str | None,
     hyper.update(network)
     if hyper:
         overrides["algorithm"] = hyper
-    return (from_dict(overrides, base=cfg) if overrides else cfg), algo
+    cfg = from_dict(overrides, base=cfg) if overrides else cfg
+    if "num_minibatches" in overrides and "g_select" not in overrides:
+        cfg = _selection_in_minibatches(cfg)
+    return cfg, algo
+
+
+def _selection_in_minibatches(cfg: RunConfig) -> RunConfig:
+    """On-policy, ``g_select`` is a fraction k/M of a rollout (M = ``num_minibatches``). Where the settings
+    changed M and left ``g_select`` to the preset (0.25: one minibatch of 4), it becomes the nearest
+    k/M (1/M at least), so ``--num_minibatches 1`` (or SB3's ``batch_size`` of a whole rollout) runs
+    rather than fails on a knob the user never set."""
+    from janus.algorithms.base import learns_on_policy
+
+    m = cfg.janus.num_minibatches
+    g = cfg.janus.g_select
+    if not learns_on_policy(cfg):
+        return cfg
+    if not isinstance(m, int) or isinstance(m, bool) or m < 1 or not isinstance(g, (int, float)) or isinstance(g, bool):
+        return cfg  # validation names the bad value
+    if abs(g * m - round(g * m)) < 1e-9 and round(g * m) >= 1:
+        return cfg
+    return from_dict({"g_select": max(1, round(g * m)) / m}, base=cfg)
 
 
 def in_callers_words(exc: JanusError, request: RunRequest) -> JanusError:
