@@ -143,7 +143,8 @@ def test_env_with_a_synthetic_config_file_is_an_error() -> None:
     assert "--env does not apply to --algo synthetic" in proc.stderr and "--algo dqn or --algo ppo" in proc.stderr
 
 
-@pytest.mark.parametrize("env,algo", [("CartPole-v1", "dqn"), ("Pendulum-v1", "ppo")])
+@pytest.mark.parametrize("env,algo", [("CartPole-v1", "ppo"), ("Acrobot-v1", "ppo"), ("Pendulum-v1", "sac"),
+                                      ("janus/ImageCatch-v0", "dqn")])  # no family: Discrete -> dqn
 def test_env_without_algo_picks_by_action_space(env: str, algo: str, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # any folder: the packaged default (the synthetic workload) is read

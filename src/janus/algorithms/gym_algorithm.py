@@ -187,14 +187,27 @@ class ReplayGymAlgorithm(GymAlgorithm):
         return max(1, round(w.num_actors * w.envs_per_actor * w.rollout_length / self.config(cfg).train_frequency))
 
 
+FASTEST_TO_SOLVE: dict[tuple[str | None, bool], str] = {
+    ("classic_control", True): "ppo", ("box2d", True): "ppo", ("classic_control", False): "sac",
+}
+"""(family, discrete actions) -> the algorithm ``--env`` alone runs, where the time-to-solve suite
+(docs/benchmarks.md, issue 48) found one first from the command: PPO on CartPole and Acrobot (cheap
+env steps: a lockstep learner that needs few of them), SAC on Pendulum (replay: a few thousand steps).
+Elsewhere dqn for a Discrete action space (Atari: samples are dear), ppo for the rest."""
+
+
 def default_algorithm(env: str, env_kwargs: dict[str, Any] | None) -> str:
-    """The algorithm ``--env`` alone runs: dqn for a Discrete action space, else ppo."""
+    """The algorithm ``--env`` alone runs: by the env's family and action space (:data:`FASTEST_TO_SOLVE`),
+    else dqn for a Discrete action space and ppo for the rest."""
     from gymnasium import spaces
 
+    from janus.algorithms.presets import family_of
     from janus.envs.vector import env_spaces
 
     _, action_space = env_spaces(env, env_kwargs)
-    return "dqn" if isinstance(action_space, spaces.Discrete) else "ppo"
+    discrete = isinstance(action_space, spaces.Discrete)
+    chosen = FASTEST_TO_SOLVE.get((family_of(env), discrete))
+    return chosen or ("dqn" if discrete else "ppo")
 
 
 def image_observations(env: str, env_kwargs: dict[str, Any]) -> bool:

@@ -83,7 +83,7 @@ def _algo_for_env(env: str, env_kwargs: dict[str, Any] | None, naming: Naming) -
     from janus.algorithms.gym_algorithm import default_algorithm
 
     name = default_algorithm(env, env_kwargs)
-    print(f"janus: {naming('env')} {env}: running {naming('algo')} {name} for its action space (give "
+    print(f"janus: {naming('env')} {env}: running {naming('algo')} {name} for its family and action space (give "
           f"{naming('algo')} to choose)", flush=True)
     return name
 
