@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from janus.config import JanusConfig, RunConfig, RuntimeConfig, SyntheticConfig, WorkloadConfig, resolve
@@ -20,7 +21,8 @@ from janus.runtime.summary import summarize
 STATUS_KEYS = [  # the Orchestrator's summary() dict, plus the "finished" every backend added to it
     "inserted", "trained", "pieces_inserted", "restarts", "failure", "stalls", "worker_errors", "curve", "env_steps",
     "elapsed_s", "evaluations", "retired_env_steps", "retired_transitions", "worker_env_steps", "worker_transitions",
-    "train_metrics", "evaluations_abandoned", "finished"]
+    "train_metrics", "evaluations_abandoned", "finished",
+    "solved"]  # issue 48: the evaluation that reached runtime.target_return
 
 
 def orchestrator() -> Orchestrator:
@@ -55,6 +57,25 @@ def test_the_status_has_every_key_the_status_dict_had_and_converts_back_to_it() 
     (row,) = as_dict["train_metrics"]
     assert row["loss"] == 1.5 and row["epsilon"] == 0.5 and row["updates"] == 7
     json.dumps(as_dict)  # plain values only
+
+
+def test_the_first_evaluation_at_the_target_solves_the_run_and_stops_it() -> None:
+    roles = {"trajectory_manager": "trajectory_manager", "trainer": "trainer", "evaluator": "evaluator",
+             "worker-0": "worker"}
+    orch = Orchestrator("orchestrator", roles, Rates(1, 0.0, 1.0), 100, metrics_interval_s=0.0, eval_interval_steps=100,
+                        target_return=4.0)
+    sent: list[tuple[str, object]] = []
+    orch.bind(SimpleNamespace(send=lambda dest, msg: sent.append((dest, msg))))  # type: ignore[arg-type]
+    for steps, ret in ((100, 3.9), (200, 4.5), (300, 9.0)):
+        orch.receive(CountsMsg("evaluator", EvaluationReport(env_steps=steps, version=1, mean_return=ret, std_return=0.0,
+                                                             episodes=4)))
+    status = orch.status()
+    assert status.finished and status.solved is not None
+    assert (status.solved["env_steps"], status.solved["mean_return"]) == (200, 4.5)  # the first, not a later one
+    assert status.solved["train_s"] == status.evaluations[1]["wall_s"]
+    assert [(dest, type(msg).__name__, msg.reason) for dest, msg in sent] == [("worker-0", "StopMsg", "target return reached")]
+    untargeted = fed(orchestrator()).status()
+    assert untargeted.solved is None and not untargeted.finished
 
 
 def test_the_commit_record_takes_the_same_keys_from_the_status() -> None:
