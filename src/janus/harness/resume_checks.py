@@ -144,15 +144,14 @@ def check_budget(folder: Path, requested: RunConfig, state: dict[str, Any], tota
 def check_target(folder: Path, requested: RunConfig, state: dict[str, Any]) -> None:
     """Refuse a resume whose ``target_return`` an evaluation of the run in ``folder`` (at the commit
     ``state``) has already reached: it would stop at once."""
+    from janus.runtime.summary import solved_in
+
     target = requested.runtime.target_return
-    if target is None or not state:
-        return
-    reached = [e for e in state.get("evaluations", []) if e.get("mean_return") is not None and float(e["mean_return"]) >= target]
-    if reached:
-        e = reached[0]
+    reached = solved_in(list(state.get("evaluations", [])), target) if state else None
+    if reached is not None:
         raise RunFolderError(
-            f"--resume {str(folder)!r}: the run already reached its target: the evaluation at {int(e['env_steps']):,} env "
-            f"steps had mean return {float(e['mean_return']):.1f} >= --target_return {target:g}; raise --target_return "
+            f"--resume {str(folder)!r}: the run already reached its target: the evaluation at {reached['env_steps']:,} env "
+            f"steps had mean return {reached['mean_return']:.1f} >= --target_return {target:g}; raise --target_return "
             f"(or leave it out) to train further. {folder} was not changed")
 
 
