@@ -105,6 +105,24 @@ class ActingPolicy(Protocol):
         """Act with ``params``, as :meth:`LearnerSide.params` published them (numpy arrays or tensors)."""
 
 
+class RecurrentActingPolicy(ActingPolicy, Protocol):
+    """An acting policy with memory: it acts on an observation and the recurrent state it carries
+    per env (:mod:`janus.algorithms.recurrent`)."""
+
+    state_size: int
+    """Floats of state per env (> 0); the state at an episode's start is zeros ``[batch, state_size]``."""
+
+    def act_with_state(self, obs: np.ndarray, state: np.ndarray, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Actions and the next state (float32 ``[batch, state_size]``) for a batch of observations and
+        states. The caller zeroes the state rows of envs whose episode ended before their next step."""
+
+
+def is_recurrent(policy: Any) -> bool:
+    """Whether ``policy`` carries a recurrent state (a :class:`RecurrentActingPolicy`: ``state_size > 0``)."""
+    size = getattr(policy, "state_size", 0)
+    return isinstance(size, int) and size > 0 and callable(getattr(policy, "act_with_state", None))
+
+
 class CheckpointedLearnerSide(LearnerSide, Protocol):
     """A learner side whose state a checkpoint holds (:attr:`BufferSpec.checkpoint_learner`)."""
 

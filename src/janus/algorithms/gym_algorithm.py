@@ -189,10 +189,12 @@ class ReplayGymAlgorithm(GymAlgorithm):
 
 FASTEST_TO_SOLVE: dict[tuple[str | None, bool], str] = {
     ("classic_control", True): "ppo", ("box2d", True): "ppo", ("classic_control", False): "sac",
+    ("memory", True): "ppo", ("memory", False): "ppo",
 }
 """(family, discrete actions) -> the algorithm ``--env`` alone runs, where the time-to-solve suite
 (docs/benchmarks.md, issue 48) found one first from the command: PPO on CartPole and Acrobot (cheap
-env steps: a lockstep learner that needs few of them), SAC on Pendulum (replay: a few thousand steps).
+env steps: a lockstep learner that needs few of them), SAC on Pendulum (replay: a few thousand steps);
+on the memory tasks, PPO (its memory preset is recurrent: RL Zoo ppo_lstm).
 Elsewhere dqn for a Discrete action space (Atari: samples are dear), ppo for the rest."""
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from janus.algorithms.base import FamilyPreset, algorithm
 from janus.errors import invalid, one_of
 
-FAMILIES = ("atari", "classic_control", "box2d", "mujoco")
+FAMILIES = ("atari", "classic_control", "box2d", "mujoco", "memory")
 CHOICES = ("auto", "none", *FAMILIES)
 """``workload.preset`` / ``--preset``: by the env id (auto), the algorithm's own (none), or a family."""
 
@@ -46,7 +46,11 @@ _KNOWN = {
     "box2d": ("LunarLander", "LunarLanderContinuous", "BipedalWalker", "BipedalWalkerHardcore", "CarRacing"),
     "mujoco": ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer", "Reacher",
                "Pusher", "InvertedPendulum", "InvertedDoublePendulum"),
+    "memory": ("CartPoleNoVel", "PendulumNoVel", "LunarLanderNoVel", "MountainCarNoVel", "MountainCarContinuousNoVel",
+               "AcrobotNoVel"),
 }
+MEMORY_MODULES = ("janus.envs.memory",)
+"""Entry-point modules of the memory family (besides POPGym's ``popgym-`` ids and the RL Zoo's ``NoVel`` names)."""
 
 
 @dataclass(frozen=True)
@@ -70,16 +74,22 @@ class Choice:
 def family_of(env_id: str) -> str | None:
     """The family of a Gymnasium id: ``ALE/...`` is atari; else the registry entry point's module
     (``gymnasium.envs.box2d...``; no package of the family need be installed), else the env's name.
+    ``memory``: the partially observed tasks (:mod:`janus.envs.memory`, the RL Zoo's ``NoVel`` ids,
+    POPGym's ``popgym-`` ids), whose presets are recurrent.
     None for any other environment (toy text, a custom one)."""
     name = env_id.rpartition(":")[2]  # "module:EnvId" imports module first; the id is after the colon
     if name.startswith("ALE/"):
         return "atari"
+    if name.startswith("popgym-"):
+        return "memory"
     import gymnasium
 
     spec = gymnasium.envs.registry.get(name)
     entry = spec.entry_point if spec is not None else None
     if isinstance(entry, str):
         module = entry.partition(":")[0]
+        if module in MEMORY_MODULES:
+            return "memory"
         for family in ("classic_control", "box2d", "mujoco"):
             if f".{family}." in f".{module}.":
                 return family

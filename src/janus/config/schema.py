@@ -42,7 +42,7 @@ class WorkloadConfig:
     ``ALE/`` games with 2+ envs per worker on a machine with more than 2 CPUs, else sync)."""
     preset: str = "auto"
     """Hyperparameters by environment family (the Gymnasium algorithms), layered over the algorithm's preset and
-    under the config file and flags: ``auto`` (the env id's family: atari, classic_control, box2d, mujoco; the
+    under the config file and flags: ``auto`` (the env id's family: atari, classic_control, box2d, mujoco, memory; the
     RL Zoo's tuned values, :mod:`janus.algorithms.presets`), ``none`` (the algorithm's own) or a family name."""
     total_env_steps: int = 100_000
     """The Gymnasium algorithms: environment steps to train for (over all workers)."""

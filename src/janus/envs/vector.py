@@ -18,7 +18,8 @@ threads, an optional extra: :mod:`janus.envs.envpool_vector`) or ``auto``
 
 Also here: per-env episode bookkeeping (:class:`EpisodeTracker`). What an actor/learner pair
 shares beyond its environments (update results, parameter snapshots, the action-space check) is in
-:mod:`janus.algorithms.shared`. This module needs no torch. Importing it registers ``janus/ImageCatch-v0`` (:mod:`janus.envs.image_catch`).
+:mod:`janus.algorithms.shared`. This module needs no torch. Importing it registers ``janus/ImageCatch-v0``
+(:mod:`janus.envs.image_catch`) and the memory tasks (:mod:`janus.envs.memory`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-import janus.envs.image_catch  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
+import janus.envs.image_catch  # registers janus/ImageCatch-v0 with Gymnasium
+import janus.envs.memory  # noqa: F401 - registers janus/CartPoleNoVel-v1 and janus/PendulumNoVel-v1
 from janus.config import VECTOR_ENVS, usable_cpus
 from janus.envs import atari
 from janus.envs.envpool_vector import EnvPoolVectorEnv
