@@ -17,7 +17,8 @@ import janus
 from janus.algorithms.base import algorithm
 from janus.algorithms.dqn_agent import DQNActor, DQNConfig, DQNLearner, q_network
 from janus.algorithms.networks import CNNTorso, image_chw, image_layout, obs_dtype, torso_kind
-from janus.algorithms.ppo_agent import PPOActor, PPOAgent, PPOConfig, PPOLearner, TorsoPolicyValue, policy_value
+from janus.algorithms.ppo_acting import TorsoPolicyValue, policy_value
+from janus.algorithms.ppo_agent import PPOActor, PPOAgent, PPOConfig, PPOLearner
 from janus.config import RunConfig, from_dict, resolve
 from janus.envs.image_catch import ENV_ID, ImageCatch, random_return
 from janus.envs.vector import env_spaces

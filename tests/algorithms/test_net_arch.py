@@ -15,7 +15,8 @@ import janus
 from janus.algorithms.dqn_agent import DQNConfig, q_network
 from janus.algorithms.impala import ImpalaConfig, agent_config
 from janus.algorithms.networks import activation_name
-from janus.algorithms.ppo_agent import FusedPolicyValue, PPOAgent, PPOConfig, TorsoPolicyValue, policy_value
+from janus.algorithms.ppo_acting import FusedPolicyValue, TorsoPolicyValue, policy_value
+from janus.algorithms.ppo_agent import PPOAgent, PPOConfig
 from janus.algorithms.sac import SACConfig, SACLearner
 from janus.cli import main
 

@@ -41,7 +41,7 @@ def test_each_algorithm_has_the_families_its_action_spaces_allow_and_each_loads_
     from janus.config import from_dict
 
     expected = {"dqn": {"atari", "classic_control", "box2d"},
-                "ppo": {"atari", "classic_control", "box2d", "mujoco"},  # + memory: the recurrent PPO's preset
+                "ppo": {"atari", "classic_control", "box2d", "mujoco", "memory"},  # memory: the recurrent PPO's preset
                 "sac": {"classic_control", "box2d", "mujoco"}}
     for algo, families in expected.items():
         got = {f for f in FAMILIES if preset_for(algo, "CartPole-v1", f).family == f}

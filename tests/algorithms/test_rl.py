@@ -253,7 +253,7 @@ def test_fused_policy_value_matches_the_agent(env_id: str) -> None:
     """The acting fast path computes what the agent's modules and torch.distributions compute."""
     from torch.distributions import Categorical
 
-    from janus.algorithms.ppo_agent import FusedPolicyValue
+    from janus.algorithms.ppo_acting import FusedPolicyValue
 
     actor = PPOActor(PPOConfig(init_log_std=-0.3), env_id, seed=0, num_envs=2)
     obs = torch.randn(4096, actor.envs.single_observation_space.shape[0])

@@ -30,7 +30,7 @@ NOT_FLAGS = {"hidden", "critic_hidden"}  # set through --net_arch (--hidden_size
 NETWORK_KEYS = ("hidden", "critic_hidden", "activation")
 """The keys that shape the MLP of vector observations (image observations get a fixed CNN torso)."""
 EMPTY_OK = {"critic_hidden"}  # a list of widths that may be empty (then: as hidden)
-ZERO_OK = {"learning_starts", "exploration_steps"}  # integers that may be 0
+ZERO_OK = {"learning_starts", "exploration_steps", "seq_len"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
 

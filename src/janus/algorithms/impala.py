@@ -33,11 +33,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from janus.algorithms.base import Budget, BufferSpec, register
-from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.base import Budget, BufferSpec, FamilyPreset, register
+from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm, LearnerPolicy
 from janus.algorithms.optim import clip_grad_norm
 from janus.algorithms.pacing import Pacing, default_error_buffer
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
+from janus.algorithms.recurrent import check_recurrent
+from janus.algorithms.recurrent_agent import RecurrentActing, RecurrentLearnerPolicy, RecurrentPPOActor, sequence_rows, unroll_core
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult
 from janus.algorithms.tunable import TunableRange, integers, log_uniform, uniform
@@ -92,13 +94,19 @@ class ImpalaConfig:
     queue_depth: int = 2
     """Items (rounds of one piece per worker) the replay holds admitted and not yet served: how far
     the workers may run ahead of the learner before they wait for room."""
+    recurrent: str = ""
+    """A recurrent core between the features and the heads: ``lstm``, ``gru`` or "" (feed-forward);
+    see :mod:`janus.algorithms.recurrent_agent`."""
+    recurrent_size: int = 64
+    """Units of the recurrent core (``recurrent``)."""
 
 
 def agent_config(cfg: ImpalaConfig) -> PPOConfig:
     """The PPO config that builds the same networks, discounts and learning-rate schedule as ``cfg``."""
     return PPOConfig(hidden=cfg.hidden, critic_hidden=cfg.critic_hidden, activation=cfg.activation,
                      init_log_std=cfg.init_log_std, gamma=cfg.gamma, lr=cfg.lr, anneal_lr=cfg.anneal_lr,
-                     normalize_obs=cfg.normalize_obs, normalize_reward=cfg.normalize_reward)
+                     normalize_obs=cfg.normalize_obs, normalize_reward=cfg.normalize_reward,
+                     recurrent=cfg.recurrent, recurrent_size=cfg.recurrent_size)
 
 
 class ImpalaActor(PPOActor):
@@ -163,15 +171,8 @@ class ImpalaLearner(PPOLearner):
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One step on ``B`` trajectories of ``T`` steps: rows ``obs [B, T, ...]``, ``action``,
         ``logprob`` (behaviour), ``reward``, ``done`` ``[B, T]``, ``bootstrap_obs [B, ...]``."""
-        cfg, agent = self.settings, self.agent
-        obs = batch["obs"].transpose(0, 1)  # [T, B, ...]
-        steps, width = obs.shape[0], obs.shape[1]
-        action = batch["action"].transpose(0, 1).flatten(0, 1)
-        features = agent.features(torch.cat([obs.flatten(0, 1), batch["bootstrap_obs"]]))
-        values = agent.critic(features).squeeze(-1)
-        value, bootstrap_value = values[: steps * width].reshape(steps, width), values[steps * width :]
-        logprob, entropy = agent._logprob_entropy(agent.actor(features[: steps * width]), action)
-        logprob = logprob.reshape(steps, width)
+        cfg = self.settings
+        value, bootstrap_value, logprob, entropy = self.evaluate_trajectories(batch)
         behaviour = batch["logprob"].transpose(0, 1)
         discount = cfg.gamma * (1.0 - batch["done"].transpose(0, 1).float())
         targets = vtrace(behaviour, logprob.detach(), batch["reward"].transpose(0, 1).float(), value.detach(),
@@ -198,6 +199,62 @@ class ImpalaLearner(PPOLearner):
             "rho_mean": targets.rho.mean().item(), "lr": self.opt.param_groups[0]["lr"],
         }
         return UpdateResult(None, metrics)
+
+    def evaluate_trajectories(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """``(value [T, B], bootstrap value [B], log-probability [T, B], entropy [T * B])`` of the
+        batch's trajectories under the current networks, in one pass."""
+        agent = self.agent
+        obs = batch["obs"].transpose(0, 1)  # [T, B, ...]
+        steps, width = obs.shape[0], obs.shape[1]
+        action = batch["action"].transpose(0, 1).flatten(0, 1)
+        features = agent.features(torch.cat([obs.flatten(0, 1), batch["bootstrap_obs"]]))
+        values = agent.critic(features).squeeze(-1)
+        value, bootstrap_value = values[: steps * width].reshape(steps, width), values[steps * width :]
+        logprob, entropy = agent._logprob_entropy(agent.actor(features[: steps * width]), action)
+        return value, bootstrap_value, logprob.reshape(steps, width), entropy
+
+
+class RecurrentImpalaActor(RecurrentPPOActor):
+    """:class:`ImpalaActor`'s trajectories from a recurrent core: each row also carries ``state`` (the
+    core's state at its start) and ``first`` ``[T]`` (1 where a step begins an episode)."""
+
+    def __init__(self, cfg: ImpalaConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
+                 env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
+        super().__init__(agent_config(cfg), env_id, seed, num_envs, env_kwargs, vector_env)
+
+    @torch.no_grad()
+    def rollout(self, num_steps: int) -> tuple[dict[str, np.ndarray], Episodes]:
+        steps, starts = self.act_steps(num_steps, num_steps)
+        done = steps["terminated"] | steps["truncated"]
+        cut = steps["truncated"] & ~steps["terminated"]  # a time limit: bootstrapped here, as ImpalaActor does
+        reward = steps["reward"] + torch.where(cut, self.cfg.gamma * steps["cut_value"], 0.0)
+        rows = {"obs": steps["obs"], "action": steps["action"], "logprob": steps["logprob"], "reward": reward,
+                "done": done.float(), "first": steps["first"]}
+        if DISCOUNTED_RETURN in steps:
+            rows[DISCOUNTED_RETURN] = steps[DISCOUNTED_RETURN]
+        piece = {k: sequence_rows(v.numpy(), num_steps) for k, v in rows.items()}
+        piece["state"] = starts.numpy()  # [1, E, S]: the state at each trajectory's start
+        piece["bootstrap_obs"] = torch.as_tensor(self.obs, dtype=self.obs_dtype).numpy()[None]
+        piece["version"] = np.full((1, self.num_envs), max(self.version, 0), dtype=np.int64)
+        return piece, self.episodes.pop()
+
+
+class RecurrentImpalaLearner(RecurrentActing, ImpalaLearner):
+    """:class:`ImpalaLearner` on a recurrent core: each trajectory unrolled from its stored start state,
+    ``first`` resetting it, and its bootstrap observation evaluated as one step more, under the state
+    after the last step (reset where the episode ended there), in the same pass."""
+
+    def evaluate_trajectories(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        agent = self.agent
+        obs = batch["obs"].transpose(0, 1)  # [T, B, ...]
+        steps, width = obs.shape[0], obs.shape[1]
+        first = batch["first"].transpose(0, 1)
+        ended = batch["done"][:, -1:].transpose(0, 1)  # the bootstrap step begins an episode where the last one ended
+        seq = torch.cat([obs, batch["bootstrap_obs"].to(obs.dtype).unsqueeze(0)])
+        out, values = unroll_core(agent, seq, batch["state"], torch.cat([first, ended]))
+        action = batch["action"].transpose(0, 1).flatten(0, 1)
+        logprob, entropy = agent._logprob_entropy(out[:steps].flatten(0, 1), action)
+        return values[:steps], values[steps], logprob.reshape(steps, width), entropy
 
 
 # ---- the runtime's view (see janus.algorithms.base) ------------------------------------------------
@@ -236,6 +293,7 @@ class Impala(GymAlgorithm):
             raise invalid("algorithm.clip_coef", a.clip_coef, "a number in [0, 1) (0: IMPALA, no clip)")
         if a.queue_depth < 1:
             raise invalid("algorithm.queue_depth", a.queue_depth, "an integer >= 1")
+        check_recurrent("algorithm.recurrent", a.recurrent, a.recurrent_size)
         trajectories = w.num_actors * w.envs_per_actor
         if trajectories % cfg.janus.num_minibatches:
             raise invalid("num_minibatches", cfg.janus.num_minibatches,
@@ -272,11 +330,17 @@ class Impala(GymAlgorithm):
     def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GymActorSide:
         w = cfg.workload
         seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
-        actor = ImpalaActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
+        config = self.config(cfg)
+        kind = RecurrentImpalaActor if config.recurrent else ImpalaActor
+        actor = kind(config, w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
         return GymActorSide(actor, w.rollout_length, initial_env_steps)
 
     def make_learner(self, config: ImpalaConfig, obs_space: Any, action_space: Any, seed: int) -> ImpalaLearner:
-        return ImpalaLearner(config, obs_space, action_space, seed)
+        return (RecurrentImpalaLearner if config.recurrent else ImpalaLearner)(config, obs_space, action_space, seed)
+
+    def policy(self, cfg: RunConfig, learner: Any) -> LearnerPolicy:
+        acting = super().policy(cfg, learner)
+        return RecurrentLearnerPolicy(acting.learner) if self.config(cfg).recurrent else acting
 
 
 class APPO(Impala):
@@ -285,6 +349,17 @@ class APPO(Impala):
     name = "appo"
     preset: ClassVar[dict[str, Any]] = {**Impala.preset, "workload": {**Impala.preset["workload"], "algo": "appo", "num_epochs": 4}}
     variant_defaults: ClassVar[dict[str, Any]] = {"clip_coef": 0.2, "norm_adv": True}
+    # janus's values for janus/CartPoleNoVel-v1 (docs/benchmarks.md): recurrent PPO's memory preset where
+    # the two share a meaning (lstm 64, pi/vf [64], relu, gamma 0.98, lr 1e-3, normalize), items of 8
+    # trajectories of 32 steps, each trained 10 epochs in one batch.
+    family_presets: ClassVar[dict[str, FamilyPreset]] = {
+        "memory": FamilyPreset({
+            "num_minibatches": 1, "g_select": 1,
+            "workload": {"envs_per_actor": 8, "rollout_length": 32, "num_epochs": 10, "total_env_steps": 200_000},
+            "algorithm": {"recurrent": "lstm", "recurrent_size": 64, "hidden": [64], "activation": "relu",
+                          "lr": 1e-3, "gamma": 0.98, "ent_coef": 0.0, "normalize_obs": True, "normalize_reward": True},
+        }, "janus, tuned on janus/CartPoleNoVel-v1"),
+    }
     tunable_ranges: ClassVar[dict[str, TunableRange]] = {**Impala.tunable_ranges, "algorithm.clip_coef": uniform(0.1, 0.3)}
 
 

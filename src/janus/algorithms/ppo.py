@@ -10,12 +10,16 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from janus.algorithms.base import OWN_PRESET, Budget, FamilyPreset, register
-from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
+from janus.algorithms.base import OWN_PRESET, Budget, BufferSpec, FamilyPreset, register
+from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm, LearnerPolicy
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
+from janus.algorithms.recurrent import check_recurrent
+from janus.algorithms.recurrent_agent import RecurrentLearnerPolicy, RecurrentPPOActor, RecurrentPPOLearner
 from janus.algorithms.seeding import stream_seeds
 from janus.algorithms.tunable import TunableRange, integers, log_uniform, one_of, uniform
+from janus.buffer.pacing.collection import piece_steps
 from janus.config.schema import RunConfig
+from janus.errors import invalid
 
 
 class PPO(GymAlgorithm):
@@ -66,6 +70,19 @@ class PPO(GymAlgorithm):
             "algorithm": {"lr": 3e-4, "anneal_lr": False, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.0,
                           "vf_coef": 1.0, "clip_vloss": False, "normalize_obs": True, "normalize_reward": True},
         }, "RL Zoo ppo.yml, Ant-v3 (mujoco-defaults)"),
+        # ppo_lstm.yml `CartPoleNoVel-v1`: normalize true (obs and reward), n_envs 8, n_steps 32, batch_size 256
+        # (8 x 32 / 256 = 1 minibatch), gae_lambda 0.8, gamma 0.98, n_epochs 20, ent_coef 0.0, learning_rate
+        # lin_0.001, clip_range lin_0.2 (janus clips at 0.2 without annealing), n_timesteps 1e5, lstm_hidden_size 64,
+        # net_arch pi [64] vf [64], activation ReLU; SB3's vf_coef 0.5 (janus 1.0), no value clipping. Sequences are
+        # the whole piece (seq_len 0), as RecurrentPPO trains on its n_steps rollouts.
+        "memory": FamilyPreset({
+            "num_minibatches": 1, "g_select": 1,
+            "workload": {"envs_per_actor": 8, "rollout_length": 32, "num_epochs": 20, "total_env_steps": 100_000},
+            "algorithm": {"recurrent": "lstm", "recurrent_size": 64, "hidden": [64], "activation": "relu",
+                          "lr": 1e-3, "anneal_lr": True, "gae_lambda": 0.8, "gamma": 0.98, "clip_coef": 0.2,
+                          "ent_coef": 0.0, "vf_coef": 1.0, "clip_vloss": False, "normalize_obs": True,
+                          "normalize_reward": True},
+        }, "RL Zoo ppo_lstm.yml, CartPoleNoVel-v1"),
     }
 
     # What `janus tune --objective time_to_solve` searches (with the data-path knobs): the RL Zoo's PPO
@@ -77,6 +94,23 @@ class PPO(GymAlgorithm):
         "algorithm.ent_coef": uniform(0.0, 0.05),
     }
 
+    def validate(self, cfg: RunConfig) -> None:
+        """:meth:`GymAlgorithm.validate`, and a recurrent core's sequences (:func:`check_sequences`)."""
+        super().validate(cfg)
+        check_sequences(self.config(cfg), cfg)
+
+    def buffer_spec(self, cfg: RunConfig) -> BufferSpec:
+        """Feed-forward: rows are steps. Recurrent: rows are sequences of ``seq_len`` steps (minibatches of
+        whole sequences, never split)."""
+        spec = super().buffer_spec(cfg)
+        if not self.config(cfg).recurrent:
+            return spec
+        return BufferSpec(on_policy=True, checkpoint_learner=spec.checkpoint_learner, row_steps=sequence_steps(self.config(cfg), cfg))
+
+    def policy(self, cfg: RunConfig, learner: Any) -> LearnerPolicy:
+        acting = super().policy(cfg, learner)
+        return RecurrentLearnerPolicy(acting.learner) if self.config(cfg).recurrent else acting
+
     def budget(self, cfg: RunConfig) -> Budget:
         """``total_env_steps`` in whole rollouts of every worker: the smallest multiple of
         ``num_actors x envs_per_actor x rollout_length`` at or above it."""
@@ -86,11 +120,39 @@ class PPO(GymAlgorithm):
     def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0, session: int = 0) -> GymActorSide:
         w = cfg.workload
         seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
-        actor = PPOActor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
+        config = self.config(cfg)
+        kind = RecurrentPPOActor if config.recurrent else PPOActor
+        actor = kind(config, w.env, seeds, w.envs_per_actor, w.env_kwargs, vector_env=w.vector_env)
         return GymActorSide(actor, self.pacing(cfg).piece_steps, initial_env_steps)
 
     def make_learner(self, config: PPOConfig, obs_space: Any, action_space: Any, seed: int) -> PPOLearner:
-        return PPOLearner(config, obs_space, action_space, seed)
+        return (RecurrentPPOLearner if config.recurrent else PPOLearner)(config, obs_space, action_space, seed)
+
+
+def sequence_steps(a: PPOConfig, cfg: RunConfig) -> int:
+    """Env steps per sequence of a recurrent PPO run: ``seq_len``, or (0) the whole piece."""
+    return a.seq_len or piece_steps(cfg.workload.rollout_length, cfg.janus.g_collect)
+
+
+def check_sequences(a: PPOConfig, cfg: RunConfig) -> None:
+    """``recurrent``/``recurrent_size`` valid; ``seq_len`` only with a core, dividing the piece's steps; and
+    ``num_minibatches`` dividing the sequences of a rollout (minibatches are whole sequences)."""
+    check_recurrent("algorithm.recurrent", a.recurrent, a.recurrent_size)
+    if not a.recurrent:
+        if a.seq_len:
+            raise invalid("algorithm.seq_len", a.seq_len, "0 without algorithm.recurrent (--recurrent lstm|gru): "
+                          "sequences are for a recurrent core")
+        return
+    steps = piece_steps(cfg.workload.rollout_length, cfg.janus.g_collect)
+    if a.seq_len and steps % a.seq_len:
+        raise invalid("algorithm.seq_len", a.seq_len, f"a divisor of the {steps} steps of a piece (workload.rollout_length "
+                      f"{cfg.workload.rollout_length} x g_collect {cfg.janus.g_collect}), or 0 for the whole piece")
+    sequences = cfg.rollout_transitions // (a.seq_len or steps)
+    if sequences % cfg.janus.num_minibatches:
+        raise invalid("num_minibatches", cfg.janus.num_minibatches,
+                      f"a divisor of the {sequences} sequences of {a.seq_len or steps} steps a rollout holds "
+                      f"(num_actors x envs_per_actor x rollout_length / seq_len): a recurrent PPO's minibatches "
+                      f"are whole sequences")
 
 
 register(PPO())

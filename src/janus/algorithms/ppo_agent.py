@@ -14,17 +14,18 @@ Box actions: a diagonal Gaussian with a state-independent log-std. The env recei
 clipped to the space's bounds; the piece stores the unclipped sample, whose log-prob it is.
 
 Vector observations: separate policy and value MLPs, evaluated together when acting by
-:class:`FusedPolicyValue`. Image observations (:func:`janus.algorithms.networks.image_layout`):
+:class:`~janus.algorithms.ppo_acting.FusedPolicyValue`. Image observations (:func:`janus.algorithms.networks.image_layout`):
 one CNN torso shared by a linear policy head and a linear value head (the usual Atari PPO shape:
 the convolutions are most of the compute, so sharing them halves it, and the value loss helps
-shape the features), evaluated when acting by :class:`TorsoPolicyValue`.
+shape the features), evaluated when acting by :class:`~janus.algorithms.ppo_acting.TorsoPolicyValue`.
+With ``recurrent`` set, an LSTM/GRU core sits between the features and the heads
+(:mod:`janus.algorithms.recurrent_agent`).
 
 The runtime's view of PPO (its preset, family presets, budget) is :mod:`janus.algorithms.ppo`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,8 @@ from torch.distributions import Categorical, Distribution, Normal
 from janus.algorithms.networks import activation_class, activation_function, flat_size, make_torso, mlp, obs_dtype
 from janus.algorithms.normalization import obs_norm, reward_norm
 from janus.algorithms.optim import adam, clip_grad_norm
+from janus.algorithms.ppo_acting import policy_value
+from janus.algorithms.recurrent import RecurrentCore
 from janus.algorithms.returns import gae
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds
 from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
@@ -83,6 +86,13 @@ class PPOConfig:
     normalize_reward: bool = False
     """Divide rewards by the running std of the discounted returns, in the actors' environments
     (SB3's ``VecNormalize``; see :mod:`janus.envs.reward_scaling`); reported returns stay raw."""
+    recurrent: str = ""
+    """A recurrent core between the features and the heads: ``lstm``, ``gru`` or "" (feed-forward);
+    see :mod:`janus.algorithms.recurrent_agent`."""
+    recurrent_size: int = 64
+    """Units of the recurrent core (``recurrent``)."""
+    seq_len: int = 0
+    """Recurrent: env steps per training sequence (truncated BPTT); 0: the whole piece. Divides the piece's steps."""
 
 
 def _layer_init(layer: nn.Module, gain: float) -> None:
@@ -116,13 +126,15 @@ class PPOAgent(nn.Module):
         self.obs_norm = obs_norm(cfg.normalize_obs, tuple(obs_space.shape))
         self.reward_norm = reward_norm(cfg.normalize_reward)  # published with the weights: the actors' reward scale
         self.torso = make_torso(obs_space)
+        n_in = flat_size(obs_space) if self.torso is None else self.torso.features
+        self.core = RecurrentCore(cfg.recurrent, n_in, cfg.recurrent_size) if cfg.recurrent else None
+        n_in = n_in if self.core is None else self.core.hidden_size  # the heads read the core's output
         if self.torso is not None:
             for layer in self.torso.modules():
                 _layer_init(layer, np.sqrt(2))
-            self.critic = nn.Sequential(nn.Linear(self.torso.features, 1))
-            self.actor = nn.Sequential(nn.Linear(self.torso.features, n_out))
+            self.critic = nn.Sequential(nn.Linear(n_in, 1))
+            self.actor = nn.Sequential(nn.Linear(n_in, n_out))
         else:
-            n_in = flat_size(obs_space)
             act = activation_class(cfg.activation)
             self.critic = mlp(n_in, tuple(cfg.critic_hidden) or tuple(cfg.hidden), 1, act)
             self.actor = mlp(n_in, tuple(cfg.hidden), n_out, act)
@@ -173,79 +185,6 @@ class PPOAgent(nn.Module):
             return self.log_prob(dist, action), self.entropy(dist)
         logp = torch.log_softmax(out, -1)
         return logp.gather(1, action.long().unsqueeze(1)).squeeze(1), -(logp.exp() * logp).sum(-1)
-
-
-class FusedPolicyValue:
-    """Policy and value heads of a :class:`PPOAgent` evaluated in one pass, for acting.
-
-    When the two MLPs have the same depth (:func:`policy_value` checks), their layers stack: the first layer's weights are
-    concatenated (both read the observation), deeper layers are block-diagonal, and one matmul per
-    layer computes both networks. Built from the agent's current weights (rebuild after loading
-    new ones); on CartPole-sized networks this halves the ops per step, and it skips the
-    ``nn.Module`` call and ``torch.distributions`` overhead that dominate acting at that size.
-    """
-
-    def __init__(self, agent: PPOAgent) -> None:
-        actor = [m for m in agent.actor if isinstance(m, nn.Linear)]
-        critic = [m for m in agent.critic if isinstance(m, nn.Linear)]
-        assert len(actor) == len(critic), "policy and value MLPs of the same depth"
-        self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
-        with torch.no_grad():
-            for i, (a, c) in enumerate(zip(actor, critic, strict=False)):
-                weight = torch.cat([a.weight, c.weight]) if i == 0 else torch.block_diag(a.weight, c.weight)
-                self.layers.append((weight.t().contiguous(), torch.cat([a.bias, c.bias])))
-        self.n_out = actor[-1].out_features
-        self.continuous = agent.continuous
-        self.log_std = agent.log_std.detach().clone() if agent.continuous else None
-        self.obs_norm = agent.obs_norm
-        self.activation = agent.activation
-
-    def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(action, log-probability, value)`` for a batch of observations (no autograd)."""
-        x = (obs if self.obs_norm is None else self.obs_norm(obs)).flatten(1)
-        last = len(self.layers) - 1
-        for i, (weight, bias) in enumerate(self.layers):
-            x = torch.addmm(bias, x, weight)
-            if i < last:
-                x = self.activation(x)
-        return draw(x[:, : self.n_out], x[:, self.n_out], self.log_std, generator)
-
-
-class TorsoPolicyValue:
-    """Policy and value of a :class:`PPOAgent` for acting: one pass of the shared torso (image
-    observations), or of each MLP where they differ in depth."""
-
-    def __init__(self, agent: PPOAgent) -> None:
-        self.agent = agent
-        self.log_std = agent.log_std.detach() if agent.continuous else None
-
-    def __call__(self, obs: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(action, log-probability, value)`` for a batch of observations (call under no_grad)."""
-        h = self.agent.features(obs)
-        return draw(self.agent.actor(h), self.agent.critic(h).squeeze(-1), self.log_std, generator)
-
-
-def policy_value(agent: PPOAgent) -> FusedPolicyValue | TorsoPolicyValue:
-    """The acting fast path of ``agent``; build it again after loading new weights."""
-    fused = agent.torso is None and len(agent.actor) == len(agent.critic)
-    return FusedPolicyValue(agent) if fused else TorsoPolicyValue(agent)
-
-
-def draw(out: torch.Tensor, value: torch.Tensor, log_std: torch.Tensor | None,
-         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(action, log-probability, value)``: an action drawn from the policy head's output ``out``
-    (Gaussian means when ``log_std`` is given, else logits)."""
-    if log_std is not None:
-        std = log_std.exp()
-        noise = torch.randn(out.shape, generator=generator)
-        action = out + std * noise
-        logprob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        return action, logprob, value
-    logp = torch.log_softmax(out, -1)
-    # inverse-CDF sampling with one uniform per row: 4 small ops, ~5x cheaper than multinomial
-    u = torch.rand((logp.shape[0], 1), generator=generator)
-    action = (logp.exp().cumsum(-1) < u).sum(-1, keepdim=True).clamp_(max=out.shape[-1] - 1)
-    return action.squeeze(1), logp.gather(1, action).squeeze(1), value
 
 
 class PPOActor:
@@ -346,8 +285,8 @@ class PPOLearner:
 
     def update(self, batch: dict[str, torch.Tensor]) -> UpdateResult:
         """One gradient step on a minibatch of ``obs, action, logprob, value, advantage, return``."""
-        cfg, agent = self.cfg, self.agent
-        logprob, entropy, value = agent.evaluate(batch["obs"], batch["action"])  # obs as stored: the agent casts
+        cfg = self.cfg
+        logprob, entropy, value = self.evaluate(batch)
         entropy = entropy.mean()
         log_ratio = logprob - batch["logprob"]
         ratio = log_ratio.exp()
@@ -375,6 +314,10 @@ class PPOLearner:
             "approx_kl": approx_kl, "clipfrac": clipfrac, "lr": self.opt.param_groups[0]["lr"],
         }
         return UpdateResult(None, metrics)
+
+    def evaluate(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log-probability of the batch's actions, entropy, value)`` under the current networks."""
+        return self.agent.evaluate(batch["obs"], batch["action"])  # obs as stored: the agent casts
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> np.ndarray:
