@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -18,6 +18,9 @@ import torch
 from janus.config import RunConfig, from_dict, read_yaml, resolve
 from janus.errors import CheckpointError, ConfigError, shown
 from janus.fileio import checking_path
+
+if TYPE_CHECKING:
+    from janus.algorithms.base import RecurrentActingPolicy
 
 TRAINER_FILE = "trainer.pt"
 BEST_FILE = "policy.pt"
@@ -73,8 +76,24 @@ class Policy:
         """Act with ``params`` as the learner published them (a snapshot, or ``best/policy.pt``'s)."""
         self.acting.load_params(params)
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether it carries a recurrent state (``--recurrent lstm|gru``): :meth:`predict` then takes and returns it."""
+        from janus.algorithms.base import is_recurrent
+
+        return is_recurrent(self.acting)
+
+    def initial_state(self, n: int = 1) -> np.ndarray:
+        """The recurrent state of ``n`` envs at an episode's start: zeros ``[n, state_size]`` (float32)."""
+        if not self.recurrent:
+            raise ConfigError(f"initial_state: this {self.algo} policy is feed-forward; it has no recurrent state")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"invalid n: got {shown(n)}; accepted: an integer >= 1")
+        return np.zeros((n, self._recurrent().state_size), dtype=np.float32)
+
     @torch.no_grad()
-    def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> Any:
         """Actions for one observation (shaped like the env's) or a batch of them (one more leading axis).
 
         ``deterministic``: the most likely action (DQN: argmax Q; PPO: the mode of its distribution;
@@ -86,6 +105,12 @@ class Policy:
         With ``normalize_obs`` the network normalises them by the statistics saved with it.
         An observation holding NaN or an infinity is a :class:`ConfigError` naming it (the same for
         every algorithm: no action is made up from it).
+
+        A recurrent policy (:attr:`recurrent`) returns ``(actions, next_state)``: ``state`` is the one
+        :meth:`predict` returned last (``[batch, state_size]``, ``[state_size]`` for one observation;
+        None: zeros, an episode's start) and ``episode_start`` (a bool, or one per observation) zeroes
+        the state of those that begin an episode, as sb3-contrib's ``RecurrentPPO.predict`` takes them.
+        A feed-forward policy returns the actions and takes no state.
         """
         if self.encoder is not None:
             x, single = self.encoder.encode_any(obs)
@@ -98,13 +123,52 @@ class Policy:
             x = x[None] if single else x
         deterministic = checked_bool("deterministic", deterministic)
         check_finite(x)
-        action = np.asarray(self.acting.act(x, deterministic))
+        if self.recurrent:
+            acting = self._recurrent()
+            states = recurrent_state(state, episode_start, len(x), single, acting.state_size)
+            action, next_state = acting.act_with_state(x, states, deterministic)
+            action = self._fitted(np.asarray(action))
+            next_state = np.asarray(next_state, dtype=np.float32)
+            return (action[0], next_state[0]) if single else (action, next_state)
+        if state is not None or episode_start is not None:
+            raise ConfigError(f"predict: this {self.algo} policy is feed-forward; it takes no state or episode_start "
+                              f"(pass deterministic= by name)")
+        action = self._fitted(np.asarray(self.acting.act(x, deterministic)))
+        return action[0] if single else action
+
+    def _recurrent(self) -> RecurrentActingPolicy:
+        return cast("RecurrentActingPolicy", self.acting)
+
+    def _fitted(self, action: np.ndarray) -> np.ndarray:
+        """``action`` in the environment's action space: a Box's clipped, a Discrete's offset by its start."""
         space: Any = self.action_space  # a Box (low, high) or a Discrete (start), told apart by attribute
         if hasattr(space, "low"):
-            action = np.clip(action, space.low, space.high).astype(space.dtype)
-        elif hasattr(space, "start"):
-            action = action.astype(np.int64) + int(space.start)
-        return action[0] if single else action
+            return np.clip(action, space.low, space.high).astype(space.dtype)
+        if hasattr(space, "start"):
+            return action.astype(np.int64) + int(space.start)
+        return action
+
+
+def recurrent_state(state: Any, episode_start: Any, batch: int, single: bool, size: int) -> np.ndarray:
+    """The ``[batch, size]`` float32 state :meth:`Policy.predict` acts from: ``state`` (None: zeros) with the
+    rows where ``episode_start`` zeroed; a clear error for a state or flags of another shape."""
+    want = (size,) if single else (batch, size)
+    if state is None:
+        states = np.zeros((batch, size), dtype=np.float32)
+    else:
+        states = np.array(state, dtype=np.float32)  # a copy: the caller's stays as it was
+        if states.shape != want:
+            raise ConfigError(f"predict: state of shape {states.shape}; expected {want} (what predict returned last, "
+                              f"or None at an episode's start)")
+        states = states.reshape(batch, size)
+        if not np.isfinite(states).all():
+            raise ConfigError("predict: the state holds NaN or an infinity; pass what predict returned last")
+    if episode_start is not None:
+        starts = np.asarray(episode_start)
+        if starts.dtype.kind not in "bui" or starts.size != batch:
+            raise ConfigError(f"predict: episode_start {shown(episode_start)}; expected a bool per observation ({batch})")
+        states[starts.reshape(batch).astype(bool)] = 0.0
+    return states
 
 
 def load_policy(path: str | Path, *, trust: bool = False, env: Any = None) -> Policy:
@@ -197,8 +261,15 @@ def play_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: b
             env.envs[0] = wrap(env.envs[0])  # type: ignore[attr-defined]
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
+        state = policy.initial_state(1) if policy.recurrent else None  # carried per env, zeroed as episodes end
         while len(returns) < episodes:
-            obs, reward, term, trunc, _ = env.step(policy.predict(obs, deterministic=deterministic))
+            if state is None:
+                action = policy.predict(obs, deterministic=deterministic)
+            else:
+                action, state = policy.predict(obs, state, deterministic=deterministic)
+            obs, reward, term, trunc, _ = env.step(action)
+            if state is not None and (term[0] or trunc[0]):
+                state[0] = 0.0
             total += float(reward[0])
             steps += 1
             if term[0] or trunc[0]:
