@@ -74,3 +74,12 @@ def test_recurrent_appo_runs_through_the_runtime(backend: str) -> None:
     run = run_runtime(cfg, timeout_s=300)
     assert run["counts"]["env_steps"] == algorithm("appo").budget(cfg).env_steps
     assert run["counts"]["updates"] > 0 and np.isfinite(run["final_mean_return"])
+
+
+@pytest.mark.slow  # a Ray start when no earlier test made one; the recurrent path is the same on every backend
+def test_recurrent_appo_on_ray_with_two_workers(ray_session: Any) -> None:
+    cfg = appo_cfg(2048, workload={"num_actors": 2, "envs_per_actor": 4}, runtime={"backend": "ray"})
+    run = run_runtime(cfg, timeout_s=240)
+    assert run["runtime"]["backend"] == "ray"
+    assert sorted(n for n in run["runtime"]["nodes"] if n.startswith("worker-")) == ["worker-0", "worker-1"]
+    assert run["counts"]["env_steps"] == algorithm("appo").budget(cfg).env_steps and run["counts"]["updates"] > 0

@@ -9,11 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from obs_envs import DICT_ENV
 
 from janus.algorithms.base import algorithm
 from janus.algorithms.ppo_agent import PPOConfig
 from janus.algorithms.recurrent_agent import RecurrentPPOActor, RecurrentPPOLearner, sequence_rows
 from janus.config import RunConfig, from_dict, resolve
+from janus.envs.image_catch import ENV_ID as IMAGE_ENV
+from janus.envs.vector import env_spaces
 from janus.errors import ConfigError
 from janus.runtime.run import run_runtime
 
@@ -116,6 +119,25 @@ def test_a_learner_step_on_sequences_changes_the_core(kind: str) -> None:
     assert result.metrics["approx_kl"] == pytest.approx(0.0, abs=1e-6)  # on-policy: ratio 1 in the first step
     assert all(np.isfinite(v) for v in result.metrics.values())
     assert any(not torch.equal(before[k], v) for k, v in learner.agent.state_dict().items() if k.startswith("core."))
+    actor.close()
+
+
+@pytest.mark.parametrize("env_id,kwargs,torso", [
+    (IMAGE_ENV, {}, True),  # an image: the CNN torso, then the core
+    (DICT_ENV, {"kind": "dict"}, False),  # Discrete leaves in a Dict: encoded into one vector
+    (DICT_ENV, {"kind": "image"}, True),  # an image and a vector in a Dict: the multi-input torso
+])
+def test_every_observation_space_goes_through_the_core(env_id: str, kwargs: dict, torso: bool) -> None:
+    cfg = PPOConfig(recurrent="lstm", recurrent_size=8, seq_len=4)
+    actor = RecurrentPPOActor(cfg, env_id, seed=0, num_envs=2, env_kwargs=kwargs)
+    learner = RecurrentPPOLearner(cfg, *env_spaces(env_id, kwargs), seed=0)
+    assert (learner.agent.torso is not None) == torso and learner.agent.core is not None
+    actor.load_params(learner.params(), 0)
+    piece, _ = actor.rollout(8)
+    batch = as_batch(piece)
+    with torch.no_grad():
+        torch.testing.assert_close(learner.evaluate(batch)[0], batch["logprob"])
+    assert all(np.isfinite(v) for v in learner.update(batch).metrics.values())
     actor.close()
 
 
