@@ -20,6 +20,7 @@ sb3: ``learn``'s time, model and env construction excluded). Prints a table (med
 writes JSON (``--json``). Targets (issue 49): janus >= 1.5x RecurrentPPO's env-steps/s, return >= 475 at
 100k steps (median of 5 seeds); APPO >= 2x recurrent PPO's env-steps/s at return >= 475.
 
+    .venv/bin/pip install sb3-contrib==2.9.2 rl_zoo3==2.9.2    # the sb3 side's peers (SB3 2.9.2 with them)
     .venv/bin/python benchmarks/recurrent_ppo.py --seeds 0 1 2 3 4 --json runs/recurrent_ppo.json
     .venv/bin/python benchmarks/recurrent_ppo.py --seeds 0 --steps 20000    # a smoke run
 """

@@ -31,8 +31,9 @@ import torch
 
 from janus.algorithms.gym_algorithm import LearnerPolicy
 from janus.algorithms.ppo_acting import draw
-from janus.algorithms.ppo_agent import PPOActor, PPOAgent, PPOLearner
+from janus.algorithms.ppo_agent import PPOActor, PPOAgent, PPOConfig, PPOLearner
 from janus.algorithms.returns import gae
+from janus.algorithms.seeding import StreamSeeds
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward
 from janus.envs.vector import Episodes, next_obs_of
 from janus.errors import ConfigError
@@ -67,8 +68,9 @@ def sequence_rows(x: np.ndarray, seq_len: int) -> np.ndarray:
 class RecurrentPPOActor(PPOActor):
     """PPO's actor with a recurrent core: pieces of sequences with their start states; see the module doc."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, cfg: PPOConfig, env_id: str, seed: int | StreamSeeds, num_envs: int = 1,
+                 env_kwargs: dict[str, Any] | None = None, vector_env: str = "sync") -> None:
+        super().__init__(cfg, env_id, seed, num_envs, env_kwargs, vector_env)
         assert self.agent.core is not None, "RecurrentPPOActor: a config with `recurrent` set"
         self.state = self.agent.core.initial_state(self.num_envs)
         self.first = torch.ones(self.num_envs)  # every env begins an episode at its first step
