@@ -71,6 +71,21 @@ def test_a_time_limit_bootstraps_in_the_actor_through_the_inverse_rescaling() ->
     actor.close()
 
 
+@pytest.mark.parametrize("env", ["janus/ImageCatch-v0", "obs_envs:janus-test/DictCorridor-v0"], ids=["image", "dict"])
+def test_any_observation_space_goes_through_actor_and_learner(env: str) -> None:
+    """Images get the CNN torso (stored as the env emits them: uint8 pixels), a Dict of Discrete leaves
+    its encoded vector (janus.envs.observations) and the MLP: both stored in sequences and trained on."""
+    cfg = R2D2Config(seq_len=6, burn_in=2, n_step=1, recurrent_size=8)
+    actor = R2D2Actor(cfg, env, seed=0, num_envs=2, period=6)
+    obs_space = actor.envs.single_observation_space
+    piece, _ = actor.rollout(6)
+    assert piece["obs"].shape == (1, 2, 6, *obs_space.shape) and piece["obs"].dtype == obs_space.dtype
+    learner = R2D2Learner(cfg, obs_space, actor.envs.single_action_space, seed=0)
+    result = learner.update(rows(piece))
+    assert np.isfinite(result.metrics["loss"]) and result.metrics["trained_steps"] > 0
+    actor.close()
+
+
 # ---------------------------------------------------------------------------------------- learner
 def test_mixed_priority_by_hand() -> None:
     td = torch.tensor([[1.0, 4.0, 0.0], [3.0, 2.0, 0.0], [9.0, 2.0, 0.0]])  # [T=3, B=3]
