@@ -73,12 +73,9 @@ class R2D2Learner:
         obs = batch["obs"].transpose(0, 1)  # [T, B, ...]
         first = batch["first"].transpose(0, 1).bool()
         state = batch["state"].float()
-        with torch.no_grad():
-            online_state, target_state = state, state
-            if burn:
-                _, online_state = self.q.unroll(obs[:burn], state, first[:burn])
-                _, target_state = self.target.unroll(obs[:burn], state, first[:burn])
-            target_q, _ = self.target.unroll(obs[burn:], target_state, first[burn:])
+        with torch.no_grad():  # the target network burns in and runs on in one unroll (it takes no gradient)
+            online_state = self.q.unroll(obs[:burn], state, first[:burn])[1] if burn else state
+            target_q = self.target.unroll(obs, state, first)[0][burn:]
         q_all, _ = self.q.unroll(obs[burn:], online_state, first[burn:])  # [T - burn, B, actions]
         action = batch["action"].transpose(0, 1)[burn:].long().unsqueeze(-1)
         q = q_all.gather(-1, action).squeeze(-1)
