@@ -28,7 +28,7 @@ from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorit
 from janus.algorithms.pacing import Pacing, default_error_buffer, largest_insert
 from janus.algorithms.r2d2_agent import R2D2Actor, R2D2Config
 from janus.algorithms.r2d2_learner import R2D2Learner, R2D2Policy
-from janus.algorithms.recurrent import RECURRENT_KINDS
+from janus.algorithms.recurrent import RECURRENT_KINDS, check_recurrent
 from janus.algorithms.seeding import stream_seeds
 from janus.config.schema import RunConfig
 from janus.errors import ConfigError, invalid, one_of
@@ -70,7 +70,8 @@ class R2D2(ReplayGymAlgorithm):
     def validate(self, cfg: RunConfig) -> None:
         super().validate(cfg)
         a, period = self.config(cfg), cfg.workload.rollout_length
-        if a.recurrent not in RECURRENT_KINDS:
+        check_recurrent("algorithm.recurrent", a.recurrent, a.recurrent_size)
+        if not a.recurrent:
             raise invalid("algorithm.recurrent", a.recurrent, f"{one_of(RECURRENT_KINDS)} (r2d2 is recurrent)")
         if period > a.seq_len:
             raise ConfigError(f"invalid workload.rollout_length: got {period} new steps per sequence for "
