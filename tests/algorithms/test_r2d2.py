@@ -178,3 +178,16 @@ def test_burn_in_zero_is_accepted_and_the_replay_counts_sequences() -> None:
     # learning_starts 1000 env steps = 100 sequences; 32 sequences per update, one update per 8 env steps
     assert pacing.min_size_to_sample == 100 and pacing.samples_per_insert == 32 * 10 / 8
     assert budget.total_updates == (4096 - 1000) // 8 and budget.env_steps == 52 * 80
+
+
+def test_a_memory_task_gets_r2d2s_memory_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    from janus.algorithms.presets import preset_for
+    from janus.cli import configured, parse_args
+    from janus.config import recorded
+
+    cfg = configured(parse_args(["train", "--algo", "r2d2", "--env", ENV]))
+    assert "janus: preset: r2d2/memory (janus defaults, tuned on janus/CartPoleNoVel-v1)" in capsys.readouterr().out
+    assert recorded(cfg)["workload"]["preset"] == "memory" and cfg.workload.algo == "r2d2"
+    assert (cfg.janus.batch_size, cfg.workload.rollout_length, cfg.workload.envs_per_actor) == (32, 10, 8)
+    assert preset_for("r2d2", "popgym:popgym-RepeatPreviousEasy-v0", "auto").family == "memory"
+    assert preset_for("r2d2", "ALE/Pong-v5", "auto").family == "none"  # no Atari preset of its own
