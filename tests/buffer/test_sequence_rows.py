@@ -88,10 +88,10 @@ def fields(image: bool = False) -> dict[str, Any]:
 
 def assert_rows_hold_their_keys(batch: dict[str, Any], image: bool = False) -> None:
     """Every sampled row is the sequence written under its key, whole."""
-    keys = np.asarray(batch["index"])
+    keys = np.asarray(batch["index"].cpu() if isinstance(batch["index"], torch.Tensor) else batch["index"])
     expected = sequences(0, int(keys.max()) + 1, image)
     for name, values in expected.items():
-        got = batch[name].numpy() if isinstance(batch[name], torch.Tensor) else batch[name]
+        got = batch[name].cpu().numpy() if isinstance(batch[name], torch.Tensor) else batch[name]
         np.testing.assert_array_equal(got, values[keys], err_msg=name)
 
 
@@ -194,3 +194,20 @@ def test_sequence_rows_checkpoint_and_resume(sampler: str, tmp_path: Any, kernel
         assert_rows_hold_their_keys(b, image=True)
     loaded.extend(sequences(26, 3, image=True))  # resumed writing continues the keys
     assert_rows_hold_their_keys(loaded.gather([6, 7, 8]), image=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available on this machine")
+@pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
+def test_sequence_rows_on_the_cuda_placement(sampler: str, tmp_path: Any) -> None:
+    """The ``cuda`` placement (batched torch ops, no kernels) stores and samples the same rows."""
+    buf = ExperienceBuffer(20, "cuda", sampler=sampler, seed=5, fields=fields())
+    buf.extend(sequences(0, 13))
+    buf.extend(sequences(13, 13))  # wrapped
+    batch = buf.sample(16)
+    assert batch["obs"].device.type == "cuda" and batch["obs"].shape == (16, L, 4)
+    assert_rows_hold_their_keys(batch)
+    if sampler == "prioritized":
+        assert buf.update_priority(batch["index"], torch.rand(16, device="cuda")) > 0
+    buf.save(tmp_path / "seq.pt")
+    loaded = ExperienceBuffer.load(tmp_path / "seq.pt", placement="cpu_pageable")
+    assert_rows_hold_their_keys(loaded.gather(list(range(20))))
