@@ -67,6 +67,7 @@ try:
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from buffer_peers import _torchrl_prioritized_unavailable as torchrl_prioritized_unavailable
 from janus import ExperienceBuffer
 
 OBS_KINDS: dict[str, tuple[tuple[int, ...], np.dtype]] = {"vec4": ((4,), np.dtype(np.float32)),
@@ -194,18 +195,6 @@ def _prioritized_slice() -> type:
     from torchrl.data.replay_buffers.samplers import PrioritizedSliceSampler
 
     return PrioritizedSliceSampler
-
-
-def torchrl_prioritized_unavailable() -> str | None:
-    """Why TorchRL's prioritized samplers cannot run here (its C++ extension), or None."""
-    try:
-        import torchrl._torchrl  # noqa: F401
-    except ImportError as exc:
-        msg = str(exc)
-        if "undefined symbol" in msg:
-            msg = "undefined symbol " + msg.split("undefined symbol:")[-1].strip()[:60] + "..."
-        return f"torchrl's C++ extension (segment trees) does not load against torch {torch.__version__}: {msg}"
-    return None
 
 
 # ---- timing ---------------------------------------------------------------------------------------
