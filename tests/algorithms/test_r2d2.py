@@ -161,6 +161,7 @@ def test_policy_is_recurrent_and_acts_as_the_actor_greedily() -> None:
     ({"algorithm": {"recurrent_size": 0}}, "recurrent_size"),
     ({"algorithm": {"per_alpha": -1.0}}, "per_alpha"),
     ({"env": "Pendulum-v1"}, "Discrete"),
+    ({"buffer_capacity": 50}, "buffer_capacity.*counts sequences"),
 ])
 def test_bad_settings_are_refused_before_any_work(overrides: dict, match: str) -> None:
     if "env" in overrides:

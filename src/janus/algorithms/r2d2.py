@@ -1,5 +1,5 @@
 """R2D2 as janus hosts it (``--algo r2d2``): the declaration (preset, memory-family overlay, budget,
-replay of sequences, rates) and the Worker's adapter. The network and actor are
+replay of sequences, rates); its Workers run DQN's adapter (it reports epsilon). The network and actor are
 :mod:`janus.algorithms.r2d2_agent`, the learner and acting policy :mod:`janus.algorithms.r2d2_learner`.
 
 The replay stores one row per sequence (:class:`~janus.buffer.sequence_writer.SequenceWriter`): a
@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from janus.algorithms.base import OWN_PRESET, Budget, BufferSpec, FamilyPreset, register
-from janus.algorithms.gym_algorithm import GlobalStepActorSide, ReplayGymAlgorithm
+from janus.algorithms.dqn import DQNActorSide
+from janus.algorithms.gym_algorithm import ReplayGymAlgorithm
 from janus.algorithms.pacing import Pacing, default_error_buffer, largest_insert
 from janus.algorithms.r2d2_agent import R2D2Actor, R2D2Config
 from janus.algorithms.r2d2_learner import R2D2Learner, R2D2Policy
@@ -32,15 +33,6 @@ from janus.algorithms.recurrent import RECURRENT_KINDS, check_recurrent
 from janus.algorithms.seeding import stream_seeds
 from janus.config.schema import RunConfig
 from janus.errors import ConfigError, invalid, one_of
-
-
-class R2D2ActorSide(GlobalStepActorSide):
-    """Reports the exploration ``epsilon`` the next piece acts with (``info["metrics"]``)."""
-
-    def rollout(self) -> tuple[dict, dict]:
-        piece, info = super().rollout()
-        info["metrics"] = {"epsilon": self.actor.cfg.epsilon(self.actor.env_steps * self.num_workers)}
-        return piece, info
 
 
 class R2D2(ReplayGymAlgorithm):
@@ -77,6 +69,11 @@ class R2D2(ReplayGymAlgorithm):
             raise ConfigError(f"invalid workload.rollout_length: got {period} new steps per sequence for "
                               f"algorithm.seq_len={a.seq_len}; accepted: at most seq_len (r2d2 stores one sequence per "
                               f"env every rollout_length steps; a longer one would skip steps)")
+        min_size = self.rates(cfg)[0]
+        if min_size > cfg.janus.buffer_capacity:
+            raise ConfigError(f"invalid buffer_capacity: got {cfg.janus.buffer_capacity:,} sequences, fewer than the "
+                              f"{min_size:,} sampling starts after (algorithm.learning_starts={a.learning_starts:,} env "
+                              f"steps / rollout_length={period}); r2d2's buffer_capacity counts sequences")
         if a.burn_in + a.n_step >= a.seq_len:
             raise ConfigError(f"invalid algorithm.seq_len: got {a.seq_len} with burn_in={a.burn_in} and "
                               f"n_step={a.n_step}; accepted: more than burn_in + n_step (else no step of a sequence "
@@ -119,12 +116,13 @@ class R2D2(ReplayGymAlgorithm):
                       max_pieces=self.budget(cfg).iterations, lockstep=False)
 
     def actor(self, cfg: RunConfig, index: int, initial_env_steps: int = 0, instance: int = 0,
-              session: int = 0) -> R2D2ActorSide:
+              session: int = 0) -> DQNActorSide:
+        """Worker ``index``'s actor; DQN's adapter reports the epsilon of its next piece."""
         w = cfg.workload
         seeds = stream_seeds(cfg.seed, index, w.envs_per_actor, instance=instance, session=session)
         actor = R2D2Actor(self.config(cfg), w.env, seeds, w.envs_per_actor, w.rollout_length, w.env_kwargs,
                           vector_env=w.vector_env)
-        return R2D2ActorSide(actor, w.rollout_length, w.num_actors, initial_env_steps)
+        return DQNActorSide(actor, w.rollout_length, w.num_actors, initial_env_steps)
 
     def make_learner(self, config: R2D2Config, obs_space: Any, action_space: Any, seed: int) -> R2D2Learner:
         return R2D2Learner(config, obs_space, action_space, seed)

@@ -136,7 +136,6 @@ class RecurrentQNetwork(nn.Module):
             self.torso, width = torso, int(torso.features)
         self.core = RecurrentCore(cfg.recurrent, width, cfg.recurrent_size)
         actions = int(action_space.n)
-        self.dueling = cfg.dueling
         self.head = nn.Linear(cfg.recurrent_size, actions)
         self.value = nn.Linear(cfg.recurrent_size, 1) if cfg.dueling else None
 
