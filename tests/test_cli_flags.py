@@ -251,7 +251,7 @@ def test_every_option_of_every_command_has_help_text() -> None:
 def test_help_shows_the_defaults_a_run_resolves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # not the repository: the packaged default is read from any folder
     defaults = cli_parser.flag_defaults()
-    builtin = ("dqn", "ppo", "sac", "impala", "appo")
+    builtin = ("dqn", "ppo", "sac", "impala", "appo", "r2d2")
     assert defaults["overlap_collect"] == dict.fromkeys(("synthetic", *builtin), 1), "the default config runs 1, not 0"
     assert defaults["g_collect"]["synthetic"] == 4
     helps = {a.dest: a.help for a in _subcommands()["train"]._actions}

@@ -307,6 +307,7 @@ BUFFER_PLACES: dict[str, set[str]] = {
     "janus.buffer.collector": {"janus.buffer.pacing", "janus.buffer.staging", "janus.buffer.stage_stats"},
     "janus.buffer.selector": {"janus.buffer.pacing", "janus.buffer.staging", "janus.buffer.stage_stats"},
     "janus.buffer.diagnosis": {"janus.buffer.pacing", "janus.buffer.staging"},
+    "janus.buffer.sequence_writer": {"janus.buffer.arguments"},  # the actor-side writer of R2D2's sequences
 }
 
 

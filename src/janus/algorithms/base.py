@@ -9,9 +9,9 @@ command-line flags (:meth:`~Algorithm.flags`) and what a run of it records
 (:meth:`~Algorithm.hyperparameters`, :attr:`~Algorithm.acts_in_gymnasium`). Nothing outside
 ``janus.algorithms`` asks which algorithm it has.
 
-``dqn``, ``ppo``, ``sac``, ``appo``, ``impala`` and ``synthetic`` register by name (``--algo`` in any case); :func:`algorithm` looks one up,
-importing its module lazily (so ``janus.config`` and ``janus.runtime`` never import an algorithm
-module themselves), and imports a custom one named ``package.module:Name`` (see
+``dqn``, ``ppo``, ``sac``, ``appo``, ``impala``, ``r2d2`` and ``synthetic`` register by name (``--algo`` in any case);
+:func:`algorithm` looks one up, importing its module lazily (so ``janus.config`` and ``janus.runtime``
+never import an algorithm module themselves), and imports a custom one named ``package.module:Name`` (see
 docs/custom-algorithm.md); :func:`register` adds one from Python.
 """
 
@@ -323,6 +323,7 @@ MODULES = {
     "sac": "janus.algorithms.sac",
     "impala": "janus.algorithms.impala",
     "appo": "janus.algorithms.impala",
+    "r2d2": "janus.algorithms.r2d2",
 }
 """Name -> module that registers it when imported (looked up lazily)."""
 _REGISTRY: dict[str, Algorithm] = {}

@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, fields
 from typing import Any, ClassVar
 
-from janus.algorithms.base import Algorithm, Budget, BufferSpec, Hyperparameter
+from janus.algorithms.base import ActingPolicy, Algorithm, Budget, BufferSpec, Hyperparameter
 from janus.config.schema import RunConfig, field_docs
 from janus.envs.reward_scaling import DISCOUNTED_RETURN
 from janus.errors import ConfigError, invalid, one_of
@@ -25,12 +25,13 @@ MAPPED = {  # a key an algorithm: section may not set -> where the data-path con
     "batch_size": "batch_size (top level)", "buffer_size": "buffer_capacity (top level)",
     "num_minibatches": "num_minibatches (top level)", "update_epochs": "workload.num_epochs",
 }
-UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau"}
+UNIT_INTERVAL = {"gamma", "gae_lambda", "eps_start", "eps_end", "clip_coef", "per_alpha", "per_beta", "per_beta_final", "tau",
+                  "priority_eta"}
 NOT_FLAGS = {"hidden", "critic_hidden"}  # set through --net_arch (--hidden_size, --num_layers) and --critic_net_arch
 NETWORK_KEYS = ("hidden", "critic_hidden", "activation")
 """The keys that shape the MLP of vector observations (image observations get a fixed CNN torso)."""
 EMPTY_OK = {"critic_hidden"}  # a list of widths that may be empty (then: as hidden)
-ZERO_OK = {"learning_starts", "exploration_steps", "seq_len"}  # integers that may be 0
+ZERO_OK = {"learning_starts", "exploration_steps", "burn_in", "seq_len"}  # integers that may be 0
 POSITIVE = {"lr", "train_frequency", "init_alpha"}  # numbers that must be > 0
 SIGNED = {"init_log_std"}  # any finite number
 
@@ -82,7 +83,7 @@ class GymAlgorithm(Algorithm):
         values = asdict(self.config_class(**self.variant_defaults))
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
-    def policy(self, cfg: RunConfig, learner: Any) -> LearnerPolicy:
+    def policy(self, cfg: RunConfig, learner: Any) -> ActingPolicy:
         """The learner's network (a :class:`GymLearnerSide`'s, or, as the runtime's evaluator gives
         it, the bare learner), acting through the learner's ``act``."""
         return LearnerPolicy(learner.learner if isinstance(learner, GymLearnerSide) else learner)

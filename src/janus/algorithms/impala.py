@@ -33,13 +33,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from janus.algorithms.base import Budget, BufferSpec, FamilyPreset, register
-from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm, LearnerPolicy
+from janus.algorithms.base import ActingPolicy, Budget, BufferSpec, FamilyPreset, register
+from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.optim import clip_grad_norm
 from janus.algorithms.pacing import Pacing, default_error_buffer
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.recurrent import check_recurrent
-from janus.algorithms.recurrent_agent import RecurrentActing, RecurrentLearnerPolicy, RecurrentPPOActor, sequence_rows, unroll_core
+from janus.algorithms.recurrent_agent import RecurrentActing, RecurrentPPOActor, recurrent_policy, sequence_rows, unroll_core
 from janus.algorithms.seeding import StreamSeeds, stream_seeds
 from janus.algorithms.shared import UpdateResult
 from janus.algorithms.tunable import TunableRange, integers, log_uniform, uniform
@@ -338,9 +338,8 @@ class Impala(GymAlgorithm):
     def make_learner(self, config: ImpalaConfig, obs_space: Any, action_space: Any, seed: int) -> ImpalaLearner:
         return (RecurrentImpalaLearner if config.recurrent else ImpalaLearner)(config, obs_space, action_space, seed)
 
-    def policy(self, cfg: RunConfig, learner: Any) -> LearnerPolicy:
-        acting = super().policy(cfg, learner)
-        return RecurrentLearnerPolicy(acting.learner) if self.config(cfg).recurrent else acting
+    def policy(self, cfg: RunConfig, learner: Any) -> ActingPolicy:
+        return recurrent_policy(learner) if self.config(cfg).recurrent else super().policy(cfg, learner)
 
 
 class APPO(Impala):

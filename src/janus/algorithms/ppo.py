@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from janus.algorithms.base import OWN_PRESET, Budget, BufferSpec, FamilyPreset, register
-from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm, LearnerPolicy
+from janus.algorithms.base import OWN_PRESET, ActingPolicy, Budget, BufferSpec, FamilyPreset, register
+from janus.algorithms.gym_algorithm import GymActorSide, GymAlgorithm
 from janus.algorithms.ppo_agent import PPOActor, PPOConfig, PPOLearner
 from janus.algorithms.recurrent import check_recurrent
-from janus.algorithms.recurrent_agent import RecurrentLearnerPolicy, RecurrentPPOActor, RecurrentPPOLearner
+from janus.algorithms.recurrent_agent import RecurrentPPOActor, RecurrentPPOLearner, recurrent_policy
 from janus.algorithms.seeding import stream_seeds
 from janus.algorithms.tunable import TunableRange, integers, log_uniform, one_of, uniform
 from janus.buffer.pacing.collection import piece_steps
@@ -107,9 +107,8 @@ class PPO(GymAlgorithm):
             return spec
         return BufferSpec(on_policy=True, checkpoint_learner=spec.checkpoint_learner, row_steps=sequence_steps(self.config(cfg), cfg))
 
-    def policy(self, cfg: RunConfig, learner: Any) -> LearnerPolicy:
-        acting = super().policy(cfg, learner)
-        return RecurrentLearnerPolicy(acting.learner) if self.config(cfg).recurrent else acting
+    def policy(self, cfg: RunConfig, learner: Any) -> ActingPolicy:
+        return recurrent_policy(learner) if self.config(cfg).recurrent else super().policy(cfg, learner)
 
     def budget(self, cfg: RunConfig) -> Budget:
         """``total_env_steps`` in whole rollouts of every worker: the smallest multiple of

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from janus.algorithms.gym_algorithm import LearnerPolicy
+from janus.algorithms.gym_algorithm import GymLearnerSide, LearnerPolicy
 from janus.algorithms.ppo_acting import draw
 from janus.algorithms.ppo_agent import PPOActor, PPOAgent, PPOConfig, PPOLearner
 from janus.algorithms.returns import gae
@@ -188,3 +188,8 @@ class RecurrentLearnerPolicy(LearnerPolicy):
         action, next_state = self.learner.act_with_state(torch.as_tensor(obs, dtype=torch.float32),
                                                          torch.as_tensor(state, dtype=torch.float32), deterministic)
         return action, next_state.numpy()
+
+
+def recurrent_policy(learner: Any) -> RecurrentLearnerPolicy:
+    """The acting policy of a recurrent learner side (a :class:`GymLearnerSide`'s learner, or the bare learner)."""
+    return RecurrentLearnerPolicy(learner.learner if isinstance(learner, GymLearnerSide) else learner)

@@ -1,5 +1,8 @@
 """Return targets for RL workloads: n-step returns, discounted reward-to-go and GAE.
 
+Also R2D2's (Kapturowski et al., 2019): the value rescaling :func:`value_rescale` and its inverse, and
+n-step targets inside a stored sequence (:func:`sequence_nstep_targets`).
+
 Pure torch functions on time-major ``[T, B]`` tensors (``B`` parallel environments). They loop over
 time only, never over environments, and stay on the inputs' device.
 
@@ -196,3 +199,41 @@ def _gae_scan(delta: np.ndarray, cont: np.ndarray, decay: float) -> np.ndarray:
         a = delta[t] + factor[t] * a
         adv[t] = a
     return adv
+
+
+RESCALE_EPS = 1e-3
+"""R2D2's ``eps`` of the value rescaling ``h`` (Pohlen et al., 2018)."""
+
+
+def value_rescale(x: torch.Tensor, eps: float = RESCALE_EPS) -> torch.Tensor:
+    """``h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x``: squashes returns so that one network fits
+    values of any scale (Pohlen et al., 2018; R2D2)."""
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1.0) - 1.0) + eps * x
+
+
+def inverse_value_rescale(x: torch.Tensor, eps: float = RESCALE_EPS) -> torch.Tensor:
+    """``h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)``, exactly
+    :func:`value_rescale`'s inverse (``eps > 0``)."""
+    root = (torch.sqrt(1.0 + 4.0 * eps * (x.abs() + 1.0 + eps)) - 1.0) / (2.0 * eps)
+    return torch.sign(x) * (root.square() - 1.0)
+
+
+def sequence_nstep_targets(
+    reward: torch.Tensor, terminal: torch.Tensor, bootstrap: torch.Tensor, gamma: float, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """n-step targets inside sequences, time-major ``[T, B]``: ``(target, valid)``.
+
+    ``target[t] = sum_{k<m} gamma**k reward[t+k] + gamma**m bootstrap[t+m]``, ``m = n`` or fewer where
+    a ``terminal`` step ends the window (then no bootstrap: the episode ended, or the actor already
+    added a truncated step's bootstrap to its reward). ``bootstrap[t]`` is the value of the state at
+    step ``t`` (R2D2: ``Q_target(s_t, argmax_a Q(s_t, a))``). ``valid[t]``: the target lies inside the
+    sequence (the window ended by a terminal, or ``t + n < T``); others have no target and are masked."""
+    res = nstep_returns(reward, terminal, torch.zeros_like(reward, dtype=torch.bool), gamma, n)
+    T = reward.shape[0]
+    ended = res.discount == 0  # a terminal in the window (gamma**m > 0 for gamma > 0)
+    after = (res.next_index + 1).clamp(max=T - 1)  # the bootstrap step, clamped where unused
+    bootstrap = _values("bootstrap", bootstrap, tuple(reward.shape), reward)
+    value = bootstrap.gather(0, after)
+    target = res.reward + torch.where(ended, torch.zeros_like(value), res.discount * value)
+    valid = ended | (res.complete & (res.next_index + 1 < T))
+    return target, valid

@@ -54,7 +54,7 @@ def train(algo: str | None = None, env: str | Callable[[], Any] | Any = None, *,
 def train(algo: str | RunRequest | None = None, env: str | Callable[[], Any] | Any = None, *,
           seeds: Sequence[int] | None = None, callbacks: Sequence[Callback] | Callback | None = (),
           **flags: Any) -> TrainedRun | SeedRuns:
-    """Train ``algo`` (dqn, ppo, sac, appo, impala in any case, a custom ``package.module:Name``; None: by the env's action
+    """Train ``algo`` (dqn, ppo, sac, appo, impala, r2d2 in any case, a custom ``package.module:Name``; None: by the env's action
     space) on ``env`` and write the run folder ``out`` as ``janus train`` does.
 
     ``env``: a Gymnasium id; or a zero-argument callable returning a ``gymnasium.Env``, or an env

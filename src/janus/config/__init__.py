@@ -78,7 +78,7 @@ budget (a Gymnasium run takes them from its env, its budget and its ``algorithm:
 parameters per round of pieces)."""
 GYM_ONLY = ("workload.env", "workload.env_kwargs", "workload.vector_env", "workload.preset", "workload.total_env_steps",
             "runtime.eval_interval_steps", "runtime.eval_episodes", "runtime.target_return")
-"""Fields only the Gymnasium algorithms (dqn, ppo, sac, appo, impala) read."""
+"""Fields only the Gymnasium algorithms (dqn, ppo, sac, appo, impala, r2d2) read."""
 ON_POLICY_ONLY = ("num_minibatches", "workload.num_epochs")
 OFF_POLICY_ONLY = ("batch_size", "workload.updates_per_iteration", "runtime.samples_per_param_load")
 """On-policy a learner batch is a minibatch, ``rollout / num_minibatches`` transitions: ``batch_size`` is not read."""

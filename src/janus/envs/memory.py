@@ -12,6 +12,10 @@ runs of either are comparable. Time limits, reward thresholds and rendering are 
 Importing :mod:`janus.envs.vector` (every algorithm does) registers the ids, so ``janus train --env
 janus/CartPoleNoVel-v1`` works; elsewhere ``import janus.envs.memory`` first. Their family is
 ``memory`` (:func:`janus.algorithms.presets.family_of`): the algorithms' memory presets are recurrent.
+
+POPGym (Morad et al., 2023; the optional extra ``janus-rl[popgym]``) registers its ``popgym-`` ids
+when the ``popgym`` package is imported: ``--env popgym:popgym-RepeatPreviousEasy-v0`` imports it
+as any ``module:EnvId`` does, and a bare ``popgym-`` id imports it too (:func:`register_popgym`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.classic_control import CartPoleEnv, PendulumEnv
 
+from janus.errors import ConfigError
+
 CARTPOLE_ID = "janus/CartPoleNoVel-v1"
 PENDULUM_ID = "janus/PendulumNoVel-v1"
 ENV_IDS = (CARTPOLE_ID, PENDULUM_ID)
+POPGYM_PREFIX = "popgym-"
+"""POPGym's ids (``popgym-RepeatPreviousEasy-v0`` ...), registered by ``import popgym``."""
+POPGYM_INSTALL = "pip install 'janus-rl[popgym]'"
 
 
 class ObservedDims(gym.ObservationWrapper):
@@ -58,3 +67,13 @@ if CARTPOLE_ID not in gym.registry:
                  reward_threshold=475.0)
 if PENDULUM_ID not in gym.registry:
     gym.register(PENDULUM_ID, entry_point="janus.envs.memory:pendulum_no_velocity", max_episode_steps=200)
+
+
+def register_popgym() -> None:
+    """Import POPGym, which registers its ``popgym-`` ids; a :class:`ConfigError` naming the extra
+    that installs it when it is missing."""
+    try:
+        import popgym  # noqa: F401  - registers the ids
+    except ImportError as exc:
+        raise ConfigError(f"invalid --env: POPGym's environments (popgym-...) need the popgym package, which "
+                          f"could not be imported ({exc}): {POPGYM_INSTALL}") from None

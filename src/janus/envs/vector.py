@@ -37,10 +37,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-import janus.envs.image_catch  # registers janus/ImageCatch-v0 with Gymnasium
-import janus.envs.memory  # noqa: F401 - registers janus/CartPoleNoVel-v1 and janus/PendulumNoVel-v1
+import janus.envs.image_catch  # noqa: F401 - registers janus/ImageCatch-v0 with Gymnasium
 from janus.config import VECTOR_ENVS, usable_cpus
-from janus.envs import atari
+from janus.envs import atari, memory  # memory: registers janus/CartPoleNoVel-v1 and janus/PendulumNoVel-v1
 from janus.envs.envpool_vector import EnvPoolVectorEnv
 from janus.envs.observations import EncodedObservations, needs_encoding
 from janus.envs.reward_scaling import NormalizedReward
@@ -67,6 +66,8 @@ def registered_env_id(env_id: str) -> str:
         try:
             importlib.import_module(module)
         except ImportError as exc:
+            if module == "popgym":  # an optional extra: the error names it
+                memory.register_popgym()
             raise ConfigError(f"invalid --env: got {env_id!r}, but module {module!r} could not be imported "
                               f"({exc}); put its folder on PYTHONPATH") from None
         except Exception as exc:  # noqa: BLE001  the user's module raised while registering
@@ -82,6 +83,8 @@ def registered_env_id(env_id: str) -> str:
             raise ConfigError(f"invalid --env: importing module {module!r} of {env_id!r} failed: {described(exc)}") from None
     if atari.is_atari(name):
         atari.register_ale()  # an error saying how to install ale-py when it is missing
+    if name.startswith(memory.POPGYM_PREFIX) and name not in gym.registry:
+        memory.register_popgym()  # the same for POPGym's ids
     if name not in gym.registry:
         close = difflib.get_close_matches(name, list(gym.registry), n=3)
         examples = [e for e in EXAMPLE_ENVS if e in gym.registry]

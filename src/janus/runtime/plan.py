@@ -124,8 +124,9 @@ class RunPlan:
 
     @property
     def largest_insert(self) -> int:
-        """The most transitions the replay's collection writes at once (off-policy)."""
-        return largest_insert(self.cfg, self.pacing.piece_steps * self.cfg.workload.envs_per_actor)
+        """The most rows the replay's collection writes at once (off-policy): transitions, or R2D2's
+        sequences (``spec.row_steps`` new env steps each)."""
+        return largest_insert(self.cfg, self.pacing.piece_steps * self.cfg.workload.envs_per_actor // self.spec.row_steps)
 
     @property
     def limiter(self) -> SampleToInsertRatio:

@@ -110,8 +110,14 @@ def new_trajectory_manager(plan: RunPlan, shared: SharedBuffer | None = None) ->
         warm_up()
     return TrajectoryManager("trajectory_manager", "orchestrator", buffer, checkpointer(plan, "trajectory_manager"),
                              put_wait_s=0.0 if plan.serial else 0.02, resumed=plan.resumed,
-                             sample_batch=plan.cfg.minibatch_size // plan.spec.row_steps,
+                             sample_batch=sample_rows(plan),
                              batches_per_item=plan.cfg.updates_per_iteration if plan.spec.on_policy else 0)
+
+
+def sample_rows(plan: RunPlan) -> int:
+    """Rows one trained batch samples: on-policy a minibatch's transitions in rows (IMPALA's
+    trajectories), off-policy ``batch_size`` rows (transitions, or R2D2's sequences)."""
+    return plan.cfg.minibatch_size // plan.spec.row_steps if plan.spec.on_policy else plan.cfg.janus.batch_size
 
 
 def new_trainer(plan: RunPlan, replay: Callable[[], ReplayClient]) -> Trainer:

@@ -111,7 +111,7 @@ def check_request(request: RunRequest, cfg: RunConfig) -> tuple[float, str, int]
     algo = algorithm(name)
     if not (algo.has_policy and algo.acts_in_gymnasium):
         raise ConfigError(f"--objective time_to_solve tunes an algorithm with a policy acting in Gymnasium "
-                          f"environments (dqn, ppo, sac, appo, impala); --algo {name} has none to evaluate")
+                          f"environments (dqn, ppo, sac, appo, impala, r2d2); --algo {name} has none to evaluate")
     target = cfg.runtime.target_return
     if target is None:
         raise ConfigError("--objective time_to_solve needs --target_return R: the evaluations' mean return that "
