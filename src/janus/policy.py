@@ -261,7 +261,8 @@ def play_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: b
             env.envs[0] = wrap(env.envs[0])  # type: ignore[attr-defined]
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
-        state = policy.initial_state(1) if policy.recurrent else None  # carried per env, zeroed as episodes end
+        recurrent = getattr(policy, "recurrent", False)  # a policy-like object without the attribute acts feed-forward
+        state = policy.initial_state(1) if recurrent else None  # carried per env, zeroed as episodes end
         while len(returns) < episodes:
             if state is None:
                 action = policy.predict(obs, deterministic=deterministic)

@@ -79,11 +79,18 @@ def test_pendulum_observations_are_the_same_whatever_the_angular_velocity() -> N
 
 @pytest.mark.parametrize("algo, env_id", [("ppo", CARTPOLE_ID), ("dqn", CARTPOLE_ID), ("ppo", PENDULUM_ID)])
 def test_a_short_run_on_a_memory_task(algo: str, env_id: str, tmp_path: Path) -> None:
-    run = janus.train(algo, env=env_id, total_env_steps=1_024, out=tmp_path / "run", seed=0, backend="local")
+    steps = 2_048  # ppo's memory preset: 8 envs, so each env ends a 200-step Pendulum episode within it
+    run = janus.train(algo, env=env_id, total_env_steps=steps, out=tmp_path / "run", seed=0, backend="local")
     assert run.status == "finished"
     saved = json.loads((run.out / "results.json").read_text())["runs"][0]
-    assert saved["counts"]["env_steps"] >= 1_024 and saved["counts"]["updates"] > 0
+    assert saved["counts"]["env_steps"] >= steps and saved["counts"]["updates"] > 0
     assert saved["episodes"] > 0 and np.isfinite(saved["final_mean_return"])
+    assert run.policy.recurrent == (algo == "ppo")  # the memory family's ppo preset is recurrent; dqn has none
     obs, _ = gym.make(env_id).reset(seed=0)
-    action = np.asarray(run.policy.predict(obs))
+    if run.policy.recurrent:
+        action, state = run.policy.predict(obs[None], run.policy.initial_state(1))
+        assert state.shape == run.policy.initial_state(1).shape and np.asarray(action).shape[0] == 1
+        action = np.asarray(action)[0]
+    else:
+        action = np.asarray(run.policy.predict(obs))
     assert action.shape == gym.make(env_id).action_space.shape
