@@ -68,6 +68,17 @@ def test_the_appo_memory_preset_is_recurrent_and_bad_settings_are_refused() -> N
         appo_cfg(2048, algorithm={"recurrent_size": 0})
 
 
+def test_impala_on_a_memory_task_gets_a_recurrent_preset_too() -> None:
+    from janus.algorithms.presets import preset_for
+
+    choice = preset_for("impala", NOVEL)
+    assert choice.name == "impala/memory"
+    base = from_dict(choice.preset.values, base=from_dict(algorithm("impala").preset))
+    cfg = resolve(from_dict({"workload": {"env": NOVEL, "algo": "impala"}, "seed": 0}, base=base))
+    a = algorithm("impala").config(cfg)
+    assert (a.recurrent, a.recurrent_size, a.clip_coef) == ("lstm", 64, 0.0)  # impala's own objective, recurrent
+
+
 @pytest.mark.parametrize("backend", ["local", "process"])
 def test_recurrent_appo_runs_through_the_runtime(backend: str) -> None:
     cfg = appo_cfg(4096, runtime={"backend": backend})

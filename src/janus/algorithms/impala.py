@@ -258,6 +258,15 @@ class RecurrentImpalaLearner(RecurrentActing, ImpalaLearner):
 
 
 # ---- the runtime's view (see janus.algorithms.base) ------------------------------------------------
+MEMORY_PRESET: dict[str, Any] = {
+    "num_minibatches": 1, "g_select": 1,
+    "workload": {"envs_per_actor": 8, "rollout_length": 32, "num_epochs": 3, "total_env_steps": 200_000},
+    "algorithm": {"recurrent": "lstm", "recurrent_size": 64, "hidden": [64], "activation": "relu",
+                  "lr": 1e-3, "gamma": 0.98, "ent_coef": 0.0, "normalize_obs": True, "normalize_reward": True},
+}
+"""The memory family's overlay: appo's, tuned on janus/CartPoleNoVel-v1 (see :class:`APPO`); impala
+takes the same (recurrent, so a memory task is not trained by a network that cannot remember)."""
+
 class Impala(GymAlgorithm):
     """Asynchronous on-policy: workers never wait for the learner; V-trace corrects the lag."""
 
@@ -282,6 +291,10 @@ class Impala(GymAlgorithm):
         "algorithm.lr": log_uniform(1e-4, 3e-3), "workload.num_epochs": integers(1, 8),
         "algorithm.gamma": uniform(0.95, 0.999), "algorithm.ent_coef": uniform(0.0, 0.05),
         "algorithm.vf_coef": uniform(0.25, 1.0),
+    }
+
+    family_presets: ClassVar[dict[str, FamilyPreset]] = {
+        "memory": FamilyPreset(MEMORY_PRESET, "janus, appo's memory values (tuned for appo on janus/CartPoleNoVel-v1)"),
     }
 
     def validate(self, cfg: RunConfig) -> None:
@@ -353,12 +366,7 @@ class APPO(Impala):
     # trajectories of 32 steps, each trained 3 epochs in one batch (3: solved at 40-60k env steps on seeds
     # 0-2, ~3x recurrent PPO's env-steps/s; 5 and 10 epochs solved too, slower per step, no sooner).
     family_presets: ClassVar[dict[str, FamilyPreset]] = {
-        "memory": FamilyPreset({
-            "num_minibatches": 1, "g_select": 1,
-            "workload": {"envs_per_actor": 8, "rollout_length": 32, "num_epochs": 3, "total_env_steps": 200_000},
-            "algorithm": {"recurrent": "lstm", "recurrent_size": 64, "hidden": [64], "activation": "relu",
-                          "lr": 1e-3, "gamma": 0.98, "ent_coef": 0.0, "normalize_obs": True, "normalize_reward": True},
-        }, "janus, tuned on janus/CartPoleNoVel-v1"),
+        "memory": FamilyPreset(MEMORY_PRESET, "janus, tuned on janus/CartPoleNoVel-v1"),
     }
     tunable_ranges: ClassVar[dict[str, TunableRange]] = {**Impala.tunable_ranges, "algorithm.clip_coef": uniform(0.1, 0.3)}
 
