@@ -36,14 +36,14 @@ from janus.algorithms.normalization import NormalizedInput, obs_norm, reward_nor
 from janus.algorithms.optim import adam, clip_grad_norm
 from janus.algorithms.returns import nstep_returns
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds
-from janus.algorithms.shared import UpdateResult, check_action_space, load_snapshot, snapshot
+from janus.algorithms.shared import ReplaySchedules, UpdateResult, check_action_space, load_snapshot, snapshot
 from janus.envs.reward_scaling import DISCOUNTED_RETURN, NormalizedReward, seed_reward_statistics
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 from janus.errors import ConfigError, invalid
 
 
 @dataclass
-class DQNConfig:
+class DQNConfig(ReplaySchedules):
     """DQN hyperparameters. The defaults solve CartPole-v1 (see ``benchmarks/rl_cartpole.py``)."""
 
     hidden: tuple[int, ...] = (128, 128)
@@ -95,15 +95,7 @@ class DQNConfig:
     """Divide rewards by the running std of the discounted returns, in the actors' environments
     (SB3's ``VecNormalize``; see :mod:`janus.envs.reward_scaling`); reported returns stay raw."""
 
-    def importance_beta(self, progress: float) -> float:
-        """Prioritized replay's importance exponent at ``progress`` (updates done / the run's
-        updates): linear from ``per_beta`` to ``per_beta_final``."""
-        return self.per_beta + min(1.0, max(0.0, progress)) * (self.per_beta_final - self.per_beta)
 
-    def epsilon(self, global_step: int) -> float:
-        """Linear schedule from ``eps_start`` to ``eps_end`` over ``exploration_steps`` env steps."""
-        frac = min(1.0, global_step / max(1, self.exploration_steps))
-        return self.eps_start + frac * (self.eps_end - self.eps_start)
 
 
 class FlatMLP(MLP):

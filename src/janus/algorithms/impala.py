@@ -267,6 +267,7 @@ MEMORY_PRESET: dict[str, Any] = {
 """The memory family's overlay: appo's, tuned on janus/CartPoleNoVel-v1 (see :class:`APPO`); impala
 takes the same (recurrent, so a memory task is not trained by a network that cannot remember)."""
 
+
 class Impala(GymAlgorithm):
     """Asynchronous on-policy: workers never wait for the learner; V-trace corrects the lag."""
 

@@ -31,7 +31,7 @@ from janus.algorithms.networks import activation_class, check_mlp_size, flat_siz
 from janus.algorithms.recurrent import RecurrentCore
 from janus.algorithms.returns import RESCALE_EPS, inverse_value_rescale
 from janus.algorithms.seeding import StreamSeeds, as_stream_seeds
-from janus.algorithms.shared import check_action_space, load_snapshot
+from janus.algorithms.shared import ReplaySchedules, check_action_space, load_snapshot
 from janus.buffer.sequence_writer import SequenceWriter
 from janus.envs.vector import Episodes, EpisodeTracker, make_vector_env, next_obs_of, observation_box
 
@@ -40,7 +40,7 @@ SEQUENCE_FIELDS = ("obs", "action", "reward", "terminal")
 
 
 @dataclass
-class R2D2Config:
+class R2D2Config(ReplaySchedules):
     """R2D2 hyperparameters (the preset's values learn janus/CartPoleNoVel-v1: docs/benchmarks.md)."""
 
     hidden: tuple[int, ...] = (64,)
@@ -90,14 +90,7 @@ class R2D2Config:
     per_beta_final: float = 0.6
     """Importance-weight exponent at the run's last update (equal to ``per_beta``: fixed, as R2D2)."""
 
-    def epsilon(self, global_step: int) -> float:
-        """Linear schedule from ``eps_start`` to ``eps_end`` over ``exploration_steps`` env steps."""
-        frac = min(1.0, global_step / max(1, self.exploration_steps))
-        return self.eps_start + frac * (self.eps_end - self.eps_start)
 
-    def importance_beta(self, progress: float) -> float:
-        """The importance exponent at ``progress`` (updates done / the run's updates)."""
-        return self.per_beta + min(1.0, max(0.0, progress)) * (self.per_beta_final - self.per_beta)
 
     def q_values(self, q: torch.Tensor) -> torch.Tensor:
         """The network's output as values: ``h^-1(q)`` with ``value_rescaling``, else ``q``."""

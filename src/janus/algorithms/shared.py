@@ -1,6 +1,7 @@
 """What every Gymnasium actor/learner pair shares, apart from its environments (:mod:`janus.envs`):
 the result of a learner update, parameter snapshots as numpy arrays (what the Trainer publishes and
-the workers load) and the check of an environment's action space against an algorithm.
+the workers load), the check of an environment's action space against an algorithm, and the
+schedules the replay Q-learners' configs share (:class:`ReplaySchedules`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,27 @@ from gymnasium import spaces
 from torch import nn
 
 from janus.errors import invalid, one_of
+
+
+class ReplaySchedules:
+    """The schedules of a replay Q-learner's config (DQN's, R2D2's): epsilon over env steps and the
+    prioritized replay's importance exponent over updates, read from the config's own fields."""
+
+    eps_start: float
+    eps_end: float
+    exploration_steps: int
+    per_beta: float
+    per_beta_final: float
+
+    def epsilon(self, global_step: int) -> float:
+        """Linear schedule from ``eps_start`` to ``eps_end`` over ``exploration_steps`` env steps."""
+        frac = min(1.0, global_step / max(1, self.exploration_steps))
+        return self.eps_start + frac * (self.eps_end - self.eps_start)
+
+    def importance_beta(self, progress: float) -> float:
+        """Prioritized replay's importance exponent at ``progress`` (updates done / the run's
+        updates): linear from ``per_beta`` to ``per_beta_final``."""
+        return self.per_beta + min(1.0, max(0.0, progress)) * (self.per_beta_final - self.per_beta)
 
 
 class UpdateResult(NamedTuple):
