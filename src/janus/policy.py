@@ -269,11 +269,11 @@ def play_episodes(policy: Policy, episodes: int, seed: int = 0, deterministic: b
             else:
                 action, state = policy.predict(obs, state, deterministic=deterministic)
             obs, reward, term, trunc, _ = env.step(action)
-            if state is not None and (term[0] or trunc[0]):
-                state[0] = 0.0
             total += float(reward[0])
             steps += 1
             if term[0] or trunc[0]:
+                if state is not None:
+                    state[0] = 0.0
                 returns.append(total)
                 lengths.append(steps)
                 total, steps = 0.0, 0

@@ -203,7 +203,7 @@ class R2D2Actor:
         """Step ``num_steps`` (the writer's period) times: one sequence per env, shaped ``[1, E, seq_len, ...]``."""
         step0 = self.env_steps if global_step is None else int(global_step)
         columns: dict[str, list[np.ndarray]] = {k: [] for k in SEQUENCE_FIELDS}
-        states, dones = [], []
+        states = []
         for t in range(num_steps):
             action, next_state = self.act(self.obs, self.state, self.cfg.epsilon(step0 + t * self.num_envs))
             obs, reward, term, trunc, info = self.envs.step(action + self.action_start)
@@ -218,14 +218,13 @@ class R2D2Actor:
             for key, value in zip(SEQUENCE_FIELDS, (self.obs, action, train_reward, done), strict=True):
                 columns[key].append(np.asarray(value))
             states.append(self.state)
-            dones.append(done)
             self.episodes.step(reward, done, info)
             next_state[done] = 0.0  # an episode's start acts from the zero state
             self.state, self.obs = next_state, obs
         self.env_steps += num_steps * self.num_envs
         steps = {k: np.stack(v) for k, v in columns.items()}
         steps["obs"] = steps["obs"].astype(self.obs_dtype)
-        sequences = self.writer.write(steps, np.stack(states), np.stack(dones))
+        sequences = self.writer.write(steps, np.stack(states), steps["terminal"])  # terminal: the step ended its episode
         return {k: v[None] for k, v in sequences.items()}, self.episodes.pop()
 
     def close(self) -> None:

@@ -175,14 +175,12 @@ class RecurrentPPOLearner(RecurrentActing, PPOLearner):
 
 
 class RecurrentLearnerPolicy(LearnerPolicy):
-    """The :class:`~janus.algorithms.base.RecurrentActingPolicy` of a recurrent learner (:class:`RecurrentActing`)."""
+    """The :class:`~janus.algorithms.base.RecurrentActingPolicy` of a recurrent learner (:class:`RecurrentActing`);
+    its plain ``act`` reaches the learner's, which refuses (it acts with its state)."""
 
     def __init__(self, learner: Any) -> None:
         super().__init__(learner)
         self.state_size: int = learner.state_size
-
-    def act(self, obs: Any, deterministic: bool) -> Any:
-        return self.learner.act(obs, deterministic)  # raises: it acts with its state
 
     def act_with_state(self, obs: np.ndarray, state: np.ndarray, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
         action, next_state = self.learner.act_with_state(torch.as_tensor(obs, dtype=torch.float32),
